@@ -1,0 +1,156 @@
+package leasecore
+
+import (
+	"fmt"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Lease is a grant of a task to an owner, as the store recorded it.
+type Lease struct {
+	Task  string
+	Owner string
+	// Token is the fencing token: it rises each time the task is granted to an
+	// owner who did not hold it live, and never goes down or repeats.
+	Token      int64
+	AcquiredAt time.Time
+	RenewedAt  time.Time
+	ExpiresAt  time.Time
+	// TTL is the lease's time to live as last claimed or renewed.
+	TTL time.Duration
+	// TTLRemaining is ExpiresAt minus the store's clock when the store answered.
+	// Clients keep their own deadline as (local monotonic now + TTLRemaining),
+	// never by comparing ExpiresAt with their wall clock.
+	TTLRemaining time.Duration
+	// RenewCount counts renewals and same-owner refresh claims since acquisition.
+	RenewCount int64
+	Note       string
+}
+
+// Bounds of the lease model (DESIGN.md, "The lease model").
+const (
+	MinTTL         = 100 * time.Millisecond
+	MaxTTL         = 24 * time.Hour
+	DefaultTTL     = 30 * time.Second
+	MaxTaskLen     = 200
+	MaxOwnerLen    = 256
+	MaxNoteBytes   = 1024
+	taskCharsetMsg = "A-Z a-z 0-9 . _ : / @ -"
+)
+
+// ClaimParams are the inputs of a claim.
+type ClaimParams struct {
+	Task  string
+	Owner string
+	// TTL of the lease; zero means DefaultTTL. Whole milliseconds are kept.
+	TTL  time.Duration
+	Note string
+}
+
+// RenewParams are the inputs of a renewal.
+type RenewParams struct {
+	Task  string
+	Owner string
+	// TTL of the renewed lease; zero keeps the lease's current TTL.
+	TTL time.Duration
+	// Token, when non-zero, must equal the lease's token.
+	Token int64
+}
+
+// ReleaseParams are the inputs of a release.
+type ReleaseParams struct {
+	Task  string
+	Owner string
+	// Token, when non-zero, must equal the lease's token.
+	Token int64
+}
+
+// ValidateTask checks a task name: 1–200 characters of A–Z a–z 0–9 . _ : / @ -.
+func ValidateTask(task string) error {
+	if task == "" || len(task) > MaxTaskLen {
+		return &ValidationError{Field: "task", Rule: fmt.Sprintf("must be 1 to %d characters of %s", MaxTaskLen, taskCharsetMsg)}
+	}
+	for i := 0; i < len(task); i++ {
+		if !isTaskChar(task[i]) {
+			return &ValidationError{Field: "task", Rule: fmt.Sprintf("must be 1 to %d characters of %s; %q at position %d is not", MaxTaskLen, taskCharsetMsg, rune(task[i]), i+1)}
+		}
+	}
+	return nil
+}
+
+func isTaskChar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	switch c {
+	case '.', '_', ':', '/', '@', '-':
+		return true
+	}
+	return false
+}
+
+// ValidateOwner checks an owner: 1–256 printable characters of valid UTF-8.
+func ValidateOwner(owner string) error {
+	rule := fmt.Sprintf("must be 1 to %d printable characters", MaxOwnerLen)
+	if owner == "" || !utf8.ValidString(owner) || utf8.RuneCountInString(owner) > MaxOwnerLen {
+		return &ValidationError{Field: "owner", Rule: rule}
+	}
+	for _, r := range owner {
+		if !unicode.IsPrint(r) {
+			return &ValidationError{Field: "owner", Rule: rule + fmt.Sprintf("; %U is not printable", r)}
+		}
+	}
+	return nil
+}
+
+// ValidateTTL checks a TTL against the model's bounds (100 ms to 24 h).
+// Zero is allowed: it stands for the default.
+func ValidateTTL(ttl time.Duration) error {
+	if ttl == 0 {
+		return nil
+	}
+	if ttl < MinTTL || ttl > MaxTTL {
+		return &ValidationError{Field: "ttl_ms", Rule: fmt.Sprintf("must be between %d and %d milliseconds", MinTTL.Milliseconds(), MaxTTL.Milliseconds())}
+	}
+	return nil
+}
+
+func validateNote(note string) error {
+	if len(note) > MaxNoteBytes || !utf8.ValidString(note) {
+		return &ValidationError{Field: "note", Rule: fmt.Sprintf("must be valid UTF-8 of at most %d bytes", MaxNoteBytes)}
+	}
+	return nil
+}
+
+func validateToken(token int64) error {
+	if token < 0 {
+		return &ValidationError{Field: "token", Rule: "must be a positive integer when given"}
+	}
+	return nil
+}
+
+// Validate checks every input rule of a claim; nil means the store may be asked.
+func (p ClaimParams) Validate() error {
+	return firstError(ValidateTask(p.Task), ValidateOwner(p.Owner), ValidateTTL(p.TTL), validateNote(p.Note))
+}
+
+// Validate checks every input rule of a renewal.
+func (p RenewParams) Validate() error {
+	return firstError(ValidateTask(p.Task), ValidateOwner(p.Owner), ValidateTTL(p.TTL), validateToken(p.Token))
+}
+
+// Validate checks every input rule of a release.
+func (p ReleaseParams) Validate() error {
+	return firstError(ValidateTask(p.Task), ValidateOwner(p.Owner), validateToken(p.Token))
+}
+
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,120 @@
+package leasecore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Service is the lease API for Go programs: it checks every input rule before
+// the store is asked, applies defaults, and guarantees that whatever a driver
+// returns reaches the caller as one of the outcomes of the model:
+//
+//	lease, err := svc.Claim(ctx, leasecore.ClaimParams{Task: "nightly", Owner: me, TTL: time.Minute})
+//	switch {
+//	case err == nil:                                // acquired: lease is non-nil
+//	case errors.Is(err, leasecore.ErrHeld):         // another owner; errors.As gives *HeldError
+//	case errors.Is(err, leasecore.ErrUnavailable):  // the store failed; never "held"
+//	case errors.Is(err, leasecore.ErrInvalid):      // errors.As gives *ValidationError
+//	}
+//
+// The lease pointer is non-nil exactly when err is nil.
+type Service struct {
+	store Store
+}
+
+// New returns a Service over store.
+func New(store Store) *Service { return &Service{store: store} }
+
+// Store returns the underlying store.
+func (s *Service) Store() Store { return s.store }
+
+// Claim acquires or refreshes a lease; see Store.Claim.
+func (s *Service) Claim(ctx context.Context, p ClaimParams) (*Lease, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	p.TTL = p.TTL.Truncate(time.Millisecond)
+	if p.TTL == 0 {
+		p.TTL = DefaultTTL
+	}
+	lease, err := s.store.Claim(ctx, p)
+	if err != nil {
+		return nil, outcome("claim", err, ErrHeld)
+	}
+	return mustLease("claim", lease)
+}
+
+// Renew extends the owner's live lease; see Store.Renew.
+func (s *Service) Renew(ctx context.Context, p RenewParams) (*Lease, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	p.TTL = p.TTL.Truncate(time.Millisecond)
+	lease, err := s.store.Renew(ctx, p)
+	if err != nil {
+		return nil, outcome("renew", err, ErrLost)
+	}
+	return mustLease("renew", lease)
+}
+
+// Release ends the owner's live lease; see Store.Release.
+func (s *Service) Release(ctx context.Context, p ReleaseParams) (bool, error) {
+	if err := p.Validate(); err != nil {
+		return false, err
+	}
+	released, err := s.store.Release(ctx, p)
+	if err != nil {
+		return false, outcome("release", err)
+	}
+	return released, nil
+}
+
+// Get returns the task's live lease, or nil when there is none.
+func (s *Service) Get(ctx context.Context, task string) (*Lease, error) {
+	if err := ValidateTask(task); err != nil {
+		return nil, err
+	}
+	lease, err := s.store.Get(ctx, task)
+	if err != nil {
+		return nil, outcome("get", err)
+	}
+	return lease, nil
+}
+
+// List returns every live lease, ordered by task.
+func (s *Service) List(ctx context.Context) ([]Lease, error) {
+	leases, err := s.store.List(ctx)
+	if err != nil {
+		return nil, outcome("list", err)
+	}
+	return leases, nil
+}
+
+// Ping reports whether the store answers and has its schema.
+func (s *Service) Ping(ctx context.Context) error {
+	if err := s.store.Ping(ctx); err != nil {
+		return outcome("ping", err)
+	}
+	return nil
+}
+
+// outcome passes through the domain errors an operation may return and turns
+// anything else into ErrUnavailable: a driver bug or an unexpected error must
+// never reach a caller as "held" or as an unclassified failure.
+func outcome(op string, err error, allowed ...error) error {
+	for _, a := range allowed {
+		if errors.Is(err, a) {
+			return err
+		}
+	}
+	return Unavailable(op, err)
+}
+
+func mustLease(op string, lease *Lease) (*Lease, error) {
+	if lease == nil {
+		return nil, Unavailable(op, fmt.Errorf("driver returned neither a lease nor an error"))
+	}
+	return lease, nil
+}
