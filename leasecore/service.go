@@ -21,11 +21,37 @@ import (
 //
 // The lease pointer is non-nil exactly when err is nil.
 type Service struct {
-	store Store
+	store     Store
+	opTimeout time.Duration
 }
 
+// DefaultOpTimeout bounds one store operation whose context has no deadline
+// of its own, so a hung store answers "unavailable" rather than never.
+const DefaultOpTimeout = 5 * time.Second
+
+// Option configures a Service.
+type Option func(*Service)
+
+// WithOpTimeout sets the bound for one store operation whose context has no
+// deadline (default DefaultOpTimeout); zero or less means no bound.
+func WithOpTimeout(d time.Duration) Option { return func(s *Service) { s.opTimeout = d } }
+
 // New returns a Service over store.
-func New(store Store) *Service { return &Service{store: store} }
+func New(store Store, opts ...Option) *Service {
+	s := &Service{store: store, opTimeout: DefaultOpTimeout}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// bound applies the operation timeout when ctx has no deadline.
+func (s *Service) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok || s.opTimeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.opTimeout)
+}
 
 // Store returns the underlying store.
 func (s *Service) Store() Store { return s.store }
@@ -39,6 +65,8 @@ func (s *Service) Claim(ctx context.Context, p ClaimParams) (*Lease, error) {
 	if p.TTL == 0 {
 		p.TTL = DefaultTTL
 	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	lease, err := s.store.Claim(ctx, p)
 	if err != nil {
 		return nil, outcome("claim", err, ErrHeld)
@@ -52,6 +80,8 @@ func (s *Service) Renew(ctx context.Context, p RenewParams) (*Lease, error) {
 		return nil, err
 	}
 	p.TTL = p.TTL.Truncate(time.Millisecond)
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	lease, err := s.store.Renew(ctx, p)
 	if err != nil {
 		return nil, outcome("renew", err, ErrLost)
@@ -64,6 +94,8 @@ func (s *Service) Release(ctx context.Context, p ReleaseParams) (bool, error) {
 	if err := p.Validate(); err != nil {
 		return false, err
 	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	released, err := s.store.Release(ctx, p)
 	if err != nil {
 		return false, outcome("release", err)
@@ -76,6 +108,8 @@ func (s *Service) Get(ctx context.Context, task string) (*Lease, error) {
 	if err := ValidateTask(task); err != nil {
 		return nil, err
 	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	lease, err := s.store.Get(ctx, task)
 	if err != nil {
 		return nil, outcome("get", err)
@@ -85,6 +119,8 @@ func (s *Service) Get(ctx context.Context, task string) (*Lease, error) {
 
 // List returns every live lease, ordered by task.
 func (s *Service) List(ctx context.Context) ([]Lease, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	leases, err := s.store.List(ctx)
 	if err != nil {
 		return nil, outcome("list", err)
@@ -94,6 +130,8 @@ func (s *Service) List(ctx context.Context) ([]Lease, error) {
 
 // Ping reports whether the store answers and has its schema.
 func (s *Service) Ping(ctx context.Context) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := s.store.Ping(ctx); err != nil {
 		return outcome("ping", err)
 	}
