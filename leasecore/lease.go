@@ -2,6 +2,7 @@ package leasecore
 
 import (
 	"fmt"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -118,8 +119,8 @@ func ValidateTTL(ttl time.Duration) error {
 }
 
 func validateNote(note string) error {
-	if len(note) > MaxNoteBytes || !utf8.ValidString(note) {
-		return &ValidationError{Field: "note", Rule: fmt.Sprintf("must be valid UTF-8 of at most %d bytes", MaxNoteBytes)}
+	if len(note) > MaxNoteBytes || !utf8.ValidString(note) || strings.IndexByte(note, 0) >= 0 {
+		return &ValidationError{Field: "note", Rule: fmt.Sprintf("must be valid UTF-8 without NUL, of at most %d bytes", MaxNoteBytes)}
 	}
 	return nil
 }

@@ -1,6 +1,70 @@
 // Package storetest is the conformance suite every leasecore.Store driver
-// passes: the lease model of DESIGN.md, one case per rule. A driver's own test
-// calls Exercise; a new behaviour starts as a case here.
+// passes: the lease model of DESIGN.md, one named case per rule. A driver is
+// correct when Exercise passes against it; a new behaviour starts as a case
+// here, and both drivers then have to meet it.
+//
+// # What the suite promises
+//
+// Every rule of the model has a case written to fail when the rule is
+// broken, not merely to pass when it holds: each case was written against the
+// wrong driver that would sneak past a weaker check (a refresh that issues a
+// new token, a renewal that resurrects an expired lease, a release that ends
+// a lease re-granted to someone else, a claim that reports "held" when the
+// store is down, a counter that restarts with the process, a read-then-write
+// race that lets two contenders win). The cases cover
+//
+//   - claim: a free task, a same-owner refresh, another owner's live lease
+//     (held, with the holder), takeover after expiry and after release, the
+//     default TTL, and 32 concurrent contenders on a free and on an expired
+//     task, on one store and across two stores over the same data;
+//   - renew: extension, TTL kept or changed, the token check, and each lost
+//     reason (not_held, expired, held_by_other, token_mismatch), never
+//     resurrecting an expired lease; concurrent renewals each counted once
+//     and never moving the expiry backwards;
+//   - release: idempotence, owner and token checks, a stale holder that
+//     cannot release its successor's lease, the counter surviving release;
+//   - tokens that never repeat or go down, also across a closed and re-opened
+//     store;
+//   - get and list: live leases only, ordered by task, with TTLRemaining
+//     measured by the store and never above the TTL, also while renewals
+//     race the reads;
+//   - input validation through leasecore.Service: every bound of the model,
+//     the field named in the error, nothing written;
+//   - failure: an unmigrated, an unreachable and a closed store, and a
+//     cancelled context, answer ErrUnavailable from every operation, never
+//     ErrHeld or ErrLost; Migrate makes an empty database work and is
+//     idempotent.
+//
+// A few cases hunt for races (concurrent claims, renewals, and reads during
+// renewals): a correct store never fails them, while a store with the race
+// fails them often but, for the narrowest windows, not necessarily on every
+// run.
+//
+// The suite drives a store both through leasecore.New(store), as programs
+// use it, and directly where a case is about the driver's own contract (the
+// error types it returns, the operation named in an *UnavailableError).
+//
+// Cases run in parallel over shared data: each one works on task names no
+// other case uses (derived from its test name plus a random suffix), so a
+// driver's backing database can be reused between runs. Waiting for an expiry
+// uses the minimum TTL (100 ms) and polls the store with a deadline; no
+// assertion depends on how long anything took.
+//
+// # How a driver uses it
+//
+// A driver's test builds a Driver and calls Exercise:
+//
+//	func TestConformance(t *testing.T) {
+//		path := filepath.Join(t.TempDir(), "leasehold.db")
+//		storetest.Exercise(t, storetest.Driver{
+//			Open:            func(t *testing.T) leasecore.Store { return openMigrated(t, path) },
+//			OpenUnmigrated:  func(t *testing.T) leasecore.Store { return openEmpty(t) },
+//			OpenUnreachable: func(t *testing.T) leasecore.Store { return openBadPath(t) },
+//		})
+//	}
+//
+// The suite closes every store it opens (a second Close is never issued by
+// the suite).
 package storetest
 
 import (
@@ -26,9 +90,111 @@ type Driver struct {
 	OpenUnreachable func(t *testing.T) leasecore.Store
 }
 
-// Exercise runs every conformance case against d.
+// Exercise runs every conformance case against d, each as a named parallel
+// subtest of t. It fails t for every rule of the lease model the driver
+// breaks.
 func Exercise(t *testing.T, d Driver) {
 	t.Helper()
-	// Cases are added by the conformance suite's author; see the package doc.
-	_ = d
+	if d.Open == nil || d.OpenUnmigrated == nil || d.OpenUnreachable == nil {
+		t.Fatal("storetest: Driver needs Open, OpenUnmigrated and OpenUnreachable")
+	}
+	s := &suite{d: d}
+	s.store = s.open(t, d.Open)
+	s.svc = leasecore.New(s.store)
+
+	for _, g := range s.groups() {
+		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
+			for _, c := range g.cases {
+				t.Run(c.name, func(t *testing.T) {
+					t.Parallel()
+					c.run(t)
+				})
+			}
+		})
+	}
+}
+
+type testCase struct {
+	name string
+	run  func(t *testing.T)
+}
+
+type group struct {
+	name  string
+	cases []testCase
+}
+
+// groups lists every case. The names are the rules' names: a failure reads
+// as the rule the driver broke.
+func (s *suite) groups() []group {
+	return []group{
+		{"Claim", []testCase{
+			{"FreeTask", s.testClaimFreeTask},
+			{"SameOwnerRefreshes", s.testClaimSameOwnerRefreshes},
+			{"OtherOwnerWhileLiveIsHeld", s.testClaimOtherOwnerWhileLiveIsHeld},
+			{"OtherOwnerAfterExpiry", s.testClaimOtherOwnerAfterExpiry},
+			{"SameOwnerAfterExpiryGetsNewToken", s.testClaimSameOwnerAfterExpiry},
+			{"SameOwnerAfterRelease", s.testClaimSameOwnerAfterRelease},
+			{"OtherOwnerAfterRelease", s.testClaimOtherOwnerAfterRelease},
+			{"DefaultTTL", s.testClaimDefaultTTL},
+			{"RaceOnFreeTask", s.testClaimRaceOnFreeTask},
+			{"RaceOnExpiredTask", s.testClaimRaceOnExpiredTask},
+			{"RaceAcrossStores", s.testClaimRaceAcrossStores},
+		}},
+		{"Renew", []testCase{
+			{"Extends", s.testRenewExtends},
+			{"TTL", s.testRenewTTL},
+			{"WithToken", s.testRenewWithToken},
+			{"TokenMismatch", s.testRenewTokenMismatch},
+			{"HeldByOther", s.testRenewHeldByOther},
+			{"NeverClaimedIsNotHeld", s.testRenewNeverClaimed},
+			{"AfterReleaseIsNotHeld", s.testRenewAfterRelease},
+			{"AfterExpiryIsExpiredAndNotResurrected", s.testRenewAfterExpiry},
+			{"OtherOwnersExpiredLeaseIsNotHeld", s.testRenewOtherOwnersExpired},
+			{"AfterTakeoverIsHeldByOther", s.testRenewAfterTakeover},
+			{"ConcurrentRenewalsOrdered", s.testRenewConcurrent},
+		}},
+		{"Release", []testCase{
+			{"Idempotent", s.testReleaseIdempotent},
+			{"WithToken", s.testReleaseWithToken},
+			{"WrongToken", s.testReleaseWrongToken},
+			{"NotOwner", s.testReleaseNotOwner},
+			{"StaleAfterRegrant", s.testReleaseStaleAfterRegrant},
+			{"Expired", s.testReleaseExpired},
+			{"NeverClaimed", s.testReleaseNeverClaimed},
+			{"CounterSurvives", s.testReleaseCounterSurvives},
+		}},
+		{"Token", []testCase{
+			{"MonotonicAcrossReopen", s.testTokenMonotonicAcrossReopen},
+			{"SharedBetweenStores", s.testTokenSharedBetweenStores},
+		}},
+		{"Read", []testCase{
+			{"GetUnknownIsNil", s.testGetUnknown},
+			{"GetExpiredIsNil", s.testGetExpired},
+			{"GetMatchesClaim", s.testGetMatchesClaim},
+			{"ListLiveOrderedByTask", s.testListLiveOrdered},
+			{"TTLRemainingMeasuredByStore", s.testTTLRemaining},
+			{"ConsistentDuringRenewals", s.testReadsDuringRenewals},
+		}},
+		{"Validation", []testCase{
+			{"Refused", s.testValidationRefused},
+			{"Accepted", s.testValidationAccepted},
+			{"NothingWritten", s.testValidationNothingWritten},
+			{"NoteWithNUL", s.testValidationNoteWithNUL},
+		}},
+		{"Unavailable", []testCase{
+			{"Unmigrated", s.testUnavailableUnmigrated},
+			{"Unreachable", s.testUnavailableUnreachable},
+			{"Closed", s.testUnavailableClosed},
+			{"CancelledContext", s.testUnavailableCancelledContext},
+		}},
+		{"Migrate", []testCase{
+			{"Idempotent", s.testMigrateIdempotent},
+			{"Ping", s.testPing},
+		}},
+		{"DriverErrors", []testCase{
+			{"Types", s.testDriverErrorTypes},
+		}},
+	}
 }

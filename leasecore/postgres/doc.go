@@ -1,0 +1,195 @@
+// Package postgres is the leasecore.Store driver for PostgreSQL, the store a
+// fleet of sidecars on many machines shares. It talks to the server through a
+// pgx/v5 pool and keeps its schema in embedded migrations.
+//
+//	st, err := postgres.Open(ctx, "postgres://leasehold@db:5432/leasehold")
+//	err = st.Migrate(ctx)                // once per start; safe from many processes
+//	svc := leasecore.New(st)
+//
+// Every lease operation is one autocommit statement (a claim refused by a
+// holder, or a refused renewal, adds one read to say who or why). None takes
+// a lock beyond the row of its task, none holds a transaction open across a
+// round trip, and none depends on an isolation level above READ COMMITTED,
+// PostgreSQL's default. This note argues why that is enough.
+//
+// # Schema
+//
+// leasehold_leases has one row per task ever claimed: task (primary key),
+// owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note,
+// released_at. A lease is live iff released_at IS NULL AND expires_at is
+// after the statement's instant (below). No statement of the driver deletes a row, so the row's token is the task's
+// fencing counter for the life of the database. leasehold_schema_migrations
+// records the applied migrations.
+//
+// # What now() means, and the instant a statement uses
+//
+// now() is PostgreSQL's transaction_timestamp(): the time the current
+// transaction began, the same value however often a statement calls it. The
+// driver runs every statement in autocommit, so each statement is its own
+// transaction and now() is the instant the statement began, fixed for its
+// whole run, also while it waits for a row lock. The Go process's clock is
+// never consulted, so sidecars whose clocks disagree still agree on who holds
+// a task.
+//
+// A statement that began earlier can still decide later: it may wait for a
+// row lock while a statement that began after it commits, or (a read) be
+// descheduled between taking now() and taking its snapshot, and then see a
+// row written "after" its now(). Judged by now() alone, such a statement
+// would write times older than the row's (a concurrent renewal moving the
+// lease backwards) or measure more time remaining than the lease's TTL. So
+// every statement judges a row at
+//
+//	rowNow = GREATEST(now(), l.renewed_at, l.released_at)
+//
+// the later of its now() and the times already written on the row it
+// decides on (the locked latest version for a write, the row in its snapshot
+// for a read). Those times were written by transactions that committed
+// before this statement saw the row, so rowNow is an instant of the store's
+// clock between the statement's start and its decision, and it never
+// precedes anything the statement saw. Within a statement it is one instant
+// per row: the liveness test (released_at IS NULL AND expires_at > rowNow),
+// the times written (renewed_at = rowNow, expires_at = rowNow + ttl) and the
+// time remaining returned (expires_at − rowNow) all use it, so a row's times
+// never go backwards, and a live lease's time remaining is always in
+// (0, ttl]. For liveness rowNow and now() agree (a lease that is not
+// released has expires_at > renewed_at), so the choice changes no decision,
+// only the times recorded and reported.
+//
+// Because rowNow may lag the real time of the decision by the statement's
+// wait, a lease that expired during the wait can still look live (a claim is
+// then refused and retried, below), never the other way round. The time
+// remaining is measured at rowNow, so a client's local deadline (receipt +
+// remaining) runs later than the store's expiry by at most the statement's
+// duration plus one network hop; the keeper's renewal at 0.4 × ttl leaves
+// ample margin, and the fencing token covers the rest.
+//
+// # Why the claim statement is correct at READ COMMITTED
+//
+// A claim is
+//
+//	INSERT INTO leasehold_leases AS l (…) VALUES (task, owner, token 1, now(), …)
+//	ON CONFLICT (task) DO UPDATE SET
+//	    token = CASE WHEN <l is the caller's live lease> THEN l.token ELSE l.token + 1 END, …
+//	WHERE NOT (l.released_at IS NULL AND l.expires_at > rowNow) OR l.owner = excluded.owner
+//	RETURNING …
+//
+// (claimSQL has it in full). Its WHERE clause admits exactly the model's two
+// "acquired" cases: no live lease (released or expired), or a live lease of
+// the same owner; it rejects only a live lease of another owner. The CASE
+// expressions tell the two admitted cases apart on the same row version the
+// WHERE clause read: the caller's live lease keeps its token, acquired_at and
+// counts a renewal; anything else is a new grant with the next token.
+//
+// What INSERT … ON CONFLICT DO UPDATE does when transactions race
+// (PostgreSQL's INSERT reference, "ON CONFLICT Clause", and the Read
+// Committed section of "Transaction Isolation"):
+//
+//  1. It probes the primary key for task. If no row exists it inserts one
+//     speculatively; if another transaction inserts the same task at the
+//     same time, one of the two insertions finds the other (waiting for
+//     that transaction to commit or abort if need be) and proceeds as a
+//     conflict. It never fails with a unique violation and never inserts
+//     twice: the outcome is atomically an insert or a conflict.
+//  2. On a conflict it locks the existing row, as SELECT … FOR UPDATE would,
+//     waiting first for any transaction that holds the row's lock (another
+//     claim, renewal or release of the task) to end. It then works on the
+//     latest committed version of the row, even a version committed after
+//     the statement's snapshot was taken, which the statement could not
+//     otherwise see; PostgreSQL documents this exception for READ COMMITTED.
+//  3. Holding the lock, it evaluates the WHERE clause and the SET
+//     expressions on that latest version. If the WHERE clause is false, the
+//     row is not updated and RETURNING yields no row: the claim was refused.
+//
+// So each claim decides while holding the task's row lock, on the row as the
+// previous decider committed it, and commits before the next decider can
+// lock the row. Claims of one task are serialised by that lock, each one
+// seeing the committed result of all earlier ones; no decision is made on a
+// stale snapshot.
+//
+// Exactly one winner among N contenders. Let N owners claim a task none of
+// them holds live. The first to lock the row (or to insert it) finds no live
+// lease and commits its own: renewed_at = t₁ and expires_at = t₁ + ttl,
+// where t₁ is its instant. Every later contender k then locks the row and
+// reads that lease at rowNow = max(tₖ, t₁), tₖ its own now(). It is refused
+// unless t₁ + ttl <= max(tₖ, t₁), that is unless t₁ + ttl <= tₖ: unless, by
+// the store's clock, the first grant had already expired when contender k's
+// statement began, in which case the task was free again by the model's
+// definition and k's grant is a takeover after expiry, not a second winner of
+// the same race. (Contender k may even have started before the winner, tₖ <
+// t₁; that only makes the winner's lease look more live to it.) Within the
+// lease's TTL exactly one contender therefore acquires, and the others get no
+// row. The same argument covers a race on a released or expired row (the
+// DO UPDATE path) and on a new task (the INSERT path, by step 1). Two claims
+// by the same owner are not contenders: the later one is a refresh and both
+// succeed with the same token, as the model requires.
+//
+// The token never decreases or repeats. Only the claim statement writes
+// token: 1 when it inserts the task's row, which the primary key allows once
+// per task, and otherwise l.token (a refresh) or l.token + 1 (a new grant),
+// computed from the locked latest version of the row. Since updates of the
+// row are serialised by its lock and each reads its predecessor's committed
+// value, the committed values of a task's token never decrease and rise by
+// exactly one per new grant, so no two grants share a token. Renew and
+// release never write it, the row is never deleted, and PostgreSQL's commit
+// is durable (synchronous_commit, which leasehold expects on), so the counter
+// survives release, expiry, sidecar restarts and server crashes. (Deleting
+// rows by hand would restart a task's counter: don't.)
+//
+// The follow-up SELECT cannot turn a free lease into "held". When the claim
+// returns no row, the driver reads the task's live lease in a new statement:
+// a new snapshot, which includes the winner's commit, and a new now(). It
+// returns *leasecore.HeldError only if that read finds a lease of another
+// owner that is live at that read's instant, so the lease it names was held at
+// an instant during the call, and the holder, expiry and time remaining it
+// reports are the store's at that instant. If the read finds no live lease
+// (released or expired after the claim was refused) or one of the caller's
+// own (a concurrent claim by the same owner won meanwhile), the driver claims
+// again, up to maxClaimAttempts times; if every attempt is refused and then
+// reads free, it reports unavailable ("cannot tell held from free"). Held is
+// never reported without a live holder to name.
+//
+// # Renew and release
+//
+// A renewal is one UPDATE whose WHERE clause requires the caller's live lease
+// (and its token, when given). At READ COMMITTED an UPDATE that finds its row
+// locked waits, then re-evaluates its WHERE clause on the version just
+// committed, so a renewal never extends a lease that a concurrent statement
+// released or granted anew; and since an expired lease fails the WHERE
+// clause, a renewal never resurrects one. A refused renewal reads the row in
+// a new statement to name the reason (not_held, expired, held_by_other,
+// token_mismatch). That read may see a later state; a read that contradicts
+// the refusal (a live lease the renewal would have matched: the owner
+// claimed the task again in between) is reported as not_held, because the
+// lease the renewal was meant for is gone.
+//
+// A release is one UPDATE with the same WHERE clause, setting released_at
+// and expires_at to its instant. It ends only the caller's own live lease: a
+// stale holder cannot end a successor's lease, since the owner check refuses
+// another owner and the token check refuses the caller's own later grant.
+//
+// # Failures
+//
+// interpretError is the only code that inspects pgx errors; everything it
+// sees becomes *leasecore.UnavailableError with a detail an operator can act
+// on (connection refused, timeout, missing schema: "run `leasehold migrate`",
+// permission, closed store). A claim whose context ends after the statement
+// was sent may have committed although the caller is told unavailable;
+// claiming again as the same owner refreshes that lease while it is live and
+// returns its token, so a retry is safe.
+//
+// # Migrations
+//
+// Migrate applies the embedded migrations/NNNN_name.sql files in one
+// transaction that first takes pg_advisory_xact_lock on a constant key, so
+// that concurrent migrators of one database run one after another and the
+// later ones find nothing pending. The transaction runs at READ COMMITTED so
+// that the version it reads after the lock includes the previous holder's
+// commit.
+//
+// # Connections
+//
+// Open only parses the URL: the pool connects on first use, so a server that
+// is down makes operations unavailable rather than failing start-up.
+// pool_max_conns and connect_timeout in the URL are honoured; DefaultMaxConns
+// and DefaultConnectTimeout say what applies otherwise, and why.
+package postgres

@@ -1,0 +1,111 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/leasehold/leasehold/leasecore"
+)
+
+// interpretError turns any failure of operation op into a
+// *leasecore.UnavailableError whose text says what went wrong in words an
+// operator can act on. It is the only place in the driver that inspects pgx
+// and pgconn errors. The original error stays reachable with errors.Is/As.
+func interpretError(op string, err error) error {
+	return leasecore.Unavailable(op, describe(err))
+}
+
+// describe picks the readable detail for err.
+func describe(err error) error {
+	var (
+		step    *stepError
+		pgErr   *pgconn.PgError
+		connErr *pgconn.ConnectError
+		netErr  net.Error
+	)
+	switch {
+	case errors.As(err, &step):
+		return detail(err, "%s: %v", step.step, describe(step.err))
+	case errors.Is(err, errClosed), errors.Is(err, errUndecided), errors.Is(err, errSchemaBehind):
+		return err
+	case errors.Is(err, context.Canceled):
+		return detail(err, "cancelled before PostgreSQL answered")
+	case errors.Is(err, context.DeadlineExceeded), pgconn.Timeout(err):
+		return detail(err, "PostgreSQL did not answer in time")
+	case errors.As(err, &pgErr):
+		return detail(err, "%s", describePgError(pgErr))
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return detail(err, "cannot connect to PostgreSQL at %s: connection refused (is the server running?)", address(err))
+	case errors.As(err, &connErr):
+		return detail(err, "cannot connect to PostgreSQL: %v", connErr)
+	case errors.As(err, &netErr):
+		return detail(err, "lost the connection to PostgreSQL: %v", netErr)
+	default:
+		return detail(err, "PostgreSQL: %v", err)
+	}
+}
+
+// describePgError words an error the server reported, by SQLSTATE.
+func describePgError(e *pgconn.PgError) string {
+	switch e.Code {
+	case "42P01": // undefined_table
+		return fmt.Sprintf("the leasehold schema is missing (%s): run `leasehold migrate --store URL` to create it", e.Message)
+	case "42501": // insufficient_privilege
+		return fmt.Sprintf("permission denied (%s): the role needs SELECT, INSERT and UPDATE on the leasehold tables, and CREATE on the schema to migrate", e.Message)
+	case "28000", "28P01": // invalid_authorization_specification, invalid_password
+		return fmt.Sprintf("PostgreSQL refused the login: %s", e.Message)
+	case "3D000": // invalid_catalog_name
+		return fmt.Sprintf("the database does not exist: %s", e.Message)
+	case "53300": // too_many_connections
+		return fmt.Sprintf("PostgreSQL has no connection slot left (%s): lower pool_max_conns in the store URL or raise max_connections", e.Message)
+	case "57P01", "57P02", "57P03": // admin_shutdown, crash_shutdown, cannot_connect_now
+		return fmt.Sprintf("PostgreSQL is shutting down or starting up: %s", e.Message)
+	case "25006": // read_only_sql_transaction
+		return fmt.Sprintf("PostgreSQL is read-only (a standby?): %s", e.Message)
+	case "57014": // query_canceled, including statement_timeout
+		return fmt.Sprintf("PostgreSQL cancelled the statement: %s", e.Message)
+	default:
+		return fmt.Sprintf("PostgreSQL error %s: %s", e.Code, e.Message)
+	}
+}
+
+// address is the host:port of the failed connection, when err names one.
+func address(err error) string {
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Addr != nil {
+		return opErr.Addr.String()
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) && connErr.Config != nil {
+		return fmt.Sprintf("%s:%d", connErr.Config.Host, connErr.Config.Port)
+	}
+	return "the configured address"
+}
+
+// detailError is a readable message in front of the error it explains.
+type detailError struct {
+	msg string
+	err error
+}
+
+func detail(err error, format string, args ...any) error {
+	return &detailError{msg: fmt.Sprintf(format, args...), err: err}
+}
+
+func (e *detailError) Error() string { return e.msg }
+func (e *detailError) Unwrap() error { return e.err }
+
+// stepError names the step of a multi-statement operation (a migration) that
+// failed, so that the detail says which one.
+type stepError struct {
+	step string
+	err  error
+}
+
+func (e *stepError) Error() string { return e.step + ": " + e.err.Error() }
+func (e *stepError) Unwrap() error { return e.err }

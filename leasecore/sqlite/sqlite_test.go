@@ -1,0 +1,196 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	shared := filepath.Join(t.TempDir(), "leasehold.db")
+	storetest.Exercise(t, storetest.Driver{
+		Open: func(t *testing.T) leasecore.Store {
+			return openMigrated(t, shared)
+		},
+		OpenUnmigrated: func(t *testing.T) leasecore.Store {
+			return openStore(t, filepath.Join(t.TempDir(), "unmigrated.db"))
+		},
+		OpenUnreachable: func(t *testing.T) leasecore.Store {
+			return openStore(t, filepath.Join(t.TempDir(), "no-such-dir", "leasehold.db"))
+		},
+	})
+}
+
+// openStore opens a store over path and closes it when t ends.
+func openStore(t testing.TB, path string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatalf("Open(%q): %v", path, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// openMigrated opens a store over path and migrates it.
+func openMigrated(t testing.TB, path string) *Store {
+	t.Helper()
+	s := openStore(t, path)
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatalf("Migrate(%q): %v", path, err)
+	}
+	return s
+}
+
+func TestOpenDoesNotTouchTheFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "missing", "leasehold.db")
+	s := openStore(t, path)
+	ctx := context.Background()
+
+	checks := map[string]error{
+		"ping":    s.Ping(ctx),
+		"migrate": s.Migrate(ctx),
+	}
+	_, checks["claim"] = s.Claim(ctx, leasecore.ClaimParams{Task: "t", Owner: "o", TTL: time.Second})
+	_, checks["renew"] = s.Renew(ctx, leasecore.RenewParams{Task: "t", Owner: "o"})
+	_, checks["release"] = s.Release(ctx, leasecore.ReleaseParams{Task: "t", Owner: "o"})
+	_, checks["get"] = s.Get(ctx, "t")
+	_, checks["list"] = s.List(ctx)
+	for op, err := range checks {
+		assertUnavailable(t, op, err, "unable to open database file")
+	}
+}
+
+func TestUnmigratedSaysRunMigrate(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, filepath.Join(t.TempDir(), "leasehold.db"))
+	ctx := context.Background()
+	assertUnavailable(t, "ping", s.Ping(ctx), "run leasehold migrate")
+	_, err := s.Claim(ctx, leasecore.ClaimParams{Task: "t", Owner: "o", TTL: time.Second})
+	assertUnavailable(t, "claim", err, "no such table: leasehold_leases")
+	_, err = s.Get(ctx, "t")
+	assertUnavailable(t, "get", err, "run leasehold migrate")
+}
+
+func TestPingWantsTheLatestSchema(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "leasehold.db")
+	s := openMigrated(t, path)
+	ctx := context.Background()
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping after Migrate: %v", err)
+	}
+	// Pretend this build knows one more migration than the file has.
+	s.migrations = append(s.migrations[:len(s.migrations):len(s.migrations)], s.migrations[0])
+	assertUnavailable(t, "ping", s.Ping(ctx), "schema is at version")
+}
+
+func TestCallsAfterCloseAreUnavailable(t *testing.T) {
+	t.Parallel()
+	s := openMigrated(t, filepath.Join(t.TempDir(), "leasehold.db"))
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	ctx := context.Background()
+	_, err := s.Claim(ctx, leasecore.ClaimParams{Task: "t", Owner: "o", TTL: time.Second})
+	assertUnavailable(t, "claim", err, "store is closed")
+	_, err = s.Release(ctx, leasecore.ReleaseParams{Task: "t", Owner: "o"})
+	assertUnavailable(t, "release", err, "store is closed")
+	_, err = s.List(ctx)
+	assertUnavailable(t, "list", err, "store is closed")
+	assertUnavailable(t, "migrate", s.Migrate(ctx), "store is closed")
+}
+
+func TestCancelledContextIsUnavailable(t *testing.T) {
+	t.Parallel()
+	s := openMigrated(t, filepath.Join(t.TempDir(), "leasehold.db"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := s.Claim(ctx, leasecore.ClaimParams{Task: "t", Owner: "o", TTL: time.Second})
+	assertUnavailable(t, "claim", err, "cancel")
+}
+
+// TestLockedFileIsUnavailable holds the file's write lock from a second
+// store, as another process would, and checks that a claim that cannot get
+// it in time is unavailable, never held.
+func TestLockedFileIsUnavailable(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "leasehold.db")
+	holder := openMigrated(t, path)
+	tx, err := holder.writer.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback() })
+
+	s := openStore(t, path)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	t.Cleanup(cancel)
+	_, err = s.Claim(ctx, leasecore.ClaimParams{Task: "t", Owner: "o", TTL: time.Second})
+	if errors.Is(err, leasecore.ErrHeld) {
+		t.Fatalf("claim on a locked file = %v, want unavailable", err)
+	}
+	assertUnavailable(t, "claim", err, "")
+}
+
+func TestDurabilityPragmas(t *testing.T) {
+	t.Parallel()
+	s := openMigrated(t, filepath.Join(t.TempDir(), "leasehold.db"))
+	ctx := context.Background()
+	want := map[string]string{"journal_mode": "wal", "synchronous": "2", "foreign_keys": "1", "busy_timeout": "10000"}
+	for pragma, value := range want {
+		for _, db := range []*sql.DB{s.writer, s.reader} {
+			var got string
+			if err := db.QueryRowContext(ctx, "PRAGMA "+pragma).Scan(&got); err != nil {
+				t.Fatalf("PRAGMA %s: %v", pragma, err)
+			}
+			if !strings.EqualFold(got, value) {
+				t.Errorf("PRAGMA %s = %q, want %q", pragma, got, value)
+			}
+		}
+	}
+}
+
+func TestPathsThatLookLikeURIs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+	for _, name := range []string{"what?.db", "100%.db", "a#b.db", "with space.db"} {
+		path := filepath.Join(dir, name)
+		s := openMigrated(t, path)
+		if _, err := s.Claim(ctx, leasecore.ClaimParams{Task: "t", Owner: "o", TTL: time.Minute}); err != nil {
+			t.Fatalf("claim in %q: %v", name, err)
+		}
+		if _, err := os.Stat(path); err != nil {
+			t.Errorf("file %q not created where asked: %v", name, err)
+		}
+	}
+}
+
+func assertUnavailable(t *testing.T, op string, err error, detail string) {
+	t.Helper()
+	var u *leasecore.UnavailableError
+	if !errors.As(err, &u) || !errors.Is(err, leasecore.ErrUnavailable) {
+		t.Errorf("%s: err = %v (%T), want *leasecore.UnavailableError", op, err, err)
+		return
+	}
+	if u.Op != op {
+		t.Errorf("%s: UnavailableError.Op = %q", op, u.Op)
+	}
+	if !strings.Contains(err.Error(), detail) {
+		t.Errorf("%s: err = %q, want it to mention %q", op, err, detail)
+	}
+}

@@ -1,0 +1,187 @@
+package storetest
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/leasecore"
+)
+
+// Get of a task never claimed is nil, not an error.
+func (s *suite) testGetUnknown(t *testing.T) {
+	mustGone(t, s.svc, uniqueTask(t))
+	l, err := s.store.Get(opCtx(t), uniqueTask(t))
+	if l != nil || err != nil {
+		t.Errorf("raw Get of an unknown task = (%s, %v), want (nil, nil)", show(l), err)
+	}
+}
+
+// Get of an expired lease is nil: the row outlives the lease, but only a
+// live lease is reported.
+func (s *suite) testGetExpired(t *testing.T) {
+	task := uniqueTask(t)
+	claim(t, s.svc, task, "a", shortTTL)
+	waitExpired(t, s.svc, task)
+	l, err := s.store.Get(opCtx(t), task)
+	if l != nil || err != nil {
+		t.Errorf("raw Get of an expired lease = (%s, %v), want (nil, nil)", show(l), err)
+	}
+}
+
+// Get reports the lease as the claim recorded it, with an owner and note of
+// any printable characters byte for byte.
+func (s *suite) testGetMatchesClaim(t *testing.T) {
+	task := uniqueTask(t)
+	l := claimOK(t, s.svc, leasecore.ClaimParams{
+		Task: task, Owner: "hôte-ä #7 «worker»", TTL: 42 * time.Second,
+		Note: "multi-line\nnote with 'quotes', \"dq\", \\ and ✓",
+	})
+	checkSame(t, "get", get(t, s.svc, task), l)
+}
+
+// List reports exactly the live leases, ordered by task name byte by byte
+// (the order of Go's string comparison, independent of the database's
+// collation), and omits released and expired ones.
+func (s *suite) testListLiveOrdered(t *testing.T) {
+	prefix := uniqueTask(t) + "/"
+	// Orders that differ between bytewise and linguistic collations: "B"
+	// sorts before "a", and "b-2" before "b.1".
+	live := map[string]*leasecore.Lease{}
+	for _, name := range []string{"b.1", "a", "b-2", "B"} {
+		live[prefix+name] = claim(t, s.svc, prefix+name, "owner-"+name, time.Minute)
+	}
+	released := claim(t, s.svc, prefix+"0-released", "r", time.Minute)
+	releaseOK(t, s.svc, released.Task, "r", released.Token)
+	expired := claim(t, s.svc, prefix+"1-expired", "e", shortTTL)
+	waitExpired(t, s.svc, expired.Task)
+
+	got := listed(t, s.svc, prefix)
+	var gotTasks []string
+	for i := range got {
+		gotTasks = append(gotTasks, got[i].Task)
+		if want, ok := live[got[i].Task]; ok {
+			checkSame(t, "list entry", &got[i], want)
+		}
+	}
+	wantTasks := []string{prefix + "B", prefix + "a", prefix + "b-2", prefix + "b.1"}
+	if !slices.Equal(gotTasks, wantTasks) {
+		t.Errorf("list of this case's tasks:\n got %q\nwant %q (live only, bytewise order)", gotTasks, wantTasks)
+	}
+}
+
+// TTLRemaining is measured by the store: positive, at most the TTL, and
+// shrinking between two reads while the expiry stays put.
+func (s *suite) testTTLRemaining(t *testing.T) {
+	task := uniqueTask(t)
+	l := claim(t, s.svc, task, "a", time.Minute)
+	first := get(t, s.svc, task)
+	if first.TTLRemaining > l.TTLRemaining {
+		t.Errorf("ttl_remaining grew from %v at the claim to %v at the next read", l.TTLRemaining, first.TTLRemaining)
+	}
+	var later *leasecore.Lease
+	poll(t, time.Millisecond, "ttl_remaining to shrink", func() bool {
+		later = get(t, s.svc, task)
+		return later != nil && later.TTLRemaining < first.TTLRemaining
+	})
+	if later.TTLRemaining <= 0 || later.TTLRemaining > later.TTL {
+		t.Errorf("ttl_remaining %v, want in (0, %v]", later.TTLRemaining, later.TTL)
+	}
+	checkSame(t, "lease after reads (a read must not extend it)", later, l)
+}
+
+// A read that races with renewals sees a consistent lease: the store's now
+// in a read is never earlier than the renewal the read returns, so
+// 0 < ttl_remaining ≤ ttl holds for every read, and a reader never sees the
+// lease go backwards (renew_count, renewed_at, expires_at) from one read to
+// the next. A client's deadline (its clock + ttl_remaining) must never lie
+// beyond what the store granted. Several readers race one renewer, so that a
+// store whose reads take "now" before their snapshot is caught in the act.
+func (s *suite) testReadsDuringRenewals(t *testing.T) {
+	const renewals, readers = 300, 4
+	task := uniqueTask(t)
+	l := claim(t, s.svc, task, "a", time.Minute)
+	ctx := t.Context()
+
+	var (
+		done     atomic.Bool
+		mu       sync.Mutex
+		problems []string
+		reads    int
+		failure  error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if failure == nil {
+			failure = err
+		}
+	}
+	var reading sync.WaitGroup
+	for range readers {
+		reading.Go(func() {
+			prev := l
+			var mine []string
+			check := func(how string, g *leasecore.Lease) {
+				switch {
+				case g == nil:
+					mine = append(mine, how+": no live lease")
+				case g.TTLRemaining <= 0 || g.TTLRemaining > g.TTL:
+					mine = append(mine, fmt.Sprintf("%s: ttl_remaining %v, want in (0, %v]: the read's now is before renewed_at %s",
+						how, g.TTLRemaining, g.TTL, g.RenewedAt.UTC().Format(time.RFC3339Nano)))
+				case g.Token != l.Token || g.RenewCount < prev.RenewCount || g.RenewedAt.Before(prev.RenewedAt) || g.ExpiresAt.Before(prev.ExpiresAt):
+					mine = append(mine, fmt.Sprintf("%s: %s went backwards from %s", how, show(g), show(prev)))
+				default:
+					prev = g
+				}
+			}
+			n := 0
+			for !done.Load() {
+				g, err := s.svc.Get(ctx, task)
+				if err != nil {
+					fail(fmt.Errorf("get: %w", err))
+					return
+				}
+				check("get", g)
+				all, err := s.svc.List(ctx)
+				if err != nil {
+					fail(fmt.Errorf("list: %w", err))
+					return
+				}
+				for i := range all {
+					if all[i].Task == task {
+						check("list", &all[i])
+					}
+				}
+				n += 2
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			problems = append(problems, mine...)
+			reads += n
+		})
+	}
+	for range renewals {
+		if _, err := s.svc.Renew(ctx, leasecore.RenewParams{Task: task, Owner: "a", Token: l.Token}); err != nil {
+			fail(fmt.Errorf("renew: %w", err))
+			break
+		}
+	}
+	done.Store(true)
+	reading.Wait()
+	if failure != nil {
+		t.Fatalf("during renewals and concurrent reads: %v", failure)
+	}
+	if len(problems) > 0 {
+		total := len(problems)
+		if total > 5 {
+			problems = append(problems[:5], fmt.Sprintf("… and %d more", total-5))
+		}
+		t.Errorf("%d of %d reads during %d renewals were inconsistent:\n  %s", total, reads, renewals,
+			strings.Join(problems, "\n  "))
+	}
+}

@@ -1,0 +1,111 @@
+package storetest
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/leasehold/leasehold/leasecore"
+)
+
+// mutantEnv names the mutant TestMemoryConformance runs; empty runs the
+// correct model.
+const mutantEnv = "STORETEST_MUTANT"
+
+// TestMemoryConformance runs the suite against the in-memory reference
+// model, which must pass it; with STORETEST_MUTANT set (by TestMutants) it
+// runs against a broken model instead, which must not.
+func TestMemoryConformance(t *testing.T) {
+	t.Parallel()
+	mutant := os.Getenv(mutantEnv)
+	shared := &memData{migrated: true, rows: map[string]*memRow{}}
+	Exercise(t, Driver{
+		Open: func(*testing.T) leasecore.Store {
+			data := shared
+			if mutant == "reopenLosesData" {
+				data = &memData{migrated: true, rows: map[string]*memRow{}}
+			}
+			return &memStore{data: data, mutant: mutant}
+		},
+		OpenUnmigrated: func(*testing.T) leasecore.Store {
+			return &memStore{data: &memData{rows: map[string]*memRow{}}, mutant: mutant}
+		},
+		OpenUnreachable: func(*testing.T) leasecore.Store {
+			return &memStore{data: shared, mutant: mutant, unreachable: true}
+		},
+	})
+}
+
+// TestMutants checks that the suite fails each broken model, in the case
+// that names the rule it breaks: a case that a wrong driver passes is no
+// case at all.
+func TestMutants(t *testing.T) {
+	if os.Getenv(mutantEnv) != "" {
+		t.Skip("running as a mutant")
+	}
+	if testing.Short() {
+		t.Skip("-short: each mutant runs the whole suite in a subprocess")
+	}
+	t.Parallel()
+	for mutant, wantFailing := range map[string][]string{
+		"refreshNewToken":      {"Claim/SameOwnerRefreshes"},
+		"refreshMovesAcquired": {"Claim/SameOwnerRefreshes"},
+		"refreshResetsCount":   {"Claim/SameOwnerRefreshes"},
+		"refreshKeepsNote":     {"Claim/SameOwnerRefreshes"},
+		"heldTouches":          {"Claim/OtherOwnerWhileLiveIsHeld"},
+		"expiredIsRefresh":     {"Claim/SameOwnerAfterExpiryGetsNewToken"},
+		"nonAtomicClaim":       {"Claim/RaceOnFreeTask", "Claim/RaceOnExpiredTask", "Claim/RaceAcrossStores"},
+		"renewResurrects":      {"Renew/AfterExpiryIsExpiredAndNotResurrected"},
+		"expiredIsNotHeld":     {"Renew/AfterExpiryIsExpiredAndNotResurrected"},
+		"renewIgnoresToken":    {"Renew/TokenMismatch"},
+		"renewIgnoresTTL":      {"Renew/TTL"},
+		"renewKeepsRenewedAt":  {"Renew/Extends"},
+		"releaseExpired":       {"Release/Expired"},
+		"releaseIgnoresOwner":  {"Release/NotOwner", "Release/StaleAfterRegrant"},
+		"releaseIgnoresToken":  {"Release/WrongToken"},
+		"releaseDeletesRow":    {"Release/CounterSurvives", "Claim/SameOwnerAfterRelease", "Token/MonotonicAcrossReopen"},
+		"getExpired":           {"Read/GetExpiredIsNil"},
+		"listReleased":         {"Read/ListLiveOrderedByTask", "Release/Idempotent"},
+		"listFoldsCase":        {"Read/ListLiveOrderedByTask"},
+		"ttlRemainingConstant": {"Read/TTLRemainingMeasuredByStore"},
+		"unmigratedIsHeld":     {"Unavailable/Unmigrated"},
+		"closedStillWorks":     {"Unavailable/Closed"},
+		"ignoresContext":       {"Unavailable/CancelledContext"},
+		"renewLostUpdate":      {"Renew/ConcurrentRenewalsOrdered"},
+		"readStaleNow":         {"Read/ConsistentDuringRenewals"},
+		"migrateWipes":         {"Migrate/Idempotent"},
+		"reopenLosesData":      {"Token/MonotonicAcrossReopen", "Token/SharedBetweenStores"},
+	} {
+		t.Run(mutant, func(t *testing.T) {
+			t.Parallel()
+			// The race cases catch a racy mutant with high probability, not
+			// certainty, so a mutant gets a few runs and each wanted case must
+			// fail in at least one of them. A correct model fails none.
+			caught := map[string]bool{}
+			var out []byte
+			for attempt := 0; attempt < 5 && len(caught) < len(wantFailing); attempt++ {
+				cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestMemoryConformance$", "-test.count=1", "-test.v", "-test.parallel=64")
+				cmd.Env = append(os.Environ(), mutantEnv+"="+mutant)
+				var err error
+				out, err = cmd.CombinedOutput()
+				if err == nil {
+					continue
+				}
+				for _, c := range wantFailing {
+					if strings.Contains(string(out), "--- FAIL: TestMemoryConformance/"+c+" ") {
+						caught[c] = true
+					}
+				}
+			}
+			for _, c := range wantFailing {
+				if !caught[c] {
+					t.Errorf("mutant %s did not fail case %s in 5 runs", mutant, c)
+				}
+			}
+			if t.Failed() {
+				t.Logf("output of the last run:\n%s", out)
+			}
+		})
+	}
+}
