@@ -3,13 +3,12 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold/internal/benchload"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/leasecore"
 )
@@ -28,49 +27,6 @@ var benchClients = []int{1, 32}
 
 const benchTTL = time.Minute
 
-// runClients runs b.N calls of op spread over clients goroutines and reports
-// the throughput. op gets the client's number.
-func runClients(b *testing.B, clients int, op func(ctx context.Context, client int) error) {
-	b.Helper()
-	ctx := b.Context()
-	var (
-		next     atomic.Int64
-		wg       sync.WaitGroup
-		failOnce sync.Once
-		failure  error
-	)
-	// Warm up: one call per client at once, so the pool has opened its
-	// connections (and each client's row exists) before the clock starts.
-	for c := range clients {
-		wg.Go(func() {
-			if err := op(ctx, c); err != nil {
-				failOnce.Do(func() { failure = err })
-			}
-		})
-	}
-	wg.Wait()
-	if failure != nil {
-		b.Fatal(failure)
-	}
-	b.ResetTimer()
-	for c := range clients {
-		wg.Go(func() {
-			for next.Add(1) <= int64(b.N) {
-				if err := op(ctx, c); err != nil {
-					failOnce.Do(func() { failure = err })
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	b.StopTimer()
-	if failure != nil {
-		b.Fatal(failure)
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
-}
-
 func benchTask(kind string, clients, c int) (task, owner string) {
 	return fmt.Sprintf("bench/%s/%d/%d", kind, clients, c), fmt.Sprintf("client-%d", c)
 }
@@ -81,7 +37,7 @@ func BenchmarkClaim(b *testing.B) {
 	svc := leasecore.New(mustMigrated(b, pgtest.NewDatabase(b)))
 	for _, clients := range benchClients {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			runClients(b, clients, func(ctx context.Context, c int) error {
+			benchload.Run(b, clients, func(ctx context.Context, c int) error {
 				task, owner := benchTask("claim", clients, c)
 				_, err := svc.Claim(ctx, leasecore.ClaimParams{Task: task, Owner: owner, TTL: benchTTL})
 				return err
@@ -105,7 +61,7 @@ func BenchmarkRenew(b *testing.B) {
 				}
 				tokens[c] = l.Token
 			}
-			runClients(b, clients, func(ctx context.Context, c int) error {
+			benchload.Run(b, clients, func(ctx context.Context, c int) error {
 				task, owner := benchTask("renew", clients, c)
 				_, err := svc.Renew(ctx, leasecore.RenewParams{Task: task, Owner: owner, TTL: benchTTL, Token: tokens[c]})
 				return err
@@ -133,15 +89,15 @@ func BenchmarkRawClaimStatement(b *testing.B) {
 	ttlMS := benchTTL.Milliseconds()
 	for _, clients := range benchClients {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			runClients(b, clients, func(ctx context.Context, c int) error {
+			benchload.Run(b, clients, func(ctx context.Context, c int) error {
 				task, owner := benchTask("raw", clients, c)
 				var (
 					tsk, own              string
 					token, ttl, n, remain int64
 					acq, ren, exp         time.Time
-					note                  []byte
+					note                  string
 				)
-				return pool.QueryRow(ctx, claimSQL, task, owner, ttlMS, []byte{}).
+				return pool.QueryRow(ctx, claimSQL, task, owner, ttlMS, "").
 					Scan(&tsk, &own, &token, &acq, &ren, &exp, &ttl, &n, &note, &remain)
 			})
 		})

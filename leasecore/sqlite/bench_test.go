@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/benchload"
 	"github.com/leasehold/leasehold/leasecore"
 )
 
@@ -20,12 +20,10 @@ func BenchmarkClaim(b *testing.B) {
 	for _, clients := range []int{1, 32} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			svc := benchService(b)
-			runClients(b, clients, func(ctx context.Context, task string) func() error {
-				p := leasecore.ClaimParams{Task: task, Owner: "bench-" + task, TTL: time.Minute}
-				return func() error {
-					_, err := svc.Claim(ctx, p)
-					return err
-				}
+			benchload.Run(b, clients, func(ctx context.Context, c int) error {
+				task := benchTask(c)
+				_, err := svc.Claim(ctx, leasecore.ClaimParams{Task: task, Owner: "bench-" + task, TTL: time.Minute})
+				return err
 			})
 		})
 	}
@@ -35,17 +33,19 @@ func BenchmarkRenew(b *testing.B) {
 	for _, clients := range []int{1, 32} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			svc := benchService(b)
-			runClients(b, clients, func(ctx context.Context, task string) func() error {
-				owner := "bench-" + task
-				lease, err := svc.Claim(ctx, leasecore.ClaimParams{Task: task, Owner: owner, TTL: time.Minute})
+			tokens := make([]int64, clients)
+			for c := range clients {
+				task := benchTask(c)
+				lease, err := svc.Claim(b.Context(), leasecore.ClaimParams{Task: task, Owner: "bench-" + task, TTL: time.Minute})
 				if err != nil {
 					b.Fatalf("claim %s: %v", task, err)
 				}
-				p := leasecore.RenewParams{Task: task, Owner: owner, TTL: time.Minute, Token: lease.Token}
-				return func() error {
-					_, err := svc.Renew(ctx, p)
-					return err
-				}
+				tokens[c] = lease.Token
+			}
+			benchload.Run(b, clients, func(ctx context.Context, c int) error {
+				task := benchTask(c)
+				_, err := svc.Renew(ctx, leasecore.RenewParams{Task: task, Owner: "bench-" + task, TTL: time.Minute, Token: tokens[c]})
+				return err
 			})
 		})
 	}
@@ -56,40 +56,4 @@ func benchService(b *testing.B) *leasecore.Service {
 	return leasecore.New(openMigrated(b, filepath.Join(b.TempDir(), "leasehold.db")))
 }
 
-// runClients splits b.N operations between clients goroutines. setup runs
-// before the timer starts and returns one client's operation on its task.
-func runClients(b *testing.B, clients int, setup func(ctx context.Context, task string) func() error) {
-	ctx := context.Background()
-	ops := make([]func() error, clients)
-	for i := range ops {
-		ops[i] = setup(ctx, fmt.Sprintf("bench-%d", i))
-	}
-	errs := make(chan error, clients)
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
-	for i, op := range ops {
-		n := b.N / clients
-		if i < b.N%clients {
-			n++
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range n {
-				if err := op(); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "ops/s")
-}
+func benchTask(client int) string { return fmt.Sprintf("bench-%d", client) }

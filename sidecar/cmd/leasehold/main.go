@@ -1,0 +1,155 @@
+// Command leasehold is the leasehold sidecar and its command-line tools:
+//
+//	leasehold serve   [--listen 127.0.0.1:7411] [--store sqlite:./leasehold.db]
+//	                  [--token-file PATH] [--log-format text|json]
+//	leasehold migrate [--store URL] [--log-format text|json]
+//
+// Every flag is also read from LEASEHOLD_<FLAG> (LEASEHOLD_LISTEN,
+// LEASEHOLD_STORE, LEASEHOLD_TOKEN_FILE, LEASEHOLD_LOG_FORMAT); the command
+// line wins over the environment. Exit status: 0 on success, 1 when the
+// command failed, 2 for a usage error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/leasehold/leasehold/leasecore/storeurl"
+	"github.com/leasehold/leasehold/sidecar"
+)
+
+const usage = `leasehold hands named tasks to one owner at a time, for a TTL, with a fencing token.
+
+Usage:
+  leasehold serve   [--listen 127.0.0.1:7411] [--store sqlite:./leasehold.db]
+                    [--token-file PATH] [--log-format text|json]
+                    serve the HTTP API (migrates the store at start)
+  leasehold migrate [--store URL] [--log-format text|json]
+                    create or upgrade the store's schema, then exit
+  leasehold help    print this help
+
+Stores: sqlite:PATH (the default, sqlite:./leasehold.db) or postgres://USER@HOST:PORT/DB.
+Every flag is also read from LEASEHOLD_<FLAG>, e.g. LEASEHOLD_STORE, LEASEHOLD_TOKEN_FILE;
+the command line wins. Run 'leasehold COMMAND -h' for a command's flags.
+`
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitFailed  = 1
+	exitUsage   = 2
+	programName = "leasehold"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// run is the whole program, minus the process: it returns the exit status.
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch verb, rest := args[0], args[1:]; verb {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	case "serve":
+		return serve(rest, getenv, stderr)
+	case "migrate":
+		return migrate(rest, getenv, stderr)
+	default:
+		fmt.Fprintf(stderr, "%s: unknown command %q\n\n%s", programName, verb, usage)
+		return exitUsage
+	}
+}
+
+func serve(args []string, getenv func(string) string, stderr io.Writer) int {
+	cfg := sidecar.DefaultConfig()
+	fs := newFlagSet("serve", stderr)
+	cfg.RegisterFlags(fs)
+	if code, ok := parse(fs, args, getenv, stderr); !ok {
+		return code
+	}
+	if err := cfg.Validate(); err != nil {
+		return fail(stderr, "serve", err)
+	}
+	log, err := sidecar.NewLogger(cfg.LogFormat, stderr)
+	if err != nil {
+		return fail(stderr, "serve", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal kills the process the default way
+	}()
+	if err := sidecar.Serve(ctx, cfg, log); err != nil {
+		return fail(stderr, "serve", err)
+	}
+	return exitOK
+}
+
+func migrate(args []string, getenv func(string) string, stderr io.Writer) int {
+	storeURL, logFormat := storeurl.Default, "text"
+	fs := newFlagSet("migrate", stderr)
+	fs.StringVar(&storeURL, "store", storeURL, "store `URL`: sqlite:PATH or postgres://USER@HOST:PORT/DB")
+	fs.StringVar(&logFormat, "log-format", logFormat, "log `format`: text or json")
+	if code, ok := parse(fs, args, getenv, stderr); !ok {
+		return code
+	}
+	log, err := sidecar.NewLogger(logFormat, stderr)
+	if err != nil {
+		return fail(stderr, "migrate", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := sidecar.Migrate(ctx, storeURL, log); err != nil {
+		return fail(stderr, "migrate", err)
+	}
+	return exitOK
+}
+
+func newFlagSet(verb string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(programName+" "+verb, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: %s %s [flags]\n\nFlags (each also read from LEASEHOLD_<FLAG>, e.g. %s):\n",
+			programName, verb, sidecar.EnvName("store"))
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses the command line, then the environment for flags it did not
+// set. It reports the exit status when the program should stop.
+func parse(fs *flag.FlagSet, args []string, getenv func(string) string, stderr io.Writer) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, false
+		}
+		return exitUsage, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		fs.Usage()
+		return exitUsage, false
+	}
+	if err := sidecar.ApplyEnv(fs, getenv); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		return exitUsage, false
+	}
+	return exitOK, true
+}
+
+func fail(stderr io.Writer, verb string, err error) int {
+	fmt.Fprintf(stderr, "%s %s: %v\n", programName, verb, err)
+	return exitFailed
+}

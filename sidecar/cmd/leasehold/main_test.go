@@ -1,0 +1,273 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestCommandLine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cases := []struct {
+		name       string
+		args       []string
+		env        map[string]string
+		code       int
+		stdout     string
+		stderr     string
+		createFile string
+	}{
+		{name: "no args", args: nil, code: 2, stderr: "Usage:"},
+		{name: "help", args: []string{"help"}, code: 0, stdout: "leasehold migrate"},
+		{name: "unknown verb", args: []string{"frobnicate"}, code: 2, stderr: `unknown command "frobnicate"`},
+		{name: "unknown flag", args: []string{"serve", "--bogus"}, code: 2, stderr: "flag provided but not defined"},
+		{name: "stray argument", args: []string{"serve", "extra"}, code: 2, stderr: `unexpected argument "extra"`},
+		{name: "serve -h", args: []string{"serve", "-h"}, code: 0, stderr: "LEASEHOLD_STORE"},
+		{
+			name: "non-loopback without token", code: 1, stderr: "refusing to listen",
+			args: []string{"serve", "--listen", "0.0.0.0:0", "--store", "sqlite:" + filepath.Join(dir, "a.db")},
+		},
+		{
+			name: "non-loopback from env", code: 1, stderr: "refusing to listen",
+			args: []string{"serve", "--store", "sqlite:" + filepath.Join(dir, "b.db")},
+			env:  map[string]string{"LEASEHOLD_LISTEN": ":0"},
+		},
+		{
+			name: "bad log format from env", code: 1, stderr: "log-format",
+			args: []string{"serve"}, env: map[string]string{"LEASEHOLD_LOG_FORMAT": "xml"},
+		},
+		{
+			name: "missing token file", code: 1, stderr: "token file",
+			args: []string{"serve", "--listen", "127.0.0.1:0", "--token-file", filepath.Join(dir, "none"), "--store", "sqlite:" + filepath.Join(dir, "c.db")},
+		},
+		{
+			name: "migrate", code: 0, createFile: filepath.Join(dir, "m.db"),
+			args: []string{"migrate", "--store", "sqlite:" + filepath.Join(dir, "m.db")},
+		},
+		{
+			name: "migrate store from env", code: 0, createFile: filepath.Join(dir, "e.db"),
+			args: []string{"migrate"}, env: map[string]string{"LEASEHOLD_STORE": "sqlite:" + filepath.Join(dir, "e.db")},
+		},
+		{
+			name: "migrate unreachable", code: 1, stderr: "leasehold migrate: migrate store sqlite:",
+			args: []string{"migrate", "--store", "sqlite:" + filepath.Join(dir, "missing", "x.db")},
+		},
+		{
+			name: "migrate bad URL", code: 1, stderr: "must be sqlite:PATH or postgres://",
+			args: []string{"migrate", "--store", "mysql://x"},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr bytes.Buffer
+			code := run(c.args, func(k string) string { return c.env[k] }, &stdout, &stderr)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d; stderr: %s", code, c.code, stderr.String())
+			}
+			if !strings.Contains(stdout.String(), c.stdout) {
+				t.Errorf("stdout lacks %q: %s", c.stdout, stdout.String())
+			}
+			if !strings.Contains(stderr.String(), c.stderr) {
+				t.Errorf("stderr lacks %q: %s", c.stderr, stderr.String())
+			}
+			if c.createFile != "" {
+				if _, err := os.Stat(c.createFile); err != nil {
+					t.Errorf("store file: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// TestServeProcess runs the real binary: it serves on a port of its choice,
+// answers a claim, and stops cleanly on SIGTERM; a second process over the
+// same file continues the task's token counter.
+func TestServeProcess(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "leasehold")
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	}
+	build := exec.Command(gobin, "build", "-o", exe, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	store := "sqlite:" + filepath.Join(dir, "leasehold.db")
+
+	p := startServe(t, exe, store)
+	p.waitReady(t)
+	token := p.claim(t, "nightly", "w1")
+	if token != 1 {
+		t.Fatalf("first token %d, want 1", token)
+	}
+	resp := p.post(t, "/v1/leases/nightly/release", `{"owner":"w1"}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("release: %d", resp.StatusCode)
+	}
+	p.stop(t)
+
+	p = startServe(t, exe, store)
+	p.waitReady(t)
+	if token := p.claim(t, "nightly", "w2"); token != 2 {
+		t.Fatalf("token after restart %d, want 2", token)
+	}
+	p.stop(t)
+}
+
+type serveProcess struct {
+	cmd  *exec.Cmd
+	addr string
+	logs *bytes.Buffer // stderr; read it only after exited is closed
+	// exited is closed when the process has exited; waitErr is then its
+	// exit error.
+	exited  chan struct{}
+	waitErr error
+}
+
+// startServe starts `leasehold serve` on 127.0.0.1:0 and reads the address
+// it listens on from its JSON log.
+func startServe(t *testing.T, exe, store string) *serveProcess {
+	t.Helper()
+	cmd := exec.Command(exe, "serve", "--listen", "127.0.0.1:0", "--store", store, "--log-format", "json")
+	cmd.Env = withoutLeaseholdEnv(os.Environ())
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &serveProcess{cmd: cmd, logs: new(bytes.Buffer), exited: make(chan struct{})}
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			_ = cmd.Process.Kill() // only the process this test started
+			<-p.exited
+		}
+	})
+
+	addrc := make(chan string, 1)
+	logsDone := make(chan struct{})
+	go func() {
+		defer close(logsDone)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var line struct {
+				Msg  string `json:"msg"`
+				Addr string `json:"addr"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "leasehold listening" {
+				addrc <- line.Addr
+			}
+			p.logs.Write(sc.Bytes())
+			p.logs.WriteByte('\n')
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+	}()
+	go func() {
+		<-logsDone // Wait closes the pipe: read it to the end first
+		p.waitErr = cmd.Wait()
+		close(p.exited)
+	}()
+
+	select {
+	case p.addr = <-addrc:
+	case <-p.exited:
+		t.Fatalf("serve exited before listening: %v\n%s", p.waitErr, p.logs)
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not log its address within 30 s")
+	}
+	return p
+}
+
+func (p *serveProcess) waitReady(t *testing.T) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		resp, err := http.Get("http://" + p.addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("not ready after 30 s (last: %v)", err)
+		case <-tick.C:
+		}
+	}
+}
+
+func (p *serveProcess) post(t *testing.T, path, body string) *http.Response {
+	t.Helper()
+	resp, err := http.Post("http://"+p.addr+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func (p *serveProcess) claim(t *testing.T, task, owner string) int64 {
+	t.Helper()
+	resp := p.post(t, "/v1/leases/"+task+"/claim", `{"owner":"`+owner+`","ttl_ms":60000}`)
+	var got struct {
+		Acquired bool `json:"acquired"`
+		Lease    struct {
+			Token int64 `json:"token"`
+		} `json:"lease"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK || !got.Acquired {
+		t.Fatalf("claim: %d %+v %v", resp.StatusCode, got, err)
+	}
+	return got.Lease.Token
+}
+
+// stop sends SIGTERM and expects a clean exit.
+func (p *serveProcess) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+		if p.waitErr != nil {
+			t.Fatalf("serve after SIGTERM: %v\n%s", p.waitErr, p.logs)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve did not stop within 30 s of SIGTERM\n%s", p.logs)
+	}
+	if !strings.Contains(p.logs.String(), `"msg":"stopped"`) {
+		t.Errorf("no clean stop in the log:\n%s", p.logs)
+	}
+}
+
+func withoutLeaseholdEnv(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "LEASEHOLD_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}

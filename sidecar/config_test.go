@@ -1,0 +1,132 @@
+package sidecar
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCheckListen(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		addr     string
+		token    bool
+		accepted bool
+	}{
+		{"127.0.0.1:7411", false, true},
+		{"127.1.2.3:0", false, true},
+		{"[::1]:7411", false, true},
+		{"localhost:7411", false, true},
+		{"LocalHost:7411", false, true},
+		{":7411", false, false}, // every interface
+		{"0.0.0.0:7411", false, false},
+		{"[::]:7411", false, false},
+		{"10.0.0.5:7411", false, false},
+		{"example.internal:7411", false, false},
+		{":7411", true, true},
+		{"0.0.0.0:7411", true, true},
+		{"10.0.0.5:7411", true, true},
+		{"127.0.0.1", false, false}, // no port
+		{"127.0.0.1", true, false},
+	}
+	for _, c := range cases {
+		err := CheckListen(c.addr, c.token)
+		if (err == nil) != c.accepted {
+			t.Errorf("CheckListen(%q, token=%v) = %v, want accepted=%v", c.addr, c.token, err, c.accepted)
+		}
+	}
+	err := CheckListen("0.0.0.0:7411", false)
+	if err == nil || !strings.Contains(err.Error(), "--token-file") || !strings.Contains(err.Error(), "refusing") {
+		t.Errorf("refusal does not say what to do: %v", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatalf("default config: %v", err)
+	}
+	c := DefaultConfig()
+	c.LogFormat = "xml"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "log-format") {
+		t.Errorf("log format xml: %v", err)
+	}
+	c = DefaultConfig()
+	c.Listen = ":7411"
+	if err := c.Validate(); err == nil {
+		t.Error("all interfaces without a token file accepted")
+	}
+	c.TokenFile = "/some/file"
+	if err := c.Validate(); err != nil {
+		t.Errorf("all interfaces with a token file: %v", err)
+	}
+}
+
+func TestApplyEnv(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"LEASEHOLD_LISTEN":     "127.0.0.1:9999",
+		"LEASEHOLD_STORE":      "sqlite:/from/env.db",
+		"LEASEHOLD_TOKEN_FILE": "/env/token",
+		"LEASEHOLD_TOKEN":      "not-the-bearer-token",
+	}
+	cfg := DefaultConfig()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	cfg.RegisterFlags(fs)
+	if err := fs.Parse([]string{"--store", "sqlite:/from/flag.db"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ApplyEnv(fs, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	want := Config{Listen: "127.0.0.1:9999", Store: "sqlite:/from/flag.db", TokenFile: "/env/token", LogFormat: "text"}
+	if cfg != want {
+		t.Fatalf("config %+v, want %+v (flag wins over env, env over default)", cfg, want)
+	}
+	if EnvName("token-file") != "LEASEHOLD_TOKEN_FILE" || EnvName("log-format") != "LEASEHOLD_LOG_FORMAT" {
+		t.Error("EnvName")
+	}
+}
+
+func TestReadTokenFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tok, err := ReadTokenFile(write("ok", "  s3cret\n"))
+	if err != nil || string(tok) != "s3cret" {
+		t.Fatalf("ReadTokenFile = %q, %v", tok, err)
+	}
+	for name, content := range map[string]string{"empty": "\n \n", "two words": "a b\n", "huge": strings.Repeat("x", 5000)} {
+		if _, err := ReadTokenFile(write(name, content)); err == nil {
+			t.Errorf("token file %s accepted", name)
+		}
+	}
+	if _, err := ReadTokenFile(filepath.Join(dir, "missing")); err == nil {
+		t.Error("missing token file accepted")
+	}
+}
+
+func TestNewLogger(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	log, err := NewLogger("json", &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("hello", "addr", "127.0.0.1:1")
+	if !strings.HasPrefix(buf.String(), "{") || !strings.Contains(buf.String(), `"addr":"127.0.0.1:1"`) {
+		t.Errorf("json log: %s", buf.String())
+	}
+	if _, err := NewLogger("xml", &buf); err == nil {
+		t.Error("log format xml accepted")
+	}
+}

@@ -1,0 +1,42 @@
+// Package sidecar is the leasehold sidecar: an HTTP API over a lease store,
+// for programs in any language, served by the `leasehold` binary
+// (sidecar/cmd/leasehold).
+//
+// # Contract
+//
+// openapi.yaml at the repository root is the source of truth. Types and the
+// route registration are generated from it into sidecar/api; each request
+// that matches one of its operations is validated against it (kin-openapi's
+// openapi3filter, spec loaded once) before a handler runs, and the tests
+// check every response the server gives against it.
+//
+// # Request pipeline
+//
+//	metrics      counts and times every request; renders its error first
+//	recover      a panic becomes a 500 problem; the stack goes to the log
+//	bearer       when a token is configured, /v1/* needs it (401 otherwise)
+//	validate     413 body over 64 KiB, 415 not JSON, 400 not decodable,
+//	             422 breaks a rule (fields named in invalid_params)
+//	handler      decode, call leasecore.Service, hand the outcome to problem.go
+//
+// problem.go is the one place where outcomes become HTTP: acquired / held /
+// unavailable for claims, renewed / lost / unavailable for renewals, and
+// every error (validation, echo's 404 and 405, panics) as an RFC 9457
+// application/problem+json body. Nothing else chooses a status code for a
+// domain error, and no error reaches a client as HTML or with a stack trace.
+//
+// # Store
+//
+// The Server wraps the store twice: an instrumented store times every
+// operation (leasehold_store_operation_duration_seconds) and logs failures;
+// a gate answers unavailable until the start-up migration has succeeded, so
+// a lease is never read or written under an old or half-made schema. Serve
+// retries that migration in the background while readyz answers 503.
+//
+// # Security
+//
+// With a token file, every /v1/* request needs Authorization: Bearer
+// <token>, compared in constant time; health, readiness, metrics and the
+// OpenAPI document stay open. Without one, Serve refuses any listen address
+// that is not loopback.
+package sidecar

@@ -1,0 +1,152 @@
+package sidecar
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	leasehold "github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/sidecar/api"
+)
+
+// handlers implements the generated api.ServerInterface. By the time a
+// handler runs, the request passed the OpenAPI validator, so each one only
+// decodes, calls the Service and hands the outcome to problem.go.
+type handlers struct {
+	svc     *leasecore.Service
+	metrics *metrics
+	ready   func(ctx context.Context) error
+}
+
+var _ api.ServerInterface = (*handlers)(nil)
+
+// ClaimLease answers POST /v1/leases/{task}/claim.
+func (h *handlers) ClaimLease(c echo.Context, task api.Task) error {
+	var req api.ClaimRequest
+	if err := decodeBody(c, &req); err != nil {
+		return err
+	}
+	lease, err := h.svc.Claim(c.Request().Context(), leasecore.ClaimParams{
+		Task: task, Owner: req.Owner, TTL: duration(req.TtlMs), Note: deref(req.Note),
+	})
+	h.metrics.claimed(lease, err)
+	return respondClaim(c, lease, err)
+}
+
+// RenewLease answers POST /v1/leases/{task}/renew.
+func (h *handlers) RenewLease(c echo.Context, task api.Task) error {
+	var req api.RenewRequest
+	if err := decodeBody(c, &req); err != nil {
+		return err
+	}
+	lease, err := h.svc.Renew(c.Request().Context(), leasecore.RenewParams{
+		Task: task, Owner: req.Owner, TTL: duration(req.TtlMs), Token: deref(req.Token),
+	})
+	h.metrics.renewed(err)
+	return respondRenew(c, lease, err)
+}
+
+// ReleaseLease answers POST /v1/leases/{task}/release.
+func (h *handlers) ReleaseLease(c echo.Context, task api.Task) error {
+	var req api.ReleaseRequest
+	if err := decodeBody(c, &req); err != nil {
+		return err
+	}
+	released, err := h.svc.Release(c.Request().Context(), leasecore.ReleaseParams{
+		Task: task, Owner: req.Owner, Token: deref(req.Token),
+	})
+	h.metrics.released(released, err)
+	return respondRelease(c, released, err)
+}
+
+// GetLease answers GET /v1/leases/{task}.
+func (h *handlers) GetLease(c echo.Context, task api.Task) error {
+	lease, err := h.svc.Get(c.Request().Context(), task)
+	return respondGet(c, lease, err)
+}
+
+// ListLeases answers GET /v1/leases.
+func (h *handlers) ListLeases(c echo.Context) error {
+	leases, err := h.svc.List(c.Request().Context())
+	return respondList(c, leases, err)
+}
+
+// GetHealth answers GET /healthz: the process serves HTTP.
+func (h *handlers) GetHealth(c echo.Context) error {
+	return c.JSON(http.StatusOK, api.Status{Status: api.Ok})
+}
+
+// GetReadiness answers GET /readyz: the store is migrated and answers.
+func (h *handlers) GetReadiness(c echo.Context) error {
+	if err := h.ready(c.Request().Context()); err != nil {
+		return unavailable(err.Error())
+	}
+	return c.JSON(http.StatusOK, api.Status{Status: api.Ok})
+}
+
+// GetMetrics answers GET /metrics from the server's own registry.
+func (h *handlers) GetMetrics(c echo.Context) error {
+	h.metrics.handler.ServeHTTP(c.Response(), c.Request())
+	return nil
+}
+
+// GetOpenAPI answers GET /openapi.yaml with the embedded document.
+func (h *handlers) GetOpenAPI(c echo.Context) error {
+	return c.Blob(http.StatusOK, "application/yaml", leasehold.OpenAPI)
+}
+
+// decodeBody decodes the JSON body into v. The validator has already checked
+// the body against the schema; this is the second line of defence, so it is
+// as strict (unknown fields refused) and any failure is a 400.
+func decodeBody(c echo.Context, v any) error {
+	dec := json.NewDecoder(c.Request().Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return malformed("request body cannot be decoded: " + err.Error())
+	}
+	return nil
+}
+
+// apiLease converts a lease for the wire.
+func apiLease(l *leasecore.Lease) api.Lease {
+	return api.Lease{
+		Task:           l.Task,
+		Owner:          l.Owner,
+		Token:          l.Token,
+		AcquiredAt:     timestamp(l.AcquiredAt),
+		RenewedAt:      timestamp(l.RenewedAt),
+		ExpiresAt:      timestamp(l.ExpiresAt),
+		TtlMs:          l.TTL.Milliseconds(),
+		TtlRemainingMs: millis(l.TTLRemaining),
+		RenewCount:     l.RenewCount,
+		Note:           l.Note,
+	}
+}
+
+// timestampLayout is RFC 3339 in UTC with exactly three fractional digits,
+// as openapi.yaml's Timestamp requires.
+const timestampLayout = "2006-01-02T15:04:05.000Z"
+
+func timestamp(t time.Time) string { return t.UTC().Format(timestampLayout) }
+
+// millis is a non-negative whole number of milliseconds.
+func millis(d time.Duration) int64 { return max(d.Milliseconds(), 0) }
+
+func duration(ms *int64) time.Duration {
+	if ms == nil {
+		return 0
+	}
+	return time.Duration(*ms) * time.Millisecond
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

@@ -1,0 +1,217 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/leasehold/leasehold/leasecore"
+)
+
+// metrics are one server's Prometheus collectors, on a registry of its own so
+// that several servers in one process (tests) never share counters.
+type metrics struct {
+	registry *prometheus.Registry
+	handler  http.Handler
+
+	claims          *prometheus.CounterVec
+	renewals        *prometheus.CounterVec
+	releases        *prometheus.CounterVec
+	storeDuration   *prometheus.HistogramVec
+	storeErrors     *prometheus.CounterVec
+	requests        *prometheus.CounterVec
+	requestDuration *prometheus.HistogramVec
+}
+
+// Label values of the lease outcome counters.
+const (
+	resultAcquired    = "acquired"  // a new grant, with a new token
+	resultRefreshed   = "refreshed" // the owner's own live lease, extended
+	resultHeld        = "held"
+	resultRenewed     = "renewed"
+	resultUnavailable = "unavailable"
+	resultInvalid     = "invalid"
+)
+
+// storeOps are the operations of leasecore.Store that are timed.
+var storeOps = []string{"claim", "renew", "release", "get", "list", "ping", "migrate"}
+
+func newMetrics() *metrics {
+	reg := prometheus.NewRegistry()
+	m := &metrics{
+		registry: reg,
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leasehold_claims_total",
+			Help: "Claims answered, by result: acquired (new token), refreshed (own live lease), held, unavailable, invalid.",
+		}, []string{"result"}),
+		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leasehold_renewals_total",
+			Help: "Renewals answered, by result: renewed, not_held, expired, held_by_other, token_mismatch, unavailable, invalid.",
+		}, []string{"result"}),
+		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leasehold_releases_total",
+			Help: "Releases answered by the store, by whether they ended a live lease (released=\"true\") or were no-ops.",
+		}, []string{"released"}),
+		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "leasehold_store_operation_duration_seconds",
+			Help:    "Latency of lease store operations, by operation, whatever their outcome.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"operation"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leasehold_store_errors_total",
+			Help: "Lease store operations that failed (the store was unavailable), by operation. Held and lost are outcomes, not errors.",
+		}, []string{"operation"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leasehold_http_requests_total",
+			Help: "HTTP requests answered, by method, route template (\"unmatched\" for 404/405) and status code.",
+		}, []string{"method", "route", "code"}),
+		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "leasehold_http_request_duration_seconds",
+			Help:    "Time to answer HTTP requests, by method and route template.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"method", "route"}),
+	}
+	reg.MustRegister(m.claims, m.renewals, m.releases, m.storeDuration, m.storeErrors, m.requests, m.requestDuration,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Start every known series at zero so that rates work from the first scrape.
+	for _, r := range []string{resultAcquired, resultRefreshed, resultHeld, resultUnavailable, resultInvalid} {
+		m.claims.WithLabelValues(r)
+	}
+	for _, r := range []string{resultRenewed, string(leasecore.LostNotHeld), string(leasecore.LostExpired),
+		string(leasecore.LostHeldByOther), string(leasecore.LostTokenMismatch), resultUnavailable, resultInvalid} {
+		m.renewals.WithLabelValues(r)
+	}
+	m.releases.WithLabelValues("true")
+	m.releases.WithLabelValues("false")
+	for _, op := range storeOps {
+		m.storeDuration.WithLabelValues(op)
+		m.storeErrors.WithLabelValues(op)
+	}
+	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	return m
+}
+
+// outcomeLabel classifies the errors every operation shares.
+func outcomeLabel(err error) string {
+	if errors.Is(err, leasecore.ErrInvalid) {
+		return resultInvalid
+	}
+	return resultUnavailable
+}
+
+func (m *metrics) claimed(lease *leasecore.Lease, err error) {
+	result := resultAcquired
+	switch {
+	case err == nil && lease.RenewCount > 0:
+		result = resultRefreshed
+	case err == nil:
+	case errors.Is(err, leasecore.ErrHeld):
+		result = resultHeld
+	default:
+		result = outcomeLabel(err)
+	}
+	m.claims.WithLabelValues(result).Inc()
+}
+
+func (m *metrics) renewed(err error) {
+	var lost *leasecore.LostError
+	result := resultRenewed
+	switch {
+	case err == nil:
+	case errors.As(err, &lost):
+		result = string(lost.Reason)
+	default:
+		result = outcomeLabel(err)
+	}
+	m.renewals.WithLabelValues(result).Inc()
+}
+
+func (m *metrics) released(released bool, err error) {
+	if err != nil {
+		return // counted by leasehold_store_errors_total, or refused before the store
+	}
+	m.releases.WithLabelValues(strconv.FormatBool(released)).Inc()
+}
+
+// middleware counts and times every request, and renders its error (through
+// the error handler) first so that the status recorded is the one sent.
+func (m *metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		if err := next(c); err != nil {
+			c.Error(err)
+		}
+		status := c.Response().Status
+		route := c.Path()
+		if status == http.StatusNotFound || status == http.StatusMethodNotAllowed || route == "" {
+			route = "unmatched"
+		}
+		method := c.Request().Method
+		m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
+		m.requestDuration.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
+		return nil
+	}
+}
+
+// instrumentedStore times every store operation and logs each failure of a
+// lease operation once, where it happens (ping and migrate failures are
+// reported by readyz and the migration loop). It embeds the Store so that it
+// stays one.
+type instrumentedStore struct {
+	leasecore.Store
+	metrics *metrics
+	log     *slog.Logger
+}
+
+func (s instrumentedStore) observe(op string, start time.Time, err error) {
+	s.metrics.storeDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	if err != nil && !errors.Is(err, leasecore.ErrHeld) && !errors.Is(err, leasecore.ErrLost) {
+		s.metrics.storeErrors.WithLabelValues(op).Inc()
+		if op != "ping" && op != "migrate" {
+			s.log.Warn("lease store operation failed", "operation", op, "err", err)
+		}
+	}
+}
+
+func (s instrumentedStore) Claim(ctx context.Context, p leasecore.ClaimParams) (l *leasecore.Lease, err error) {
+	defer func(start time.Time) { s.observe("claim", start, err) }(time.Now())
+	return s.Store.Claim(ctx, p)
+}
+
+func (s instrumentedStore) Renew(ctx context.Context, p leasecore.RenewParams) (l *leasecore.Lease, err error) {
+	defer func(start time.Time) { s.observe("renew", start, err) }(time.Now())
+	return s.Store.Renew(ctx, p)
+}
+
+func (s instrumentedStore) Release(ctx context.Context, p leasecore.ReleaseParams) (ok bool, err error) {
+	defer func(start time.Time) { s.observe("release", start, err) }(time.Now())
+	return s.Store.Release(ctx, p)
+}
+
+func (s instrumentedStore) Get(ctx context.Context, task string) (l *leasecore.Lease, err error) {
+	defer func(start time.Time) { s.observe("get", start, err) }(time.Now())
+	return s.Store.Get(ctx, task)
+}
+
+func (s instrumentedStore) List(ctx context.Context) (ls []leasecore.Lease, err error) {
+	defer func(start time.Time) { s.observe("list", start, err) }(time.Now())
+	return s.Store.List(ctx)
+}
+
+func (s instrumentedStore) Ping(ctx context.Context) (err error) {
+	defer func(start time.Time) { s.observe("ping", start, err) }(time.Now())
+	return s.Store.Ping(ctx)
+}
+
+func (s instrumentedStore) Migrate(ctx context.Context) (err error) {
+	defer func(start time.Time) { s.observe("migrate", start, err) }(time.Now())
+	return s.Store.Migrate(ctx)
+}

@@ -1,0 +1,234 @@
+package sidecar
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/sidecar/api"
+)
+
+// This file is the one place where outcomes become HTTP: the lease model's
+// results and errors (acquired, held, lost, unavailable, invalid) and every
+// error echo or a middleware raises. Handlers and middleware return errors;
+// they never choose a status code for a domain error themselves.
+
+// Problem types (RFC 9457 "type" URIs). Problems whose HTTP status says it all
+// use about:blank, as the RFC recommends.
+const (
+	problemMalformed   = "urn:leasehold:problem:malformed-request"
+	problemInvalid     = "urn:leasehold:problem:invalid-request"
+	problemUnavailable = "urn:leasehold:problem:unavailable"
+	problemBlank       = "about:blank"
+)
+
+const contentTypeProblem = "application/problem+json"
+
+// problemError is an error that renders as an application/problem+json body.
+type problemError struct {
+	api.Problem
+}
+
+func (p *problemError) Error() string {
+	return fmt.Sprintf("%d %s: %s", p.Status, p.Title, p.Detail)
+}
+
+// newProblem builds a problem; typ about:blank takes the status text as title.
+func newProblem(status int, typ, title, detail string) *problemError {
+	if title == "" {
+		title = http.StatusText(status)
+	}
+	return &problemError{api.Problem{Type: typ, Title: title, Status: status, Detail: detail}}
+}
+
+// malformed is the 400 problem: the body could not be read as JSON at all.
+func malformed(detail string) *problemError {
+	return newProblem(http.StatusBadRequest, problemMalformed, "Malformed request", detail)
+}
+
+// invalid is the 422 problem: the request was decoded but breaks a rule.
+// Its detail lists every field so that a reader of the detail alone knows
+// what to fix.
+func invalid(params []api.InvalidParam) *problemError {
+	parts := make([]string, len(params))
+	for i, p := range params {
+		parts[i] = p.Name + ": " + p.Reason
+	}
+	detail := "invalid request: " + strings.Join(parts, "; ")
+	p := newProblem(http.StatusUnprocessableEntity, problemInvalid, "Invalid request", detail)
+	p.InvalidParams = &params
+	return p
+}
+
+// unavailable is the 503 problem of the read-only endpoints.
+func unavailable(detail string) *problemError {
+	return newProblem(http.StatusServiceUnavailable, problemUnavailable, "Store unavailable", detail)
+}
+
+// errInternal is what a client sees of a bug; the cause goes to the log only.
+var errInternal = newProblem(http.StatusInternalServerError, problemBlank, "", "internal server error; the cause is in the sidecar's log")
+
+// toProblem maps any error that reached the error handler to the problem the
+// client sees, and says whether it is a bug worth logging. (Store failures
+// are logged where they happen, by the instrumented store.)
+func toProblem(err error, c echo.Context) (p *problemError, bug bool) {
+	var (
+		pe  *problemError
+		ve  *leasecore.ValidationError
+		he  *echo.HTTPError
+		req = c.Request()
+	)
+	switch {
+	case errors.As(err, &pe):
+		return pe, false // deliberate; a recovered panic was logged with its stack
+
+	case errors.As(err, &ve):
+		return invalid([]api.InvalidParam{{Name: ve.Field, Reason: ve.Rule}}), false
+	case errors.Is(err, leasecore.ErrUnavailable):
+		return unavailable(err.Error()), false
+	case errors.As(err, &he):
+		switch he.Code {
+		case http.StatusNotFound:
+			return newProblem(he.Code, problemBlank, "", fmt.Sprintf("no route matches %s %s", req.Method, req.URL.EscapedPath())), false
+		case http.StatusMethodNotAllowed:
+			return newProblem(he.Code, problemBlank, "", fmt.Sprintf("%s is not allowed on %s", req.Method, req.URL.EscapedPath())), false
+		case http.StatusRequestEntityTooLarge:
+			return tooLarge(), false
+		}
+		if he.Code >= 500 || he.Code < 400 {
+			return errInternal, true
+		}
+		msg, ok := he.Message.(string)
+		if !ok {
+			msg = http.StatusText(he.Code)
+		}
+		return newProblem(he.Code, problemBlank, "", msg), false
+	default:
+		return errInternal, true
+	}
+}
+
+func tooLarge() *problemError {
+	return newProblem(http.StatusRequestEntityTooLarge, problemBlank, "",
+		fmt.Sprintf("request body is larger than %d bytes (64 KiB)", maxBodyBytes))
+}
+
+// errorHandler is echo's HTTPErrorHandler: every error any route, middleware
+// or recovered panic returns is rendered here, as application/problem+json.
+func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		p, bug := toProblem(err, c)
+		if bug {
+			log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.EscapedPath(), "status", p.Status, "err", err)
+		}
+		if c.Response().Committed {
+			return
+		}
+		writeProblem(c, p)
+	}
+}
+
+func writeProblem(c echo.Context, p *problemError) {
+	body, err := json.Marshal(p.Problem)
+	if err != nil { // cannot happen: api.Problem has only strings and ints
+		body = []byte(`{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"internal server error"}`)
+	}
+	_ = c.Blob(p.Status, contentTypeProblem, body)
+}
+
+// The lease model's outcomes. Each function answers one operation from what
+// the Service returned; an error it does not recognise (a *ValidationError)
+// goes on to the error handler.
+
+func respondClaim(c echo.Context, lease *leasecore.Lease, err error) error {
+	var held *leasecore.HeldError
+	switch {
+	case err == nil:
+		return c.JSON(http.StatusOK, api.ClaimAcquired{Acquired: api.ClaimAcquiredAcquiredTrue, Lease: apiLease(lease)})
+	case errors.As(err, &held):
+		return c.JSON(http.StatusConflict, api.ClaimHeld{
+			Acquired: api.ClaimHeldAcquiredFalse,
+			Reason:   api.Held,
+			Holder: api.Holder{
+				Owner:          held.Holder.Owner,
+				ExpiresAt:      timestamp(held.Holder.ExpiresAt),
+				TtlRemainingMs: millis(held.Holder.TTLRemaining),
+			},
+			Detail: err.Error(),
+		})
+	case errors.Is(err, leasecore.ErrUnavailable):
+		return c.JSON(http.StatusServiceUnavailable, api.ClaimUnavailable{
+			Acquired: api.ClaimUnavailableAcquiredFalse,
+			Reason:   api.ClaimUnavailableReasonUnavailable,
+			Detail:   err.Error(),
+		})
+	default:
+		return err
+	}
+}
+
+func respondRenew(c echo.Context, lease *leasecore.Lease, err error) error {
+	var lost *leasecore.LostError
+	switch {
+	case err == nil:
+		return c.JSON(http.StatusOK, api.Renewed{Renewed: api.RenewedRenewedTrue, Lease: apiLease(lease)})
+	case errors.As(err, &lost):
+		return c.JSON(http.StatusConflict, api.RenewLost{
+			Renewed: api.RenewLostRenewedFalse,
+			Reason:  api.RenewLostReason(lost.Reason),
+			Detail:  err.Error(),
+		})
+	case errors.Is(err, leasecore.ErrUnavailable):
+		return c.JSON(http.StatusServiceUnavailable, api.RenewUnavailable{
+			Renewed: api.RenewUnavailableRenewedFalse,
+			Reason:  api.RenewUnavailableReasonUnavailable,
+			Detail:  err.Error(),
+		})
+	default:
+		return err
+	}
+}
+
+func respondRelease(c echo.Context, released bool, err error) error {
+	switch {
+	case err == nil:
+		return c.JSON(http.StatusOK, api.ReleaseResult{Released: released})
+	case errors.Is(err, leasecore.ErrUnavailable):
+		return c.JSON(http.StatusServiceUnavailable, api.ReleaseUnavailable{
+			Released: api.ReleaseUnavailableReleasedFalse,
+			Reason:   api.ReleaseUnavailableReasonUnavailable,
+			Detail:   err.Error(),
+		})
+	default:
+		return err
+	}
+}
+
+func respondGet(c echo.Context, lease *leasecore.Lease, err error) error {
+	switch {
+	case err != nil:
+		return err // unavailable or invalid: a problem
+	case lease == nil:
+		return c.JSON(http.StatusOK, api.LeaseState{Held: false})
+	default:
+		l := apiLease(lease)
+		return c.JSON(http.StatusOK, api.LeaseState{Held: true, Lease: &l})
+	}
+}
+
+func respondList(c echo.Context, leases []leasecore.Lease, err error) error {
+	if err != nil {
+		return err
+	}
+	out := make([]api.Lease, len(leases))
+	for i := range leases {
+		out[i] = apiLease(&leases[i])
+	}
+	return c.JSON(http.StatusOK, api.LeaseList{Leases: out})
+}

@@ -1,0 +1,104 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold/leasecore/storeurl"
+)
+
+// ShutdownTimeout bounds how long Serve waits for in-flight requests after
+// it is asked to stop.
+const ShutdownTimeout = 15 * time.Second
+
+// Serve runs `leasehold serve` until ctx ends: it checks cfg, opens the
+// store, listens (logging the actual address, useful with port 0), migrates
+// the store in the background (retrying until it succeeds; readyz answers
+// 503 meanwhile), and serves. When ctx ends it stops accepting connections,
+// lets in-flight requests finish, and closes the store. A clean stop returns
+// nil.
+func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	var token []byte
+	if cfg.TokenFile != "" {
+		var err error
+		if token, err = ReadTokenFile(cfg.TokenFile); err != nil {
+			return err
+		}
+	}
+	storeName := storeurl.Redact(cfg.Store)
+	store, err := storeurl.Open(ctx, cfg.Store)
+	if err != nil {
+		return fmt.Errorf("open store %s: %w", storeName, err)
+	}
+	defer func() {
+		if err := store.Close(); err != nil {
+			log.Warn("closing the store", "store", storeName, "err", err)
+		}
+	}()
+	srv, err := New(Options{Store: store, Token: token, Logger: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	log.Info("leasehold listening", "addr", ln.Addr().String(), "store", storeName, "auth", len(token) > 0)
+
+	migrateCtx, stopMigrating := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = srv.MigrateUntilDone(migrateCtx, storeName) })
+	defer wg.Wait()
+	defer stopMigrating()
+
+	hs := srv.HTTPServer()
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing in-flight requests", "timeout", ShutdownTimeout.String())
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// MigrateTimeout bounds `leasehold migrate`.
+const MigrateTimeout = time.Minute
+
+// Migrate runs `leasehold migrate`: it opens the store at storeURL, applies
+// its migrations once (no retry) and closes it.
+func Migrate(ctx context.Context, storeURL string, log *slog.Logger) error {
+	storeName := storeurl.Redact(storeURL)
+	ctx, cancel := context.WithTimeout(ctx, MigrateTimeout)
+	defer cancel()
+	store, err := storeurl.Open(ctx, storeURL)
+	if err != nil {
+		return fmt.Errorf("open store %s: %w", storeName, err)
+	}
+	defer store.Close()
+	if err := store.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate store %s: %w", storeName, err)
+	}
+	log.Info("store migrated", "store", storeName)
+	return nil
+}

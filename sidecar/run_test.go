@@ -1,0 +1,83 @@
+package sidecar
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestServeRefusesBeforeOpeningAnything(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cases := map[string]Config{
+		"non-loopback": {Listen: "0.0.0.0:0", Store: "sqlite:" + filepath.Join(dir, "a.db"), LogFormat: "text"},
+		"token file":   {Listen: "0.0.0.0:0", Store: "sqlite:" + filepath.Join(dir, "b.db"), LogFormat: "text", TokenFile: filepath.Join(dir, "missing")},
+		"bad store":    {Listen: "127.0.0.1:0", Store: "mysql://x", LogFormat: "text"},
+	}
+	for name, cfg := range cases {
+		var logs syncBuffer
+		log, _ := NewLogger("text", &logs)
+		if err := Serve(context.Background(), cfg, log); err == nil {
+			t.Errorf("%s: Serve accepted %+v", name, cfg)
+		}
+		if strings.Contains(logs.String(), "listening") {
+			t.Errorf("%s: listened before refusing", name)
+		}
+	}
+}
+
+func TestServeStopsWithContext(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	log, _ := NewLogger("text", &logs)
+	cfg := Config{Listen: "127.0.0.1:0", Store: "sqlite:" + filepath.Join(t.TempDir(), "leasehold.db"), LogFormat: "text"}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, cfg, log) }()
+
+	deadline := time.After(30 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !strings.Contains(logs.String(), "store migrated") {
+		select {
+		case err := <-done:
+			t.Fatalf("Serve returned before migrating: %v\n%s", err, logs.String())
+		case <-deadline:
+			cancel()
+			<-done
+			t.Fatalf("Serve did not migrate within 30 s:\n%s", logs.String())
+		case <-tick.C:
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve after cancel: %v\n%s", err, logs.String())
+	}
+	out := logs.String()
+	if !strings.Contains(out, "leasehold listening") || !strings.Contains(out, "addr=127.0.0.1:") || !strings.Contains(out, "msg=stopped") {
+		t.Errorf("log lacks the address or the clean stop:\n%s", out)
+	}
+}

@@ -1,0 +1,260 @@
+package sidecar
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/sidecar/api"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Store is the lease store. New wraps it to time every operation; the
+	// Server never closes it (whoever opened it does).
+	Store leasecore.Store
+	// Token, when non-empty, is the bearer token every /v1/* request must
+	// carry. Empty disables authentication.
+	Token []byte
+	// Logger receives the server's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server is the sidecar's HTTP API over one lease store: the routes of
+// openapi.yaml, requests validated against it, errors as RFC 9457 problems,
+// and its own Prometheus registry.
+type Server struct {
+	echo     *echo.Echo
+	store    leasecore.Store // instrumented
+	metrics  *metrics
+	log      *slog.Logger
+	migrated atomic.Bool
+}
+
+// New builds a Server. It is not ready (readyz answers 503) until Migrate or
+// MigrateUntilDone succeeds.
+func New(opts Options) (*Server, error) {
+	if opts.Store == nil {
+		return nil, errors.New("sidecar: Options.Store is required")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	sp, err := spec()
+	if err != nil {
+		return nil, err
+	}
+	m := newMetrics()
+	s := &Server{
+		store:   instrumentedStore{Store: opts.Store, metrics: m, log: log},
+		metrics: m,
+		log:     log,
+	}
+	svc := leasecore.New(gatedStore{Store: s.store, migrated: &s.migrated})
+	h := &handlers{svc: svc, metrics: m, ready: s.ready}
+
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = errorHandler(log)
+	// Order: count every request (and render its error), turn panics into
+	// 500s, refuse unauthenticated /v1 calls, then validate what is left.
+	e.Use(m.middleware, recoverPanics(log))
+	if len(opts.Token) > 0 {
+		e.Use(requireBearer(opts.Token))
+	}
+	e.Use(validateRequests(sp))
+	api.RegisterHandlers(e, h)
+	s.echo = e
+	return s, nil
+}
+
+// Handler returns the HTTP handler serving every route.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// HTTPServer returns an *http.Server for Handler with the sidecar's timeouts.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s.echo,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// WriteTimeout stays 0 on purpose: keepalive streams (a later
+		// endpoint) hold a response open for as long as the lease is held.
+		// Each store operation is bounded by the Service's op timeout instead.
+		WriteTimeout:   0,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// Migrate applies the store's migrations once and, on success, marks the
+// server ready.
+func (s *Server) Migrate(ctx context.Context) error {
+	if err := s.store.Migrate(ctx); err != nil {
+		return err
+	}
+	s.migrated.Store(true)
+	return nil
+}
+
+// MigrateUntilDone calls Migrate until it succeeds or ctx ends, waiting
+// between attempts (from 250 ms, doubling up to 10 s) and logging each
+// failure with storeName, which must already be redacted. Meanwhile readyz
+// answers 503 and lease operations answer unavailable.
+func (s *Server) MigrateUntilDone(ctx context.Context, storeName string) error {
+	wait := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := s.Migrate(ctx)
+		if err == nil {
+			s.log.Info("store migrated", "store", storeName, "attempts", attempt)
+			return nil
+		}
+		s.log.Error("store migration failed; retrying", "store", storeName, "attempt", attempt, "retry_in", wait.String(), "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, 10*time.Second)
+	}
+}
+
+// readyTimeout bounds the store ping of one readiness probe.
+const readyTimeout = 2 * time.Second
+
+// ready reports why the server cannot serve leases, or nil.
+func (s *Server) ready(ctx context.Context) error {
+	if !s.migrated.Load() {
+		return leasecore.Unavailable("ping", fmt.Errorf("%w (the sidecar keeps retrying; see its log)", errNotMigrated))
+	}
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	if err := s.store.Ping(ctx); err != nil {
+		return leasecore.Unavailable("ping", err)
+	}
+	return nil
+}
+
+// recoverPanics turns a panic in a handler into a 500 problem; the panic and
+// its stack go to the log, never to the client.
+func recoverPanics(log *slog.Logger) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) (err error) {
+			defer func() {
+				r := recover()
+				if r == nil {
+					return
+				}
+				if r == http.ErrAbortHandler { //nolint:errorlint // a sentinel panic value, compared as net/http does
+					panic(r)
+				}
+				log.Error("panic in handler", "method", c.Request().Method, "path", c.Request().URL.EscapedPath(),
+					"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				err = errInternal
+			}()
+			return next(c)
+		}
+	}
+}
+
+// requireBearer refuses /v1/* requests that do not carry the token. The
+// comparison is in constant time over fixed-length digests, so neither the
+// token's content nor its length leaks through timing.
+func requireBearer(token []byte) echo.MiddlewareFunc {
+	want := sha256.Sum256(token)
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			path := c.Request().URL.Path
+			if path != "/v1" && !strings.HasPrefix(path, "/v1/") {
+				return next(c)
+			}
+			got, ok := bearerToken(c.Request().Header.Get(echo.HeaderAuthorization))
+			sum := sha256.Sum256([]byte(got))
+			if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 || !ok {
+				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="leasehold"`)
+				return newProblem(http.StatusUnauthorized, problemBlank, "",
+					"this sidecar requires Authorization: Bearer <token>, with the content of its token file")
+			}
+			return next(c)
+		}
+	}
+}
+
+// bearerToken extracts the credentials of an "Authorization: Bearer" header.
+func bearerToken(header string) (string, bool) {
+	scheme, cred, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	cred = strings.TrimSpace(cred)
+	return cred, cred != ""
+}
+
+// errNotMigrated is the cause of every lease operation refused before the
+// start-up migration succeeded.
+var errNotMigrated = errors.New("the store's schema is not migrated yet")
+
+// gatedStore answers unavailable, without asking the store, until the
+// server's migration has succeeded: a half-migrated or old schema is never
+// used for a lease.
+type gatedStore struct {
+	leasecore.Store
+	migrated *atomic.Bool
+}
+
+func (g gatedStore) check(op string) error {
+	if !g.migrated.Load() {
+		return leasecore.Unavailable(op, errNotMigrated)
+	}
+	return nil
+}
+
+func (g gatedStore) Claim(ctx context.Context, p leasecore.ClaimParams) (*leasecore.Lease, error) {
+	if err := g.check("claim"); err != nil {
+		return nil, err
+	}
+	return g.Store.Claim(ctx, p)
+}
+
+func (g gatedStore) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.Lease, error) {
+	if err := g.check("renew"); err != nil {
+		return nil, err
+	}
+	return g.Store.Renew(ctx, p)
+}
+
+func (g gatedStore) Release(ctx context.Context, p leasecore.ReleaseParams) (bool, error) {
+	if err := g.check("release"); err != nil {
+		return false, err
+	}
+	return g.Store.Release(ctx, p)
+}
+
+func (g gatedStore) Get(ctx context.Context, task string) (*leasecore.Lease, error) {
+	if err := g.check("get"); err != nil {
+		return nil, err
+	}
+	return g.Store.Get(ctx, task)
+}
+
+func (g gatedStore) List(ctx context.Context) ([]leasecore.Lease, error) {
+	if err := g.check("list"); err != nil {
+		return nil, err
+	}
+	return g.Store.List(ctx)
+}
