@@ -1,0 +1,242 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// leaseholdBin is the leasehold binary built once for the whole package.
+var leaseholdBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "leasehold-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	leaseholdBin = filepath.Join(dir, "leasehold")
+	args := []string{"build", "-o", leaseholdBin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "github.com/leasehold/leasehold/sidecar/cmd/leasehold")...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build leasehold:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// lockedBuffer collects a process's output while tests read it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// sidecar is one running `leasehold serve` process.
+type sidecar struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	base string // http://127.0.0.1:PORT
+	logs *lockedBuffer
+	done chan struct{}
+	err  error // Wait's result, valid after done is closed
+}
+
+var listenRE = regexp.MustCompile(`127\.0\.0\.1:(\d+)`)
+
+// startSidecar runs `leasehold serve --listen 127.0.0.1:0 --store store` and
+// returns once the process has printed the address it listens on. The process
+// is killed at cleanup if the test did not stop it.
+func startSidecar(t *testing.T, store string, extra ...string) *sidecar {
+	t.Helper()
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--store", store}, extra...)
+	cmd := exec.Command(leaseholdBin, args...)
+	cmd.Env = cleanEnv()
+	logs := &lockedBuffer{}
+	pr, pw := io.Pipe()
+	cmd.Stdout = logs
+	cmd.Stderr = io.MultiWriter(logs, pw)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start leasehold serve: %v", err)
+	}
+	s := &sidecar{t: t, cmd: cmd, logs: logs, done: make(chan struct{})}
+	go func() {
+		s.err = cmd.Wait()
+		pw.Close()
+		close(s.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-s.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-s.done
+		}
+		if t.Failed() {
+			t.Logf("leasehold serve (pid %d) output:\n%s", cmd.Process.Pid, logs.String())
+		}
+	})
+
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			line := sc.Text()
+			if strings.Contains(strings.ToLower(line), "listen") {
+				if m := listenRE.FindStringSubmatch(line); m != nil {
+					addr <- m[0]
+					break
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	select {
+	case a := <-addr:
+		s.base = "http://" + a
+	case <-s.done:
+		t.Fatalf("leasehold serve exited before listening (%v):\n%s", s.err, logs.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("leasehold serve printed no listening address within 60s:\n%s", logs.String())
+	}
+	return s
+}
+
+// waitReady polls /readyz until it answers 200.
+func (s *sidecar) waitReady() {
+	s.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(s.base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("sidecar %s not ready within 30s (last: %v):\n%s", s.base, err, s.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop sends sig and waits for the process to exit, returning its exit code.
+func (s *sidecar) stop(sig syscall.Signal) int {
+	s.t.Helper()
+	_ = s.cmd.Process.Signal(sig)
+	select {
+	case <-s.done:
+	case <-time.After(30 * time.Second):
+		s.t.Fatalf("sidecar did not exit within 30s of %v", sig)
+	}
+	return s.cmd.ProcessState.ExitCode()
+}
+
+// cleanEnv is the test's environment without LEASEHOLD_* settings, so that a
+// developer's shell cannot change what the processes under test do.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LEASEHOLD_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// response is a decoded JSON answer.
+type response struct {
+	Status int
+	Body   map[string]any
+	Raw    string
+}
+
+// call sends a JSON request to the sidecar and decodes the JSON answer.
+func (s *sidecar) call(method, path string, body any) response {
+	s.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, s.base+path, rd)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
+	r := response{Status: resp.StatusCode, Raw: string(raw)}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &r.Body); err != nil {
+			s.t.Fatalf("%s %s: answer is not JSON (%v): %s", method, path, err, raw)
+		}
+	}
+	return r
+}
+
+// lease returns the "lease" object of an answer.
+func (r response) lease(t *testing.T) map[string]any {
+	t.Helper()
+	l, ok := r.Body["lease"].(map[string]any)
+	if !ok {
+		t.Fatalf("answer has no lease object: %s", r.Raw)
+	}
+	return l
+}
+
+// token returns lease.token of an answer.
+func (r response) token(t *testing.T) int64 {
+	t.Helper()
+	tok, ok := r.lease(t)["token"].(float64)
+	if !ok {
+		t.Fatalf("lease has no numeric token: %s", r.Raw)
+	}
+	return int64(tok)
+}
