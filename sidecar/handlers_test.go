@@ -19,192 +19,199 @@ var millisRFC3339 = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d
 
 func TestClaimAcquiredHeldRefreshed(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t)
+	eachStore(t, func(t *testing.T, ts *testServer) {
 
-	r := ts.post("/v1/leases/nightly/claim", body{"owner": "w1", "ttl_ms": 60000, "note": "first"})
-	expect(t, r, http.StatusOK)
-	got := decode[api.ClaimAcquired](t, r)
-	l := got.Lease
-	if !bool(got.Acquired) || l.Task != "nightly" || l.Owner != "w1" || l.Token != 1 || l.RenewCount != 0 ||
-		l.TtlMs != 60000 || l.Note != "first" || l.TtlRemainingMs <= 0 || l.TtlRemainingMs > 60000 {
-		t.Fatalf("first claim: %+v", got)
-	}
-	for _, ts := range []string{l.AcquiredAt, l.RenewedAt, l.ExpiresAt} {
-		if !millisRFC3339.MatchString(ts) {
-			t.Errorf("time %q is not RFC 3339 UTC with milliseconds", ts)
+		r := ts.post("/v1/leases/nightly/claim", body{"owner": "w1", "ttl_ms": 60000, "note": "first"})
+		expect(t, r, http.StatusOK)
+		got := decode[api.ClaimAcquired](t, r)
+		l := got.Lease
+		if !bool(got.Acquired) || l.Task != "nightly" || l.Owner != "w1" || l.Token != 1 || l.RenewCount != 0 ||
+			l.TtlMs != 60000 || l.Note != "first" || l.TtlRemainingMs <= 0 || l.TtlRemainingMs > 60000 {
+			t.Fatalf("first claim: %+v", got)
 		}
-	}
+		for _, ts := range []string{l.AcquiredAt, l.RenewedAt, l.ExpiresAt} {
+			if !millisRFC3339.MatchString(ts) {
+				t.Errorf("time %q is not RFC 3339 UTC with milliseconds", ts)
+			}
+		}
 
-	r = ts.post("/v1/leases/nightly/claim", body{"owner": "w2"})
-	expect(t, r, http.StatusConflict)
-	held := decode[api.ClaimHeld](t, r)
-	if bool(held.Acquired) || held.Reason != api.Held || held.Holder.Owner != "w1" || held.Holder.ExpiresAt != l.ExpiresAt ||
-		held.Holder.TtlRemainingMs <= 0 || !strings.Contains(held.Detail, "w1") {
-		t.Fatalf("held: %+v", held)
-	}
+		r = ts.post("/v1/leases/nightly/claim", body{"owner": "w2"})
+		expect(t, r, http.StatusConflict)
+		held := decode[api.ClaimHeld](t, r)
+		if bool(held.Acquired) || held.Reason != api.Held || held.Holder.Owner != "w1" || held.Holder.ExpiresAt != l.ExpiresAt ||
+			held.Holder.TtlRemainingMs <= 0 || !strings.Contains(held.Detail, "w1") {
+			t.Fatalf("held: %+v", held)
+		}
 
-	r = ts.post("/v1/leases/nightly/claim", body{"owner": "w1", "ttl_ms": 120000, "note": "second"})
-	expect(t, r, http.StatusOK)
-	again := decode[api.ClaimAcquired](t, r).Lease
-	if again.Token != 1 || again.RenewCount != 1 || again.Note != "second" || again.TtlMs != 120000 || again.AcquiredAt != l.AcquiredAt {
-		t.Fatalf("refresh: %+v, first %+v", again, l)
-	}
+		r = ts.post("/v1/leases/nightly/claim", body{"owner": "w1", "ttl_ms": 120000, "note": "second"})
+		expect(t, r, http.StatusOK)
+		again := decode[api.ClaimAcquired](t, r).Lease
+		if again.Token != 1 || again.RenewCount != 1 || again.Note != "second" || again.TtlMs != 120000 || again.AcquiredAt != l.AcquiredAt {
+			t.Fatalf("refresh: %+v, first %+v", again, l)
+		}
+	})
 }
 
 func TestClaimDefaultTTL(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t)
-	r := ts.post("/v1/leases/t/claim", body{"owner": "w1"})
-	expect(t, r, http.StatusOK)
-	if l := decode[api.ClaimAcquired](t, r).Lease; l.TtlMs != 30000 || l.Note != "" {
-		t.Fatalf("default ttl/note: %+v", l)
-	}
+	eachStore(t, func(t *testing.T, ts *testServer) {
+		r := ts.post("/v1/leases/t/claim", body{"owner": "w1"})
+		expect(t, r, http.StatusOK)
+		if l := decode[api.ClaimAcquired](t, r).Lease; l.TtlMs != 30000 || l.Note != "" {
+			t.Fatalf("default ttl/note: %+v", l)
+		}
+	})
 }
 
 func TestRenew(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t)
-	claim := decode[api.ClaimAcquired](t, ts.post("/v1/leases/job/claim", body{"owner": "w1", "ttl_ms": 60000})).Lease
+	eachStore(t, func(t *testing.T, ts *testServer) {
+		claim := decode[api.ClaimAcquired](t, ts.post("/v1/leases/job/claim", body{"owner": "w1", "ttl_ms": 60000})).Lease
 
-	r := ts.post("/v1/leases/job/renew", body{"owner": "w1", "token": claim.Token, "ttl_ms": 90000})
-	expect(t, r, http.StatusOK)
-	renewed := decode[api.Renewed](t, r)
-	if !bool(renewed.Renewed) || renewed.Lease.Token != claim.Token || renewed.Lease.RenewCount != 1 || renewed.Lease.TtlMs != 90000 {
-		t.Fatalf("renewed: %+v", renewed)
-	}
-	r = ts.post("/v1/leases/job/renew", body{"owner": "w1"})
-	expect(t, r, http.StatusOK)
-	if l := decode[api.Renewed](t, r).Lease; l.TtlMs != 90000 || l.RenewCount != 2 {
-		t.Fatalf("renew without ttl keeps the ttl: %+v", l)
-	}
-
-	lost := []struct {
-		name, task string
-		req        body
-		reason     api.RenewLostReason
-	}{
-		{"token mismatch", "job", body{"owner": "w1", "token": claim.Token + 1}, api.TokenMismatch},
-		{"held by other", "job", body{"owner": "w2"}, api.HeldByOther},
-		{"never claimed", "other", body{"owner": "w1"}, api.NotHeld},
-	}
-	for _, c := range lost {
-		r := ts.post("/v1/leases/"+c.task+"/renew", c.req)
-		expect(t, r, http.StatusConflict)
-		if got := decode[api.RenewLost](t, r); bool(got.Renewed) || got.Reason != c.reason || got.Detail == "" {
-			t.Errorf("%s: %+v, want reason %s", c.name, got, c.reason)
+		r := ts.post("/v1/leases/job/renew", body{"owner": "w1", "token": claim.Token, "ttl_ms": 90000})
+		expect(t, r, http.StatusOK)
+		renewed := decode[api.Renewed](t, r)
+		if !bool(renewed.Renewed) || renewed.Lease.Token != claim.Token || renewed.Lease.RenewCount != 1 || renewed.Lease.TtlMs != 90000 {
+			t.Fatalf("renewed: %+v", renewed)
 		}
-	}
+		r = ts.post("/v1/leases/job/renew", body{"owner": "w1"})
+		expect(t, r, http.StatusOK)
+		if l := decode[api.Renewed](t, r).Lease; l.TtlMs != 90000 || l.RenewCount != 2 {
+			t.Fatalf("renew without ttl keeps the ttl: %+v", l)
+		}
+
+		lost := []struct {
+			name, task string
+			req        body
+			reason     api.RenewLostReason
+		}{
+			{"token mismatch", "job", body{"owner": "w1", "token": claim.Token + 1}, api.TokenMismatch},
+			{"held by other", "job", body{"owner": "w2"}, api.HeldByOther},
+			{"never claimed", "other", body{"owner": "w1"}, api.NotHeld},
+		}
+		for _, c := range lost {
+			r := ts.post("/v1/leases/"+c.task+"/renew", c.req)
+			expect(t, r, http.StatusConflict)
+			if got := decode[api.RenewLost](t, r); bool(got.Renewed) || got.Reason != c.reason || got.Detail == "" {
+				t.Errorf("%s: %+v, want reason %s", c.name, got, c.reason)
+			}
+		}
+	})
 }
 
 func TestRenewExpired(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t)
-	expect(t, ts.post("/v1/leases/short/claim", body{"owner": "w1", "ttl_ms": 100}), http.StatusOK)
-	// Poll the store's clock, with a deadline, until the lease has expired.
-	deadline := time.After(10 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for decode[api.LeaseState](t, ts.get("/v1/leases/short")).Held {
-		select {
-		case <-deadline:
-			t.Fatal("a 100 ms lease is still held after 10 s")
-		case <-tick.C:
+	eachStore(t, func(t *testing.T, ts *testServer) {
+		expect(t, ts.post("/v1/leases/short/claim", body{"owner": "w1", "ttl_ms": 100}), http.StatusOK)
+		// Poll the store's clock, with a deadline, until the lease has expired.
+		deadline := time.After(10 * time.Second)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for decode[api.LeaseState](t, ts.get("/v1/leases/short")).Held {
+			select {
+			case <-deadline:
+				t.Fatal("a 100 ms lease is still held after 10 s")
+			case <-tick.C:
+			}
 		}
-	}
-	r := ts.post("/v1/leases/short/renew", body{"owner": "w1"})
-	expect(t, r, http.StatusConflict)
-	if got := decode[api.RenewLost](t, r); got.Reason != api.Expired {
-		t.Fatalf("renew after expiry: %+v", got)
-	}
+		r := ts.post("/v1/leases/short/renew", body{"owner": "w1"})
+		expect(t, r, http.StatusConflict)
+		if got := decode[api.RenewLost](t, r); got.Reason != api.Expired {
+			t.Fatalf("renew after expiry: %+v", got)
+		}
+	})
 }
 
 func TestRelease(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t)
-	claim := decode[api.ClaimAcquired](t, ts.post("/v1/leases/job/claim", body{"owner": "w1"})).Lease
+	eachStore(t, func(t *testing.T, ts *testServer) {
+		claim := decode[api.ClaimAcquired](t, ts.post("/v1/leases/job/claim", body{"owner": "w1"})).Lease
 
-	cases := []struct {
-		name string
-		req  body
-		want bool
-	}{
-		{"other owner", body{"owner": "w2"}, false},
-		{"wrong token", body{"owner": "w1", "token": claim.Token + 1}, false},
-		{"owner and token", body{"owner": "w1", "token": claim.Token}, true},
-		{"again", body{"owner": "w1"}, false},
-	}
-	for _, c := range cases {
-		r := ts.post("/v1/leases/job/release", c.req)
-		expect(t, r, http.StatusOK)
-		if got := decode[api.ReleaseResult](t, r); got.Released != c.want {
-			t.Fatalf("%s: released %v, want %v", c.name, got.Released, c.want)
+		cases := []struct {
+			name string
+			req  body
+			want bool
+		}{
+			{"other owner", body{"owner": "w2"}, false},
+			{"wrong token", body{"owner": "w1", "token": claim.Token + 1}, false},
+			{"owner and token", body{"owner": "w1", "token": claim.Token}, true},
+			{"again", body{"owner": "w1"}, false},
 		}
-	}
-	if decode[api.LeaseState](t, ts.get("/v1/leases/job")).Held {
-		t.Fatal("still held after release")
-	}
-	// The token counter survives release.
-	r := ts.post("/v1/leases/job/claim", body{"owner": "w2"})
-	if l := decode[api.ClaimAcquired](t, r).Lease; l.Token != claim.Token+1 {
-		t.Fatalf("token after release and re-claim: %d, want %d", l.Token, claim.Token+1)
-	}
+		for _, c := range cases {
+			r := ts.post("/v1/leases/job/release", c.req)
+			expect(t, r, http.StatusOK)
+			if got := decode[api.ReleaseResult](t, r); got.Released != c.want {
+				t.Fatalf("%s: released %v, want %v", c.name, got.Released, c.want)
+			}
+		}
+		if decode[api.LeaseState](t, ts.get("/v1/leases/job")).Held {
+			t.Fatal("still held after release")
+		}
+		// The token counter survives release.
+		r := ts.post("/v1/leases/job/claim", body{"owner": "w2"})
+		if l := decode[api.ClaimAcquired](t, r).Lease; l.Token != claim.Token+1 {
+			t.Fatalf("token after release and re-claim: %d, want %d", l.Token, claim.Token+1)
+		}
+	})
 }
 
 func TestGetAndList(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t)
+	eachStore(t, func(t *testing.T, ts *testServer) {
 
-	r := ts.get("/v1/leases/nobody")
-	expect(t, r, http.StatusOK)
-	if got := decode[api.LeaseState](t, r); got.Held || got.Lease != nil {
-		t.Fatalf("not held: %+v", got)
-	}
-	if got := decode[api.LeaseList](t, ts.get("/v1/leases")); got.Leases == nil || len(got.Leases) != 0 {
-		t.Fatalf("empty list: %+v (want [] not null)", got)
-	}
+		r := ts.get("/v1/leases/nobody")
+		expect(t, r, http.StatusOK)
+		if got := decode[api.LeaseState](t, r); got.Held || got.Lease != nil {
+			t.Fatalf("not held: %+v", got)
+		}
+		if got := decode[api.LeaseList](t, ts.get("/v1/leases")); got.Leases == nil || len(got.Leases) != 0 {
+			t.Fatalf("empty list: %+v (want [] not null)", got)
+		}
 
-	for _, task := range []string{"b", "a", "c"} {
-		expect(t, ts.post("/v1/leases/"+task+"/claim", body{"owner": "w-" + task}), http.StatusOK)
-	}
-	expect(t, ts.post("/v1/leases/c/release", body{"owner": "w-c"}), http.StatusOK)
+		for _, task := range []string{"b", "a", "c"} {
+			expect(t, ts.post("/v1/leases/"+task+"/claim", body{"owner": "w-" + task}), http.StatusOK)
+		}
+		expect(t, ts.post("/v1/leases/c/release", body{"owner": "w-c"}), http.StatusOK)
 
-	r = ts.get("/v1/leases/a")
-	expect(t, r, http.StatusOK)
-	if got := decode[api.LeaseState](t, r); !got.Held || got.Lease == nil || got.Lease.Owner != "w-a" {
-		t.Fatalf("held: %+v", got)
-	}
-	var tasks []string
-	for _, l := range decode[api.LeaseList](t, ts.get("/v1/leases")).Leases {
-		tasks = append(tasks, l.Task)
-	}
-	if strings.Join(tasks, ",") != "a,b" {
-		t.Fatalf("list: %v, want a,b", tasks)
-	}
+		r = ts.get("/v1/leases/a")
+		expect(t, r, http.StatusOK)
+		if got := decode[api.LeaseState](t, r); !got.Held || got.Lease == nil || got.Lease.Owner != "w-a" {
+			t.Fatalf("held: %+v", got)
+		}
+		var tasks []string
+		for _, l := range decode[api.LeaseList](t, ts.get("/v1/leases")).Leases {
+			tasks = append(tasks, l.Task)
+		}
+		if strings.Join(tasks, ",") != "a,b" {
+			t.Fatalf("list: %v, want a,b", tasks)
+		}
+	})
 }
 
 func TestTaskIsOneEncodedSegment(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t)
-	r := ts.post("/v1/leases/billing%2Fnightly/claim", body{"owner": "w1"})
-	expect(t, r, http.StatusOK)
-	if l := decode[api.ClaimAcquired](t, r).Lease; l.Task != "billing/nightly" {
-		t.Fatalf("task %q, want billing/nightly", l.Task)
-	}
-	got := decode[api.LeaseState](t, ts.get("/v1/leases/billing%2Fnightly"))
-	if !got.Held || got.Lease.Task != "billing/nightly" {
-		t.Fatalf("get: %+v", got)
-	}
-	expect(t, ts.post("/v1/leases/billing%2Fnightly/renew", body{"owner": "w1"}), http.StatusOK)
-	// Other characters of the task alphabet, encoded or not.
-	expect(t, ts.post("/v1/leases/team%40svc%3Ajob.v2_x-y/claim", body{"owner": "w1"}), http.StatusOK)
-	if !decode[api.LeaseState](t, ts.get("/v1/leases/team@svc:job.v2_x-y")).Held {
-		t.Fatal("team@svc:job.v2_x-y not held")
-	}
-	// Unencoded, the slash makes another path: no route, and nothing claimed.
-	expectProblem(t, ts.post("/v1/leases/billing/weekly/claim", body{"owner": "w1"}), http.StatusNotFound, problemBlank)
-	if n := len(decode[api.LeaseList](t, ts.get("/v1/leases")).Leases); n != 2 {
-		t.Fatalf("%d leases, want 2", n)
-	}
+	eachStore(t, func(t *testing.T, ts *testServer) {
+		r := ts.post("/v1/leases/billing%2Fnightly/claim", body{"owner": "w1"})
+		expect(t, r, http.StatusOK)
+		if l := decode[api.ClaimAcquired](t, r).Lease; l.Task != "billing/nightly" {
+			t.Fatalf("task %q, want billing/nightly", l.Task)
+		}
+		got := decode[api.LeaseState](t, ts.get("/v1/leases/billing%2Fnightly"))
+		if !got.Held || got.Lease.Task != "billing/nightly" {
+			t.Fatalf("get: %+v", got)
+		}
+		expect(t, ts.post("/v1/leases/billing%2Fnightly/renew", body{"owner": "w1"}), http.StatusOK)
+		// Other characters of the task alphabet, encoded or not.
+		expect(t, ts.post("/v1/leases/team%40svc%3Ajob.v2_x-y/claim", body{"owner": "w1"}), http.StatusOK)
+		if !decode[api.LeaseState](t, ts.get("/v1/leases/team@svc:job.v2_x-y")).Held {
+			t.Fatal("team@svc:job.v2_x-y not held")
+		}
+		// Unencoded, the slash makes another path: no route, and nothing claimed.
+		expectProblem(t, ts.post("/v1/leases/billing/weekly/claim", body{"owner": "w1"}), http.StatusNotFound, problemBlank)
+		if n := len(decode[api.LeaseList](t, ts.get("/v1/leases")).Leases); n != 2 {
+			t.Fatalf("%d leases, want 2", n)
+		}
+	})
 }
 
 func TestHealthReadyOpenAPI(t *testing.T) {

@@ -13,7 +13,9 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3filter"
 
+	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/postgres"
 	"github.com/leasehold/leasehold/leasecore/sqlite"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
@@ -272,4 +274,35 @@ func (s flakyMigrateStore) Migrate(ctx context.Context) error {
 	default:
 		return s.Store.Migrate(ctx)
 	}
+}
+
+// eachStore runs f once over a server on a fresh SQLite file and once over a
+// server on a fresh PostgreSQL database, as parallel subtests.
+func eachStore(t *testing.T, f func(t *testing.T, ts *testServer)) {
+	t.Helper()
+	stores := []struct {
+		name string
+		open func(t *testing.T) leasecore.Store
+	}{
+		{"sqlite", func(t *testing.T) leasecore.Store { return openSQLite(t, false) }},
+		{"postgres", openPostgres},
+	}
+	for _, s := range stores {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			f(t, newTestServer(t, withStore(s.open(t))))
+		})
+	}
+}
+
+// openPostgres opens a PostgreSQL store on a fresh database (see
+// internal/pgtest for when that skips or fails). It is closed when t ends.
+func openPostgres(t *testing.T) leasecore.Store {
+	t.Helper()
+	store, err := postgres.Open(context.Background(), pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatalf("postgres.Open: %v", err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	return store
 }

@@ -16,92 +16,93 @@ import (
 // was written.
 func TestInvalidRequests(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t)
-	const claim = "/v1/leases/job/claim"
-	const jsonCT = "application/json"
+	eachStore(t, func(t *testing.T, ts *testServer) {
+		const claim = "/v1/leases/job/claim"
+		const jsonCT = "application/json"
 
-	cases := []struct {
-		name        string
-		method      string
-		path        string
-		contentType string
-		body        string
-		status      int
-		fields      []string // names in invalid_params, for 422
-	}{
-		{"malformed JSON", "POST", claim, jsonCT, `{"owner":`, 400, nil},
-		{"two JSON values", "POST", claim, jsonCT, `{"owner":"w"}{}`, 400, nil},
-		{"no body", "POST", claim, "", ``, 400, nil},
-		{"empty JSON body", "POST", claim, jsonCT, ``, 400, nil},
-		{"not an object", "POST", claim, jsonCT, `["w"]`, 422, []string{"body"}},
-		{"unknown field", "POST", claim, jsonCT, `{"owner":"w","bogus":1}`, 422, []string{"bogus"}},
-		{"wrong type ttl_ms", "POST", claim, jsonCT, `{"owner":"w","ttl_ms":"30s"}`, 422, []string{"ttl_ms"}},
-		{"fractional ttl_ms", "POST", claim, jsonCT, `{"owner":"w","ttl_ms":1000.5}`, 422, []string{"ttl_ms"}},
-		{"wrong type owner", "POST", claim, jsonCT, `{"owner":42}`, 422, []string{"owner"}},
-		{"missing owner", "POST", claim, jsonCT, `{}`, 422, []string{"owner"}},
-		{"empty owner", "POST", claim, jsonCT, `{"owner":""}`, 422, []string{"owner"}},
-		{"owner too long", "POST", claim, jsonCT, `{"owner":"` + strings.Repeat("o", 257) + `"}`, 422, []string{"owner"}},
-		{"owner not printable", "POST", claim, jsonCT, `{"owner":"w\u0007"}`, 422, []string{"owner"}},
-		{"ttl below 100 ms", "POST", claim, jsonCT, `{"owner":"w","ttl_ms":99}`, 422, []string{"ttl_ms"}},
-		{"ttl above 24 h", "POST", claim, jsonCT, `{"owner":"w","ttl_ms":86400001}`, 422, []string{"ttl_ms"}},
-		{"note too long", "POST", claim, jsonCT, `{"owner":"w","note":"` + strings.Repeat("n", 1025) + `"}`, 422, []string{"note"}},
-		{"note too many bytes", "POST", claim, jsonCT, `{"owner":"w","note":"` + strings.Repeat("é", 600) + `"}`, 422, []string{"note"}},
-		{"several at once", "POST", claim, jsonCT, `{"ttl_ms":5,"bogus":true}`, 422, []string{"bogus", "owner", "ttl_ms"}},
-		{"bad task name", "POST", "/v1/leases/bad%20name/claim", jsonCT, `{"owner":"w"}`, 422, []string{"task"}},
-		{"bad task character", "POST", "/v1/leases/a%21b/claim", jsonCT, `{"owner":"w"}`, 422, []string{"task"}},
-		{"task too long", "POST", "/v1/leases/" + strings.Repeat("t", 201) + "/claim", jsonCT, `{"owner":"w"}`, 422, []string{"task"}},
-		{"empty task", "POST", "/v1/leases//claim", jsonCT, `{"owner":"w"}`, 422, []string{"task"}},
-		{"bad task and body", "POST", "/v1/leases/a%21b/claim", jsonCT, `{}`, 422, []string{"owner", "task"}},
-		{"bad task on get", "GET", "/v1/leases/a%21b", "", ``, 422, []string{"task"}},
-		{"renew token zero", "POST", "/v1/leases/job/renew", jsonCT, `{"owner":"w","token":0}`, 422, []string{"token"}},
-		{"renew unknown field note", "POST", "/v1/leases/job/renew", jsonCT, `{"owner":"w","note":"x"}`, 422, []string{"note"}},
-		{"release unknown field ttl_ms", "POST", "/v1/leases/job/release", jsonCT, `{"owner":"w","ttl_ms":1000}`, 422, []string{"ttl_ms"}},
-		{"release negative token", "POST", "/v1/leases/job/release", jsonCT, `{"owner":"w","token":-1}`, 422, []string{"token"}},
-		{"body over 64 KiB", "POST", claim, jsonCT, `{"owner":"w","note":"` + strings.Repeat("n", 64<<10) + `"}`, 413, nil},
-		{"text/plain", "POST", claim, "text/plain", `{"owner":"w"}`, 415, nil},
-		{"form", "POST", claim, "application/x-www-form-urlencoded", `owner=w`, 415, nil},
-		{"no content type", "POST", claim, "", `{"owner":"w"}`, 415, nil},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			var body []byte
-			if c.body != "" {
-				body = []byte(c.body)
-			}
-			r := ts.do(c.method, c.path, c.contentType, body)
-			typ := map[int]string{400: problemMalformed, 422: problemInvalid}[c.status]
-			if typ == "" {
-				typ = problemBlank
-			}
-			p := expectProblem(t, r, c.status, typ)
-			var names []string
-			if p.InvalidParams != nil {
-				for _, ip := range *p.InvalidParams {
-					if ip.Reason == "" {
-						t.Errorf("invalid param %q without a reason", ip.Name)
+		cases := []struct {
+			name        string
+			method      string
+			path        string
+			contentType string
+			body        string
+			status      int
+			fields      []string // names in invalid_params, for 422
+		}{
+			{"malformed JSON", "POST", claim, jsonCT, `{"owner":`, 400, nil},
+			{"two JSON values", "POST", claim, jsonCT, `{"owner":"w"}{}`, 400, nil},
+			{"no body", "POST", claim, "", ``, 400, nil},
+			{"empty JSON body", "POST", claim, jsonCT, ``, 400, nil},
+			{"not an object", "POST", claim, jsonCT, `["w"]`, 422, []string{"body"}},
+			{"unknown field", "POST", claim, jsonCT, `{"owner":"w","bogus":1}`, 422, []string{"bogus"}},
+			{"wrong type ttl_ms", "POST", claim, jsonCT, `{"owner":"w","ttl_ms":"30s"}`, 422, []string{"ttl_ms"}},
+			{"fractional ttl_ms", "POST", claim, jsonCT, `{"owner":"w","ttl_ms":1000.5}`, 422, []string{"ttl_ms"}},
+			{"wrong type owner", "POST", claim, jsonCT, `{"owner":42}`, 422, []string{"owner"}},
+			{"missing owner", "POST", claim, jsonCT, `{}`, 422, []string{"owner"}},
+			{"empty owner", "POST", claim, jsonCT, `{"owner":""}`, 422, []string{"owner"}},
+			{"owner too long", "POST", claim, jsonCT, `{"owner":"` + strings.Repeat("o", 257) + `"}`, 422, []string{"owner"}},
+			{"owner not printable", "POST", claim, jsonCT, `{"owner":"w\u0007"}`, 422, []string{"owner"}},
+			{"ttl below 100 ms", "POST", claim, jsonCT, `{"owner":"w","ttl_ms":99}`, 422, []string{"ttl_ms"}},
+			{"ttl above 24 h", "POST", claim, jsonCT, `{"owner":"w","ttl_ms":86400001}`, 422, []string{"ttl_ms"}},
+			{"note too long", "POST", claim, jsonCT, `{"owner":"w","note":"` + strings.Repeat("n", 1025) + `"}`, 422, []string{"note"}},
+			{"note too many bytes", "POST", claim, jsonCT, `{"owner":"w","note":"` + strings.Repeat("é", 600) + `"}`, 422, []string{"note"}},
+			{"several at once", "POST", claim, jsonCT, `{"ttl_ms":5,"bogus":true}`, 422, []string{"bogus", "owner", "ttl_ms"}},
+			{"bad task name", "POST", "/v1/leases/bad%20name/claim", jsonCT, `{"owner":"w"}`, 422, []string{"task"}},
+			{"bad task character", "POST", "/v1/leases/a%21b/claim", jsonCT, `{"owner":"w"}`, 422, []string{"task"}},
+			{"task too long", "POST", "/v1/leases/" + strings.Repeat("t", 201) + "/claim", jsonCT, `{"owner":"w"}`, 422, []string{"task"}},
+			{"empty task", "POST", "/v1/leases//claim", jsonCT, `{"owner":"w"}`, 422, []string{"task"}},
+			{"bad task and body", "POST", "/v1/leases/a%21b/claim", jsonCT, `{}`, 422, []string{"owner", "task"}},
+			{"bad task on get", "GET", "/v1/leases/a%21b", "", ``, 422, []string{"task"}},
+			{"renew token zero", "POST", "/v1/leases/job/renew", jsonCT, `{"owner":"w","token":0}`, 422, []string{"token"}},
+			{"renew unknown field note", "POST", "/v1/leases/job/renew", jsonCT, `{"owner":"w","note":"x"}`, 422, []string{"note"}},
+			{"release unknown field ttl_ms", "POST", "/v1/leases/job/release", jsonCT, `{"owner":"w","ttl_ms":1000}`, 422, []string{"ttl_ms"}},
+			{"release negative token", "POST", "/v1/leases/job/release", jsonCT, `{"owner":"w","token":-1}`, 422, []string{"token"}},
+			{"body over 64 KiB", "POST", claim, jsonCT, `{"owner":"w","note":"` + strings.Repeat("n", 64<<10) + `"}`, 413, nil},
+			{"text/plain", "POST", claim, "text/plain", `{"owner":"w"}`, 415, nil},
+			{"form", "POST", claim, "application/x-www-form-urlencoded", `owner=w`, 415, nil},
+			{"no content type", "POST", claim, "", `{"owner":"w"}`, 415, nil},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				var body []byte
+				if c.body != "" {
+					body = []byte(c.body)
+				}
+				r := ts.do(c.method, c.path, c.contentType, body)
+				typ := map[int]string{400: problemMalformed, 422: problemInvalid}[c.status]
+				if typ == "" {
+					typ = problemBlank
+				}
+				p := expectProblem(t, r, c.status, typ)
+				var names []string
+				if p.InvalidParams != nil {
+					for _, ip := range *p.InvalidParams {
+						if ip.Reason == "" {
+							t.Errorf("invalid param %q without a reason", ip.Name)
+						}
+						names = append(names, ip.Name)
 					}
-					names = append(names, ip.Name)
 				}
-			}
-			slices.Sort(names)
-			if !slices.Equal(names, c.fields) {
-				t.Errorf("invalid_params names %v, want %v; problem %s", names, c.fields, r.body)
-			}
-			for _, f := range c.fields {
-				if !strings.Contains(p.Detail, f) {
-					t.Errorf("detail %q does not name %s", p.Detail, f)
+				slices.Sort(names)
+				if !slices.Equal(names, c.fields) {
+					t.Errorf("invalid_params names %v, want %v; problem %s", names, c.fields, r.body)
 				}
-			}
-		})
-	}
-	// Nothing was written by any of them.
-	if leases := decode[api.LeaseList](t, ts.get("/v1/leases")).Leases; len(leases) != 0 {
-		t.Fatalf("invalid requests wrote leases: %+v", leases)
-	}
-	r := ts.get("/metrics")
-	if !strings.Contains(string(r.body), `leasehold_store_operation_duration_seconds_count{operation="claim"} 0`) {
-		t.Error("an invalid request reached the store's claim")
-	}
+				for _, f := range c.fields {
+					if !strings.Contains(p.Detail, f) {
+						t.Errorf("detail %q does not name %s", p.Detail, f)
+					}
+				}
+			})
+		}
+		// Nothing was written by any of them.
+		if leases := decode[api.LeaseList](t, ts.get("/v1/leases")).Leases; len(leases) != 0 {
+			t.Fatalf("invalid requests wrote leases: %+v", leases)
+		}
+		r := ts.get("/metrics")
+		if !strings.Contains(string(r.body), `leasehold_store_operation_duration_seconds_count{operation="claim"} 0`) {
+			t.Error("an invalid request reached the store's claim")
+		}
+	})
 }
 
 func TestCharsetInContentTypeIsAccepted(t *testing.T) {
