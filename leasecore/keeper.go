@@ -1,0 +1,268 @@
+package leasecore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Renewer is what a Keeper needs of the lease API; *Service has it.
+type Renewer interface {
+	Renew(ctx context.Context, p RenewParams) (*Lease, error)
+	Release(ctx context.Context, p ReleaseParams) (bool, error)
+}
+
+// KeeperConfig says how a Keeper holds a lease.
+type KeeperConfig struct {
+	// TTL requested at every renewal. Zero keeps the TTL of the lease handed
+	// to Keep.
+	TTL time.Duration
+	// RenewEvery is the pause between confirmed renewals. Zero means
+	// TTL × 0.4, the seeds' window: two renewals can fail before the lease
+	// is in danger.
+	RenewEvery time.Duration
+	// RetryEvery is the pause after a renewal that failed for a transient
+	// reason (the store was unavailable). Zero means RenewEvery / 4.
+	RetryEvery time.Duration
+	// Clock paces renewals and keeps the local deadline. Nil is SystemClock.
+	Clock Clock
+	// OnRenew, if set, is called after each confirmed renewal, from the
+	// keeper's goroutine; it must not block for long.
+	OnRenew func(Lease)
+}
+
+// withDefaults fills zero fields and checks the timing relationships:
+// RetryEvery ≤ RenewEvery < TTL, every one of them positive.
+func (c KeeperConfig) withDefaults(lease *Lease) (KeeperConfig, error) {
+	if c.TTL == 0 {
+		c.TTL = lease.TTL
+	}
+	if err := ValidateTTL(c.TTL); err != nil || c.TTL == 0 {
+		return c, fmt.Errorf("keeper: ttl %s: must be between %s and %s", c.TTL, MinTTL, MaxTTL)
+	}
+	if c.RenewEvery == 0 {
+		c.RenewEvery = c.TTL * 2 / 5
+	}
+	if c.RenewEvery <= 0 || c.RenewEvery >= c.TTL {
+		return c, fmt.Errorf("keeper: renew interval %s must be positive and shorter than the ttl %s", c.RenewEvery, c.TTL)
+	}
+	if c.RetryEvery == 0 {
+		c.RetryEvery = c.RenewEvery / 4
+	}
+	if c.RetryEvery <= 0 || c.RetryEvery > c.RenewEvery {
+		return c, fmt.Errorf("keeper: retry interval %s must be positive and at most the renew interval %s", c.RetryEvery, c.RenewEvery)
+	}
+	if c.Clock == nil {
+		c.Clock = SystemClock
+	}
+	return c, nil
+}
+
+// ErrLocalDeadline is the cause of a loss when no renewal could be confirmed
+// before the keeper's local deadline (the store kept failing, or answered too
+// late): the holder must assume the store has handed the task on.
+var ErrLocalDeadline = errors.New("no renewal confirmed before the local deadline")
+
+// ErrStopped is the cause of a keeper's context after Stop.
+var ErrStopped = errors.New("keeper stopped")
+
+// Keeper holds an acquired lease in the background: it renews it every
+// RenewEvery with one renewal in flight at a time, retries transient store
+// failures until its local deadline, and on loss cancels its Context and
+// reports why.
+//
+// The local deadline is (send time of the last confirmed renewal + the
+// ttl_remaining the store gave in its answer), read from a monotonic clock.
+// It never trusts a lease longer than the store promised it: the store
+// measured ttl_remaining after the request was sent.
+type Keeper struct {
+	renewer Renewer
+	cfg     KeeperConfig
+	task    string
+	owner   string
+	token   int64
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+
+	mu       sync.Mutex
+	lease    Lease
+	deadline time.Time
+	lost     error
+}
+
+// Keep starts keeping lease, which must just have been acquired. The
+// returned Keeper's Context is derived from ctx and cancelled when the lease
+// is lost, when ctx ends, or by Stop.
+func Keep(ctx context.Context, r Renewer, lease *Lease, cfg KeeperConfig) (*Keeper, error) {
+	if lease == nil {
+		return nil, errors.New("keeper: no lease to keep")
+	}
+	start := cfg.Clock
+	if start == nil {
+		start = SystemClock
+	}
+	// The lease's own ttl_remaining was measured by the store at or after
+	// this moment, so the deadline errs on the early side.
+	now := start.Now()
+	cfg, err := cfg.withDefaults(lease)
+	if err != nil {
+		return nil, err
+	}
+	kctx, cancel := context.WithCancelCause(ctx)
+	k := &Keeper{
+		renewer: r, cfg: cfg, task: lease.Task, owner: lease.Owner, token: lease.Token,
+		ctx: kctx, cancel: cancel, done: make(chan struct{}),
+		lease: *lease, deadline: now.Add(lease.TTLRemaining),
+	}
+	go k.loop()
+	return k, nil
+}
+
+// Context is cancelled when the lease is lost (context.Cause says why), when
+// the parent context ends, or after Stop.
+func (k *Keeper) Context() context.Context { return k.ctx }
+
+// Done is closed when the renew loop has ended, for whatever reason.
+func (k *Keeper) Done() <-chan struct{} { return k.done }
+
+// Err returns the loss, or nil while the lease is held (and after a plain
+// Stop). A loss matches ErrLost (*LostError: the store refused the renewal)
+// or ErrLocalDeadline (no renewal could be confirmed in time).
+func (k *Keeper) Err() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.lost
+}
+
+// Lease returns the lease as last confirmed by the store.
+func (k *Keeper) Lease() Lease {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.lease
+}
+
+// Deadline returns the local time until which the lease is known to be held.
+func (k *Keeper) Deadline() time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.deadline
+}
+
+// Stop ends the renew loop (cancelling a renewal in flight and the
+// keeper's Context, with cause ErrStopped unless the lease was lost first)
+// and waits for it, without releasing the lease. It returns the loss, if the
+// lease was lost before it stopped.
+func (k *Keeper) Stop() error {
+	k.cancel(ErrStopped)
+	<-k.done
+	return k.Err()
+}
+
+// Release stops the renew loop, waits for it, then releases the lease
+// (owner- and token-checked), whether or not it was lost: a lease that was
+// taken over is not released, by the store's rules. The release runs with
+// its own bounded context, so it happens even when the keeper's parent
+// context has ended.
+func (k *Keeper) Release() (bool, error) {
+	_ = k.Stop()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(k.ctx), DefaultOpTimeout)
+	defer cancel()
+	return k.renewer.Release(ctx, ReleaseParams{Task: k.task, Owner: k.owner, Token: k.token})
+}
+
+func (k *Keeper) loop() {
+	defer close(k.done)
+	defer k.cancel(ErrStopped)
+	clk := k.cfg.Clock
+	wait := k.cfg.RenewEvery
+	for {
+		// Never sleep past the deadline: when it comes, the lease is lost.
+		if until := k.Deadline().Sub(clk.Now()); wait > until {
+			wait = max(until, 0)
+		}
+		select {
+		case <-k.ctx.Done():
+			return
+		case <-clk.After(wait):
+		}
+		sent := clk.Now()
+		deadline := k.Deadline()
+		if !sent.Before(deadline) {
+			k.lose(fmt.Errorf("lease on %q: %w", k.task, ErrLocalDeadline))
+			return
+		}
+		// The renewal may take until the deadline and no longer: an answer
+		// after it could not be trusted anyway.
+		rctx, cancel := context.WithTimeout(k.ctx, deadline.Sub(sent))
+		lease, err := k.renewer.Renew(rctx, RenewParams{Task: k.task, Owner: k.owner, TTL: k.cfg.TTL, Token: k.token})
+		cancel()
+		switch {
+		case err == nil:
+			k.mu.Lock()
+			k.lease = *lease
+			k.deadline = sent.Add(lease.TTLRemaining)
+			k.mu.Unlock()
+			if k.cfg.OnRenew != nil {
+				k.cfg.OnRenew(*lease)
+			}
+			// The next renewal is due RenewEvery after this one was sent: a
+			// slow answer shortens the pause instead of stacking renewals.
+			wait = k.cfg.RenewEvery - clk.Now().Sub(sent)
+		case errors.Is(err, ErrLost), errors.Is(err, ErrInvalid):
+			k.lose(err)
+			return
+		default:
+			// Transient (unavailable, or our own timeout): try again soon,
+			// until the deadline says otherwise.
+			if k.ctx.Err() != nil {
+				return
+			}
+			wait = k.cfg.RetryEvery
+		}
+	}
+}
+
+func (k *Keeper) lose(err error) {
+	k.mu.Lock()
+	k.lost = err
+	k.mu.Unlock()
+	k.cancel(err)
+}
+
+// Run claims p, and if it is acquired runs body while a Keeper holds the
+// lease. body's context is cancelled when the lease is lost (context.Cause
+// says why). When body returns, the renew loop is stopped and awaited, then
+// the lease is released, whatever body returned.
+//
+// ran reports whether body ran. A held task is (false, nil): somebody else
+// is doing the job. An unavailable store or invalid input is (false, err).
+// When body ran, err is body's error, or the loss if body succeeded after
+// the lease was lost (its work may have overlapped another holder's).
+func Run(ctx context.Context, svc *Service, p ClaimParams, cfg KeeperConfig, body func(ctx context.Context) error) (ran bool, err error) {
+	lease, err := svc.Claim(ctx, p)
+	if errors.Is(err, ErrHeld) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	k, err := Keep(ctx, svc, lease, cfg)
+	if err != nil {
+		// Give back what we just took; the configuration was at fault.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultOpTimeout)
+		defer cancel()
+		_, _ = svc.Release(rctx, ReleaseParams{Task: lease.Task, Owner: lease.Owner, Token: lease.Token})
+		return false, err
+	}
+	bodyErr := body(k.Context())
+	lost := k.Stop()
+	_, _ = k.Release() // the TTL is the backstop for a release that fails
+	if bodyErr != nil {
+		return true, bodyErr
+	}
+	return true, lost
+}

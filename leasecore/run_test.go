@@ -1,0 +1,98 @@
+package leasecore_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/sqlite"
+)
+
+func newService(t *testing.T) *leasecore.Service {
+	t.Helper()
+	store, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "l.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	if err := store.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return leasecore.New(store)
+}
+
+func TestRunHeldDoesNotRunTheBody(t *testing.T) {
+	t.Parallel()
+	svc := newService(t)
+	if _, err := svc.Claim(t.Context(), leasecore.ClaimParams{Task: "prune", Owner: "a", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	ran, err := leasecore.Run(t.Context(), svc, leasecore.ClaimParams{Task: "prune", Owner: "b", TTL: time.Minute}, leasecore.KeeperConfig{},
+		func(context.Context) error { t.Error("the body ran while another owner held the lease"); return nil })
+	if ran || err != nil {
+		t.Fatalf("Run = %v, %v; want false, nil for a held task", ran, err)
+	}
+}
+
+func TestRunReleasesAfterTheBodyWhateverItReturns(t *testing.T) {
+	t.Parallel()
+	svc := newService(t)
+	boom := errors.New("boom")
+	ran, err := leasecore.Run(t.Context(), svc, leasecore.ClaimParams{Task: "prune", Owner: "a", TTL: time.Minute}, leasecore.KeeperConfig{},
+		func(ctx context.Context) error {
+			l, err := svc.Get(ctx, "prune")
+			if err != nil || l == nil || l.Owner != "a" {
+				t.Errorf("inside the body the lease is %+v, %v; want held by a", l, err)
+			}
+			return boom
+		})
+	if !ran || !errors.Is(err, boom) {
+		t.Fatalf("Run = %v, %v; want true and the body's error", ran, err)
+	}
+	if l, err := svc.Get(t.Context(), "prune"); err != nil || l != nil {
+		t.Fatalf("after Run the lease is %+v, %v; want released", l, err)
+	}
+}
+
+func TestRunCancelsTheBodyWhenTheLeaseIsLost(t *testing.T) {
+	t.Parallel()
+	svc := newService(t)
+	ran, err := leasecore.Run(t.Context(), svc, leasecore.ClaimParams{Task: "prune", Owner: "a", TTL: time.Second}, leasecore.KeeperConfig{},
+		func(ctx context.Context) error {
+			// Somebody ends the lease under the body's feet (an operator's
+			// release): the next renewal is refused and the body is told.
+			if ok, err := svc.Release(ctx, leasecore.ReleaseParams{Task: "prune", Owner: "a"}); !ok || err != nil {
+				t.Errorf("release = %v, %v", ok, err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(30 * time.Second):
+				t.Error("the body's context was not cancelled after the lease was lost")
+			}
+			if !errors.Is(context.Cause(ctx), leasecore.ErrLost) {
+				t.Errorf("cause = %v, want ErrLost", context.Cause(ctx))
+			}
+			return nil
+		})
+	var lost *leasecore.LostError
+	if !ran || !errors.As(err, &lost) || lost.Reason != leasecore.LostNotHeld {
+		t.Fatalf("Run = %v, %v; want true and the loss (not_held)", ran, err)
+	}
+}
+
+func TestRunUnavailableStore(t *testing.T) {
+	t.Parallel()
+	store, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "missing", "l.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	ran, err := leasecore.Run(t.Context(), leasecore.New(store), leasecore.ClaimParams{Task: "prune", Owner: "a"}, leasecore.KeeperConfig{},
+		func(context.Context) error { t.Error("the body ran without a lease"); return nil })
+	if ran || !errors.Is(err, leasecore.ErrUnavailable) || errors.Is(err, leasecore.ErrHeld) {
+		t.Fatalf("Run = %v, %v; want false and ErrUnavailable", ran, err)
+	}
+}
