@@ -28,11 +28,13 @@ type Config struct {
 	TokenFile string
 	// LogFormat is text or json.
 	LogFormat string
+	// MaxStreams caps concurrent keepalive streams; 0 means DefaultMaxStreams.
+	MaxStreams int
 }
 
 // DefaultConfig returns the configuration of `leasehold serve` with no flags.
 func DefaultConfig() Config {
-	return Config{Listen: DefaultListen, Store: storeurl.Default, LogFormat: "text"}
+	return Config{Listen: DefaultListen, Store: storeurl.Default, LogFormat: "text", MaxStreams: DefaultMaxStreams}
 }
 
 // RegisterFlags defines the serve flags on fs, with c's values as defaults.
@@ -41,12 +43,16 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Store, "store", c.Store, "store `URL`: sqlite:PATH or postgres://USER@HOST:PORT/DB")
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "`path` of a file holding the bearer token required on /v1/*")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log `format`: text or json")
+	fs.IntVar(&c.MaxStreams, "max-streams", c.MaxStreams, "most keepalive streams held at once; more are answered 503")
 }
 
 // Validate checks the configuration before anything is opened or bound.
 func (c Config) Validate() error {
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("--log-format must be text or json, not %q", c.LogFormat)
+	}
+	if c.MaxStreams < 0 {
+		return fmt.Errorf("--max-streams must be positive (0 means %d), not %d", DefaultMaxStreams, c.MaxStreams)
 	}
 	if c.Store == "" {
 		return errors.New("--store must name a store: sqlite:PATH or postgres://…")

@@ -82,7 +82,7 @@ func TestApplyEnv(t *testing.T) {
 	if err := ApplyEnv(fs, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
-	want := Config{Listen: "127.0.0.1:9999", Store: "sqlite:/from/flag.db", TokenFile: "/env/token", LogFormat: "text"}
+	want := Config{Listen: "127.0.0.1:9999", Store: "sqlite:/from/flag.db", TokenFile: "/env/token", LogFormat: "text", MaxStreams: DefaultMaxStreams}
 	if cfg != want {
 		t.Fatalf("config %+v, want %+v (flag wins over env, env over default)", cfg, want)
 	}

@@ -20,6 +20,7 @@ type handlers struct {
 	svc     *leasecore.Service
 	metrics *metrics
 	ready   func(ctx context.Context) error
+	streams *streams
 }
 
 var _ api.ServerInterface = (*handlers)(nil)

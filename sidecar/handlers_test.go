@@ -85,9 +85,9 @@ func TestRenew(t *testing.T) {
 			req        body
 			reason     api.RenewLostReason
 		}{
-			{"token mismatch", "job", body{"owner": "w1", "token": claim.Token + 1}, api.TokenMismatch},
-			{"held by other", "job", body{"owner": "w2"}, api.HeldByOther},
-			{"never claimed", "other", body{"owner": "w1"}, api.NotHeld},
+			{"token mismatch", "job", body{"owner": "w1", "token": claim.Token + 1}, api.RenewLostReasonTokenMismatch},
+			{"held by other", "job", body{"owner": "w2"}, api.RenewLostReasonHeldByOther},
+			{"never claimed", "other", body{"owner": "w1"}, api.RenewLostReasonNotHeld},
 		}
 		for _, c := range lost {
 			r := ts.post("/v1/leases/"+c.task+"/renew", c.req)
@@ -116,7 +116,7 @@ func TestRenewExpired(t *testing.T) {
 		}
 		r := ts.post("/v1/leases/short/renew", body{"owner": "w1"})
 		expect(t, r, http.StatusConflict)
-		if got := decode[api.RenewLost](t, r); got.Reason != api.Expired {
+		if got := decode[api.RenewLost](t, r); got.Reason != api.RenewLostReasonExpired {
 			t.Fatalf("renew after expiry: %+v", got)
 		}
 	})

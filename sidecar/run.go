@@ -44,7 +44,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			log.Warn("closing the store", "store", storeName, "err", err)
 		}
 	}()
-	srv, err := New(Options{Store: store, Token: token, Logger: log})
+	srv, err := New(Options{Store: store, Token: token, Logger: log, MaxStreams: cfg.MaxStreams})
 	if err != nil {
 		return err
 	}
@@ -72,6 +72,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	log.Info("shutting down: finishing in-flight requests", "timeout", ShutdownTimeout.String())
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 	defer cancel()
+	srv.CloseStreams() // keepalive streams release their leases and say so
 	if err := hs.Shutdown(shutdownCtx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}

@@ -29,6 +29,8 @@ type Options struct {
 	Token []byte
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
+	// MaxStreams caps concurrent keepalive streams; 0 means DefaultMaxStreams.
+	MaxStreams int
 }
 
 // Server is the sidecar's HTTP API over one lease store: the routes of
@@ -40,6 +42,7 @@ type Server struct {
 	metrics  *metrics
 	log      *slog.Logger
 	migrated atomic.Bool
+	streams  *streams
 }
 
 // New builds a Server. It is not ready (readyz answers 503) until Migrate or
@@ -61,9 +64,10 @@ func New(opts Options) (*Server, error) {
 		store:   instrumentedStore{Store: opts.Store, metrics: m, log: log},
 		metrics: m,
 		log:     log,
+		streams: newStreams(opts.MaxStreams),
 	}
 	svc := leasecore.New(gatedStore{Store: s.store, migrated: &s.migrated})
-	h := &handlers{svc: svc, metrics: m, ready: s.ready}
+	h := &handlers{svc: svc, metrics: m, ready: s.ready, streams: s.streams}
 
 	e := echo.New()
 	e.HideBanner = true
@@ -80,6 +84,11 @@ func New(opts Options) (*Server, error) {
 	s.echo = e
 	return s, nil
 }
+
+// CloseStreams tells every keepalive stream to release its lease, send its
+// `released` event and end; new streams are refused while waiting. Call it
+// before http.Server.Shutdown, which waits for those requests to finish.
+func (s *Server) CloseStreams() { s.streams.shutdown() }
 
 // Handler returns the HTTP handler serving every route.
 func (s *Server) Handler() http.Handler { return s.echo }

@@ -86,6 +86,48 @@ func (e ClaimUnavailableReason) Valid() bool {
 	}
 }
 
+// Defines values for KeepaliveLostReason.
+const (
+	KeepaliveLostReasonDeadline      KeepaliveLostReason = "deadline"
+	KeepaliveLostReasonExpired       KeepaliveLostReason = "expired"
+	KeepaliveLostReasonHeldByOther   KeepaliveLostReason = "held_by_other"
+	KeepaliveLostReasonNotHeld       KeepaliveLostReason = "not_held"
+	KeepaliveLostReasonTokenMismatch KeepaliveLostReason = "token_mismatch"
+)
+
+// Valid indicates whether the value is a known member of the KeepaliveLostReason enum.
+func (e KeepaliveLostReason) Valid() bool {
+	switch e {
+	case KeepaliveLostReasonDeadline:
+		return true
+	case KeepaliveLostReasonExpired:
+		return true
+	case KeepaliveLostReasonHeldByOther:
+		return true
+	case KeepaliveLostReasonNotHeld:
+		return true
+	case KeepaliveLostReasonTokenMismatch:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for KeepaliveReleasedReason.
+const (
+	Shutdown KeepaliveReleasedReason = "shutdown"
+)
+
+// Valid indicates whether the value is a known member of the KeepaliveReleasedReason enum.
+func (e KeepaliveReleasedReason) Valid() bool {
+	switch e {
+	case Shutdown:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ReleaseUnavailableReason.
 const (
 	ReleaseUnavailableReasonUnavailable ReleaseUnavailableReason = "unavailable"
@@ -118,22 +160,22 @@ func (e ReleaseUnavailableReleased) Valid() bool {
 
 // Defines values for RenewLostReason.
 const (
-	Expired       RenewLostReason = "expired"
-	HeldByOther   RenewLostReason = "held_by_other"
-	NotHeld       RenewLostReason = "not_held"
-	TokenMismatch RenewLostReason = "token_mismatch"
+	RenewLostReasonExpired       RenewLostReason = "expired"
+	RenewLostReasonHeldByOther   RenewLostReason = "held_by_other"
+	RenewLostReasonNotHeld       RenewLostReason = "not_held"
+	RenewLostReasonTokenMismatch RenewLostReason = "token_mismatch"
 )
 
 // Valid indicates whether the value is a known member of the RenewLostReason enum.
 func (e RenewLostReason) Valid() bool {
 	switch e {
-	case Expired:
+	case RenewLostReasonExpired:
 		return true
-	case HeldByOther:
+	case RenewLostReasonHeldByOther:
 		return true
-	case NotHeld:
+	case RenewLostReasonNotHeld:
 		return true
-	case TokenMismatch:
+	case RenewLostReasonTokenMismatch:
 		return true
 	default:
 		return false
@@ -308,6 +350,25 @@ type InvalidParam struct {
 	// Reason The rule it broke.
 	Reason string `json:"reason"`
 }
+
+// KeepaliveLost Data of a keepalive stream's `lost` event.
+type KeepaliveLost struct {
+	Detail string `json:"detail"`
+
+	// Reason Why the lease was lost; `deadline` when no renewal could be confirmed before the lease would expire (the store kept failing).
+	Reason KeepaliveLostReason `json:"reason"`
+}
+
+// KeepaliveLostReason Why the lease was lost; `deadline` when no renewal could be confirmed before the lease would expire (the store kept failing).
+type KeepaliveLostReason string
+
+// KeepaliveReleased Data of a keepalive stream's `released` event.
+type KeepaliveReleased struct {
+	Reason KeepaliveReleasedReason `json:"reason"`
+}
+
+// KeepaliveReleasedReason defines model for KeepaliveReleased.Reason.
+type KeepaliveReleasedReason string
 
 // Lease A grant of a task to an owner, as the store recorded it.
 type Lease struct {
@@ -574,6 +635,21 @@ type Unauthorized = Problem
 // UnsupportedMediaType An RFC 9457 problem detail.
 type UnsupportedMediaType = Problem
 
+// KeepaliveLeaseParams defines parameters for KeepaliveLease.
+type KeepaliveLeaseParams struct {
+	// Owner The owner to claim as. Omitted, the sidecar makes a unique one (`<hostname>#<pid>#<random>`) and sends it in the `acquired` event.
+	Owner *Owner `form:"owner,omitempty" json:"owner,omitempty"`
+
+	// TtlMs Lease TTL in milliseconds (default 30000); renewals happen every ttl × 0.4.
+	TtlMs *TTLMillis `form:"ttl_ms,omitempty" json:"ttl_ms,omitempty"`
+
+	// Note Free text stored with the lease.
+	Note *Note `form:"note,omitempty" json:"note,omitempty"`
+
+	// WaitMs How long to wait for a held task before answering 409 (0 to 3600000; default 0, no wait).
+	WaitMs *int64 `form:"wait_ms,omitempty" json:"wait_ms,omitempty"`
+}
+
 // ClaimLeaseJSONRequestBody defines body for ClaimLease for application/json ContentType.
 type ClaimLeaseJSONRequestBody = ClaimRequest
 
@@ -606,6 +682,9 @@ type ServerInterface interface {
 	// ClaimLease Claim a task
 	// (POST /v1/leases/{task}/claim)
 	ClaimLease(ctx echo.Context, task Task) error
+	// KeepaliveLease Hold a lease for as long as the connection stays open
+	// (GET /v1/leases/{task}/keepalive)
+	KeepaliveLease(ctx echo.Context, task Task, params KeepaliveLeaseParams) error
 	// ReleaseLease Release a lease
 	// (POST /v1/leases/{task}/release)
 	ReleaseLease(ctx echo.Context, task Task) error
@@ -696,6 +775,52 @@ func (w *ServerInterfaceWrapper) ClaimLease(ctx echo.Context) error {
 	return err
 }
 
+// KeepaliveLease converts echo context to params.
+func (w *ServerInterfaceWrapper) KeepaliveLease(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "task" -------------
+	var task Task
+
+	err = runtime.BindStyledParameterWithOptions("simple", "task", ctx.Param("task"), &task, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter task: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params KeepaliveLeaseParams
+	// ------------- Optional query parameter "owner" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "owner", ctx.QueryParams(), &params.Owner, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter owner: %s", err))
+	}
+
+	// ------------- Optional query parameter "ttl_ms" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "ttl_ms", ctx.QueryParams(), &params.TtlMs, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter ttl_ms: %s", err))
+	}
+
+	// ------------- Optional query parameter "note" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "note", ctx.QueryParams(), &params.Note, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter note: %s", err))
+	}
+
+	// ------------- Optional query parameter "wait_ms" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait_ms", ctx.QueryParams(), &params.WaitMs, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter wait_ms: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.KeepaliveLease(ctx, task, params)
+	return err
+}
+
 // ReleaseLease converts echo context to params.
 func (w *ServerInterfaceWrapper) ReleaseLease(ctx echo.Context) error {
 	var err error
@@ -778,6 +903,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/leases", wrapper.ListLeases, options.OperationMiddlewares["listLeases"]...)
 	router.GET(options.BaseURL+"/v1/leases/:task", wrapper.GetLease, options.OperationMiddlewares["getLease"]...)
 	router.POST(options.BaseURL+"/v1/leases/:task/claim", wrapper.ClaimLease, options.OperationMiddlewares["claimLease"]...)
+	router.GET(options.BaseURL+"/v1/leases/:task/keepalive", wrapper.KeepaliveLease, options.OperationMiddlewares["keepaliveLease"]...)
 	router.POST(options.BaseURL+"/v1/leases/:task/renew", wrapper.RenewLease, options.OperationMiddlewares["renewLease"]...)
 	router.POST(options.BaseURL+"/v1/leases/:task/release", wrapper.ReleaseLease, options.OperationMiddlewares["releaseLease"]...)
 	router.GET(options.BaseURL+"/healthz", wrapper.GetHealth, options.OperationMiddlewares["getHealth"]...)
