@@ -156,10 +156,16 @@ func (s *sidecar) waitReady() {
 func (s *sidecar) stop(sig syscall.Signal) int {
 	s.t.Helper()
 	_ = s.cmd.Process.Signal(sig)
+	return s.wait()
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (s *sidecar) wait() int {
+	s.t.Helper()
 	select {
 	case <-s.done:
 	case <-time.After(30 * time.Second):
-		s.t.Fatalf("sidecar did not exit within 30s of %v", sig)
+		s.t.Fatal("sidecar did not exit within 30s")
 	}
 	return s.cmd.ProcessState.ExitCode()
 }
