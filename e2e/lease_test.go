@@ -234,3 +234,37 @@ func runLeasehold(args ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// The example keepalive client in Python holds a lease while it works, sees
+// renewals, and releases it by hanging up.
+func TestPythonKeepaliveExample(t *testing.T) {
+	t.Parallel()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("python3 not found; CI needs it for the non-Go client test")
+		}
+		t.Skip("python3 not found: install python3 to run the non-Go client test")
+	}
+	s := startSidecar(t, "sqlite:"+filepath.Join(t.TempDir(), "l.db"))
+	s.waitReady()
+	out, err := exec.Command(py, "../examples/python/keepalive.py", s.base, "py/report", "1.5").CombinedOutput()
+	if err != nil {
+		t.Fatalf("example client: %v\n%s", err, out)
+	}
+	for _, want := range []string{"acquired: ", "renewed: ", "working as ", "with fencing token 1", "done"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("example output lacks %q:\n%s", want, out)
+		}
+	}
+	s.waitFree("py%2Freport")
+	// While a holder streams, the example exits 75.
+	r := s.call("POST", "/v1/leases/py%2Freport/claim", map[string]any{"owner": "other", "ttl_ms": 60000})
+	if r.Status != http.StatusOK {
+		t.Fatalf("claim: %s", r.Raw)
+	}
+	cmd := exec.Command(py, "../examples/python/keepalive.py", s.base, "py/report", "1")
+	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 75 {
+		t.Fatalf("example on a held task: %v (exit %d), want exit 75\n%s", err, cmd.ProcessState.ExitCode(), out)
+	}
+}
