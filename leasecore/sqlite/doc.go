@@ -10,33 +10,79 @@
 // survives a crash or a power loss, and its fencing token is never handed
 // out twice. WAL also lets reads (Get, List, Ping) run beside the writer
 // without blocking it. A durable commit costs a fsync; that, not SQL, bounds
-// the write rate of one file.
+// the rate of commits on one file, so the Store commits many operations in
+// each (group commit, below). Durability is unchanged by it: still
+// synchronous=FULL, one fsync per batch instead of one per operation, and no
+// caller hears of a write before that fsync.
+//
+// # Group commit
+//
+// Claim, Renew and Release do not run on the caller's goroutine. They are
+// queued, in arrival order, for the Store's one writer goroutine, which
+// takes everything pending (at most 256 operations) and runs it in one
+// transaction begun with BEGIN IMMEDIATE (the DSN's _txlock=immediate):
+// each operation does its own read-decide-write with the prepared
+// statements, in order, so that two operations on one task in one batch see
+// each other's effects exactly as if they had run one after another. Then
+// the writer commits once, and only then tells each caller its own outcome:
+// acquired, held, lost, released or not. There is no timer: a lone request
+// goes out at once, and under load the requests that arrive while one batch
+// commits make up the next, so the batch grows with the load and a
+// thousand concurrent callers cost a few fsyncs rather than a thousand.
+//
+// Outcomes wait for the commit because each one depends on the writes before
+// it in the batch: a claim told "held" by a lease granted earlier in the same
+// batch, or "acquired" with a token that batch issued, would be false if the
+// commit then failed. So a failed batch — the file locked by another process
+// past the busy timeout, an I/O error, the schema missing, or any SQL error
+// in any one of its operations — is rolled back as a whole, and every caller
+// in it is told leasecore.ErrUnavailable, never an outcome. Rolling back
+// everything, rather than one operation under a SAVEPOINT, is deliberate:
+// for the validated input leasecore.Service passes, the errors a statement
+// can meet are those of the file or the connection, which the next
+// operation would meet too, and after several of them (I/O, disk full,
+// interrupt) SQLite may already have rolled the whole transaction back
+// itself. The price is that one operation failing in SQL, which only input
+// that bypassed validation can make happen, fails its whole batch.
+//
+// The batch runs under its own bounded context (the busy timeout plus time
+// to commit), not under any caller's: one caller giving up does not cut off
+// the others. A caller whose context has ended before its turn comes is left
+// out of the batch, and nothing is written for it. A caller whose context
+// ends while its batch runs is told unavailable at once; its operation may
+// still commit with the batch, exactly as a statement cut off by a timeout
+// may have committed before it was cut off. Unavailable does not promise
+// that nothing was written; it says the caller cannot know.
 //
 // # One holder, across goroutines and processes
 //
-// Claim and Renew are each one transaction begun with BEGIN IMMEDIATE
-// (the DSN's _txlock=immediate), which takes the file's write lock before the
-// first read. Inside it the driver reads the task's row and the store's clock
-// in one SELECT, decides, and writes. Because the lock is held from the read
-// to the commit, no other connection — in this process or another one that
-// opened the same file — can change the row in between: of N concurrent
-// claimants exactly one sees the lease free and takes it, and the others see
-// it held. A deferred transaction would let two of them read, then deadlock
-// (SQLITE_BUSY) when both try to upgrade to write; immediate ones queue
-// instead. Release is one conditional UPDATE, which SQLite runs as its own
-// write transaction. A task's row is never deleted, so the token counter in
-// it survives release, expiry and restarts.
+// BEGIN IMMEDIATE takes the file's write lock before the first read, and the
+// batch holds it until its commit: no other connection — in this process or
+// another one that opened the same file — can change a row between an
+// operation's read and its write. Of N concurrent claimants exactly one sees
+// the lease free and takes it, and the others see it held, whether they are
+// in one batch or in several, in one process or in several. A deferred
+// transaction would let two writers read, then deadlock (SQLITE_BUSY) when
+// both try to upgrade to write; immediate ones queue instead. A task's row
+// is never deleted, so the token counter in it survives release, expiry and
+// restarts.
 //
-// Within a process, writes share a single connection: database/sql queues
-// them and hands the connection on at once, and their statements are
-// prepared once. Across processes, a writer that finds the file locked waits
-// in SQLite's busy handler, retrying for up to BusyTimeout (10 s); the wait
-// also ends when the operation's context does (leasecore.Service bounds each
-// operation, 5 s by default), and either way the caller gets
-// leasecore.ErrUnavailable, never "held". Opening a connection waits the same
-// way: SQLite's switch of a new file to WAL does not consult the busy
-// handler, so the driver retries an open that finds the file locked, and
-// processes that start together on a fresh file all get in.
+// Within a process, the writer goroutine is the only one that writes leases
+// (Migrate shares its single connection), so this process's operations wait
+// in its queue, never for the file lock. Across processes, each process's
+// writer takes the file's write lock for each batch; one that finds the file
+// locked waits in SQLite's busy handler, retrying for up to BusyTimeout
+// (10 s), and then the whole batch is unavailable, never "held". Each caller
+// also stops waiting when its own context ends (leasecore.Service bounds
+// each operation, 5 s by default). Opening a connection waits the same way:
+// SQLite's switch of a new file to WAL does not consult the busy handler, so
+// the driver retries an open that finds the file locked, and processes that
+// start together on a fresh file all get in.
+//
+// Close stops the writer: operations still queued are answered unavailable,
+// and so is the batch in flight, whose context Close cancels (a wait for
+// another process's lock ends at once); every call after Close is
+// unavailable.
 //
 // # Time
 //

@@ -92,13 +92,13 @@ type current struct {
 
 func (c current) live() bool { return c.exists && !c.released && c.expiresAt > c.now }
 
-func readCurrent(ctx context.Context, tx *sql.Tx, ws *writeStmts, task string) (current, error) {
+func readCurrent(ctx context.Context, st *txStmts, task string) (current, error) {
 	var (
 		c                        current
 		owner                    sql.NullString
 		token, ttl, exp, release sql.NullInt64
 	)
-	err := tx.StmtContext(ctx, ws.current).QueryRowContext(ctx, sql.Named("task", task)).
+	err := st.current.QueryRowContext(ctx, sql.Named("task", task)).
 		Scan(&c.now, &owner, &token, &ttl, &exp, &release)
 	if err != nil {
 		return current{}, err
@@ -111,78 +111,74 @@ func readCurrent(ctx context.Context, tx *sql.Tx, ws *writeStmts, task string) (
 
 // Claim acquires a free or expired lease with the next token, refreshes the
 // owner's own live lease under its token, or returns *leasecore.HeldError.
-// It is one IMMEDIATE transaction, so of concurrent claimants in any number
-// of processes exactly one acquires.
+// It runs in one of the writer's IMMEDIATE transactions, after the
+// operations queued before it, so of concurrent claimants in any number of
+// processes exactly one acquires; the answer comes after the commit.
 func (s *Store) Claim(ctx context.Context, p leasecore.ClaimParams) (*leasecore.Lease, error) {
-	ws, err := s.statements(ctx)
-	if err != nil {
-		return nil, interpretError("claim", err)
-	}
-	var lease *leasecore.Lease
-	err = s.inWriteTx(ctx, "claim", func(tx *sql.Tx) error {
-		cur, err := readCurrent(ctx, tx, ws, p.Task)
-		if err != nil {
-			return err
-		}
-		ttl := p.TTL.Milliseconds()
-		var row *sql.Row
-		switch {
-		case cur.live() && cur.owner != p.Owner:
-			return &leasecore.HeldError{Task: p.Task, Holder: leasecore.Holder{
-				Owner:        cur.owner,
-				ExpiresAt:    fromMS(cur.expiresAt),
-				TTLRemaining: time.Duration(cur.expiresAt-cur.now) * time.Millisecond,
-			}}
-		case cur.live():
-			row = tx.StmtContext(ctx, ws.extend).QueryRowContext(ctx,
-				sql.Named("task", p.Task), sql.Named("owner", p.Owner), sql.Named("token", cur.token),
-				sql.Named("now", cur.now), sql.Named("ttl", ttl),
-				sql.Named("set_note", true), sql.Named("note", p.Note))
-		default:
-			row = tx.StmtContext(ctx, ws.grant).QueryRowContext(ctx,
-				sql.Named("task", p.Task), sql.Named("owner", p.Owner),
-				sql.Named("now", cur.now), sql.Named("ttl", ttl), sql.Named("note", p.Note))
-		}
-		lease, err = scanLease(row, cur.now)
-		return err
+	res := s.submit(ctx, "claim", func(ctx context.Context, st *txStmts) (answer, error) {
+		return claim(ctx, st, p)
 	})
+	return res.lease, res.err
+}
+
+// claim is Claim's read-decide-write inside a batch.
+func claim(ctx context.Context, st *txStmts, p leasecore.ClaimParams) (answer, error) {
+	cur, err := readCurrent(ctx, st, p.Task)
 	if err != nil {
-		return nil, err
+		return answer{}, err
 	}
-	return lease, nil
+	ttl := p.TTL.Milliseconds()
+	var row *sql.Row
+	switch {
+	case cur.live() && cur.owner != p.Owner:
+		return answer{err: &leasecore.HeldError{Task: p.Task, Holder: leasecore.Holder{
+			Owner:        cur.owner,
+			ExpiresAt:    fromMS(cur.expiresAt),
+			TTLRemaining: time.Duration(cur.expiresAt-cur.now) * time.Millisecond,
+		}}}, nil
+	case cur.live():
+		row = st.extend.QueryRowContext(ctx,
+			sql.Named("task", p.Task), sql.Named("owner", p.Owner), sql.Named("token", cur.token),
+			sql.Named("now", cur.now), sql.Named("ttl", ttl),
+			sql.Named("set_note", true), sql.Named("note", p.Note))
+	default:
+		row = st.grant.QueryRowContext(ctx,
+			sql.Named("task", p.Task), sql.Named("owner", p.Owner),
+			sql.Named("now", cur.now), sql.Named("ttl", ttl), sql.Named("note", p.Note))
+	}
+	lease, err := scanLease(row, cur.now)
+	return answer{lease: lease}, err
 }
 
 // Renew extends the owner's live lease (a zero TTL keeps its TTL), or returns
 // *leasecore.LostError with the reason. It never revives an expired lease.
+// Like Claim, it runs in one of the writer's batches.
 func (s *Store) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.Lease, error) {
-	ws, err := s.statements(ctx)
-	if err != nil {
-		return nil, interpretError("renew", err)
-	}
-	var lease *leasecore.Lease
-	err = s.inWriteTx(ctx, "renew", func(tx *sql.Tx) error {
-		cur, err := readCurrent(ctx, tx, ws, p.Task)
-		if err != nil {
-			return err
-		}
-		if reason, detail := lostReason(cur, p); reason != "" {
-			return &leasecore.LostError{Task: p.Task, Reason: reason, Detail: detail}
-		}
-		ttl := p.TTL.Milliseconds()
-		if ttl == 0 {
-			ttl = cur.ttlMS
-		}
-		row := tx.StmtContext(ctx, ws.extend).QueryRowContext(ctx,
-			sql.Named("task", p.Task), sql.Named("owner", p.Owner), sql.Named("token", cur.token),
-			sql.Named("now", cur.now), sql.Named("ttl", ttl),
-			sql.Named("set_note", false), sql.Named("note", ""))
-		lease, err = scanLease(row, cur.now)
-		return err
+	res := s.submit(ctx, "renew", func(ctx context.Context, st *txStmts) (answer, error) {
+		return renew(ctx, st, p)
 	})
+	return res.lease, res.err
+}
+
+// renew is Renew's read-decide-write inside a batch.
+func renew(ctx context.Context, st *txStmts, p leasecore.RenewParams) (answer, error) {
+	cur, err := readCurrent(ctx, st, p.Task)
 	if err != nil {
-		return nil, err
+		return answer{}, err
 	}
-	return lease, nil
+	if reason, detail := lostReason(cur, p); reason != "" {
+		return answer{err: &leasecore.LostError{Task: p.Task, Reason: reason, Detail: detail}}, nil
+	}
+	ttl := p.TTL.Milliseconds()
+	if ttl == 0 {
+		ttl = cur.ttlMS
+	}
+	row := st.extend.QueryRowContext(ctx,
+		sql.Named("task", p.Task), sql.Named("owner", p.Owner), sql.Named("token", cur.token),
+		sql.Named("now", cur.now), sql.Named("ttl", ttl),
+		sql.Named("set_note", false), sql.Named("note", ""))
+	lease, err := scanLease(row, cur.now)
+	return answer{lease: lease}, err
 }
 
 // lostReason says why p cannot renew cur, or "" when it can.
@@ -206,24 +202,26 @@ func lostReason(cur current, p leasecore.RenewParams) (leasecore.LostReason, str
 
 // Release ends the owner's live lease (checking the token when given) and
 // reports whether it did. What is not held is left alone: (false, nil).
+// Like Claim, it runs in one of the writer's batches.
 func (s *Store) Release(ctx context.Context, p leasecore.ReleaseParams) (bool, error) {
-	if err := s.usable("release"); err != nil {
-		return false, err
-	}
-	ws, err := s.statements(ctx)
-	if err != nil {
-		return false, interpretError("release", err)
-	}
-	res, err := ws.release.ExecContext(ctx,
+	res := s.submit(ctx, "release", func(ctx context.Context, st *txStmts) (answer, error) {
+		return release(ctx, st, p)
+	})
+	return res.released, res.err
+}
+
+// release is Release's one conditional UPDATE inside a batch.
+func release(ctx context.Context, st *txStmts, p leasecore.ReleaseParams) (answer, error) {
+	res, err := st.release.ExecContext(ctx,
 		sql.Named("task", p.Task), sql.Named("owner", p.Owner), sql.Named("token", p.Token))
 	if err != nil {
-		return false, interpretError("release", err)
+		return answer{}, err
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return false, interpretError("release", err)
+		return answer{}, err
 	}
-	return n > 0, nil
+	return answer{released: n > 0}, nil
 }
 
 // Get returns the task's live lease, or nil when there is none.

@@ -39,32 +39,52 @@ var errClosed = errors.New("store is closed")
 
 // Store is the SQLite implementation of leasecore.Store over one database
 // file. It is safe for concurrent use, and any number of processes may open
-// the same file: each operation is one transaction that SQLite serialises
-// across them.
+// the same file. Claim, Renew and Release are queued for the Store's one
+// writer goroutine, which commits whatever is pending in one transaction
+// (group commit; see the package doc).
 type Store struct {
-	// writer has exactly one connection. SQLite admits one writer per file at
-	// a time anyway; queueing this process's writers in database/sql hands
-	// the connection on as soon as it is free, where several connections
-	// would contend for the file lock through SQLite's busy handler, which
-	// polls with sleeps of up to 100 ms. Only other processes meet the busy
-	// handler.
+	// writer has exactly one connection, used by the writer goroutine's
+	// batches and by Migrate. SQLite admits one writer per file at a time
+	// anyway; one connection per process means only other processes meet
+	// SQLite's busy handler, which polls with sleeps of up to 100 ms.
 	writer *sql.DB
 	// reader serves the read-only operations (see readerConns).
 	reader     *sql.DB
 	migrations []migration.Migration
-	closed     atomic.Bool
+	// closed is set, under mu, by Close; reads check it without the lock.
+	closed atomic.Bool
 
-	// stmts holds the writer's prepared statements once prepared (see
-	// statements); stmtsMu serialises preparing them.
-	stmts   atomic.Pointer[writeStmts]
-	stmtsMu sync.Mutex
+	// mu guards pending, the requests queued for the writer in arrival
+	// order, and the closing of the store.
+	mu      sync.Mutex
+	pending []*request
+	// wake tells the writer that pending may have grown (capacity 1: one
+	// wake-up waiting is enough).
+	wake chan struct{}
+	// ctx lives from Open to Close; cancel ends the writer and interrupts
+	// the batch it is running. writerDone is closed when the writer exits.
+	ctx        context.Context
+	cancel     context.CancelFunc
+	writerDone chan struct{}
+	// batchTimeout bounds one batch: the constant batchTimeout, which
+	// tests shorten.
+	batchTimeout time.Duration
+
+	// stmts are the writer's prepared statements, owned by the writer
+	// goroutine (see statements).
+	stmts *writeStmts
+
+	// batches and taken count the batches the writer has taken and the
+	// requests in them, for tests.
+	batches, taken atomic.Int64
 }
 
 // Open returns a Store over the SQLite database file at path, created on
 // first use if it does not exist. It does not touch the file: a path that
 // cannot be opened (say, its directory is missing) makes every operation
 // unavailable rather than Open fail. It does not migrate either; call
-// Migrate (leasehold serve and leasehold migrate do).
+// Migrate (leasehold serve and leasehold migrate do). ctx bounds Open only;
+// the Store lives until Close.
 func Open(ctx context.Context, path string) (*Store, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -87,7 +107,21 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	reader := sql.OpenDB(c)
 	reader.SetMaxOpenConns(readerConns)
 	reader.SetMaxIdleConns(readerConns)
-	return &Store{writer: writer, reader: reader, migrations: migrations}, nil
+	// The writer's context is not ctx: that one may end as soon as Open
+	// returns.
+	life, cancel := context.WithCancel(context.Background())
+	s := &Store{
+		writer:       writer,
+		reader:       reader,
+		migrations:   migrations,
+		wake:         make(chan struct{}, 1),
+		ctx:          life,
+		cancel:       cancel,
+		writerDone:   make(chan struct{}),
+		batchTimeout: batchTimeout,
+	}
+	go s.write()
+	return s, nil
 }
 
 // dataSourceName builds the modernc.org/sqlite DSN for path. Every
@@ -141,15 +175,26 @@ func (c patientConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	}
 }
 
-// Close closes the store's connections. Calls after Close are unavailable;
-// closing twice is harmless.
+// Close stops the writer and closes the store's connections. Operations
+// still queued are answered unavailable, and so is a batch in flight (it is
+// interrupted; like any cut-off write it may or may not have committed).
+// Calls after Close are unavailable; closing twice is harmless.
 func (s *Store) Close() error {
-	if !s.closed.CompareAndSwap(false, true) {
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
 		return nil
 	}
-	if ws := s.stmts.Load(); ws != nil {
-		ws.close()
+	s.closed.Store(true)
+	queued := s.pending
+	s.pending = nil
+	s.mu.Unlock()
+
+	for _, r := range queued {
+		r.done <- answer{err: interpretError(r.op, errClosed)}
 	}
+	s.cancel()
+	<-s.writerDone
 	return errors.Join(s.writer.Close(), s.reader.Close())
 }
 
@@ -162,8 +207,8 @@ func (s *Store) usable(op string) error {
 }
 
 // inWriteTx runs fn in one IMMEDIATE transaction on the writer connection
-// and commits. The lease outcomes fn returns (*HeldError, *LostError) pass
-// through after a rollback; anything else is unavailable.
+// and commits; any failure is unavailable. Migrate uses it; lease
+// operations go through the writer goroutine's batches instead.
 func (s *Store) inWriteTx(ctx context.Context, op string, fn func(*sql.Tx) error) error {
 	if err := s.usable(op); err != nil {
 		return err
@@ -174,65 +219,10 @@ func (s *Store) inWriteTx(ctx context.Context, op string, fn func(*sql.Tx) error
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
-		if errors.Is(err, leasecore.ErrHeld) || errors.Is(err, leasecore.ErrLost) {
-			return err
-		}
 		return interpretError(op, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return interpretError(op, err)
 	}
 	return nil
-}
-
-// writeStmts are the statements of Claim, Renew and Release, prepared once on
-// the writer: parsing them took a quarter of the CPU of an operation, and
-// with a single writer connection each is prepared only once.
-type writeStmts struct {
-	current, grant, extend, release *sql.Stmt
-}
-
-// statements returns the prepared write statements, preparing them on first
-// use. Preparing fails while the schema is missing, and is tried again by
-// the next call. It must not be called inside a write transaction, which
-// holds the writer's one connection.
-func (s *Store) statements(ctx context.Context) (*writeStmts, error) {
-	if s.closed.Load() {
-		return nil, errClosed
-	}
-	if ws := s.stmts.Load(); ws != nil {
-		return ws, nil
-	}
-	s.stmtsMu.Lock()
-	defer s.stmtsMu.Unlock()
-	if ws := s.stmts.Load(); ws != nil {
-		return ws, nil
-	}
-	ws := &writeStmts{}
-	for _, p := range []struct {
-		dst   **sql.Stmt
-		query string
-	}{
-		{&ws.current, selectForUpdateSQL},
-		{&ws.grant, grantSQL},
-		{&ws.extend, extendSQL},
-		{&ws.release, releaseSQL},
-	} {
-		st, err := s.writer.PrepareContext(ctx, p.query)
-		if err != nil {
-			ws.close()
-			return nil, err
-		}
-		*p.dst = st
-	}
-	s.stmts.Store(ws)
-	return ws, nil
-}
-
-func (ws *writeStmts) close() {
-	for _, st := range []*sql.Stmt{ws.current, ws.grant, ws.extend, ws.release} {
-		if st != nil {
-			_ = st.Close()
-		}
-	}
 }

@@ -1,0 +1,257 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/leasehold/leasehold/leasecore"
+)
+
+// maxBatch caps the operations one write transaction carries. A batch this
+// size still commits in a few milliseconds; the cap keeps one transaction's
+// share of the file lock, and the delay it adds for other processes, short.
+const maxBatch = 256
+
+// batchTimeout bounds one batch, from preparing its statements to the
+// commit: the wait for another process's write lock (BusyTimeout), plus time
+// for the statements and the commit's fsync on a slow disk. It belongs to no
+// caller: a caller that stops waiting does not end the batch for the others.
+const batchTimeout = BusyTimeout + 5*time.Second
+
+// request is one Claim, Renew or Release waiting for, or running in, a batch.
+type request struct {
+	// ctx is the caller's context. The writer reads it only to skip the
+	// operation when the caller has already stopped waiting.
+	ctx context.Context
+	// op names the operation in an *UnavailableError: claim, renew, release.
+	op string
+	// apply does the operation's read-decide-write inside the batch's
+	// transaction. Its error is an SQL failure, which fails the batch; a
+	// lease outcome (held, lost) is in the answer.
+	apply func(ctx context.Context, st *txStmts) (answer, error)
+	// done receives the caller's answer exactly once, after the commit
+	// (or the failure) of its batch; buffered, so the writer never waits
+	// for a caller who has left.
+	done chan answer
+}
+
+// answer is what a caller is told.
+type answer struct {
+	lease    *leasecore.Lease // Claim and Renew, when err is nil
+	released bool             // Release
+	// err is a lease outcome (*leasecore.HeldError, *leasecore.LostError)
+	// or, when the batch failed, unavailable.
+	err error
+}
+
+// submit queues an operation for the writer and waits for its answer, or
+// for ctx to end, whichever comes first. A caller who stops waiting is told
+// unavailable; its operation may still run and commit with its batch, as a
+// statement cut off by a timeout may have committed before.
+func (s *Store) submit(ctx context.Context, op string, apply func(context.Context, *txStmts) (answer, error)) answer {
+	if err := ctx.Err(); err != nil {
+		return answer{err: interpretError(op, err)}
+	}
+	r := &request{ctx: ctx, op: op, apply: apply, done: make(chan answer, 1)}
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		return answer{err: interpretError(op, errClosed)}
+	}
+	s.pending = append(s.pending, r)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default: // the writer has a wake-up waiting already
+	}
+
+	select {
+	case res := <-r.done:
+		return res
+	case <-ctx.Done():
+		select {
+		case res := <-r.done: // the answer came at the same moment: it is true
+			return res
+		default:
+			return answer{err: interpretError(op, ctx.Err())}
+		}
+	}
+}
+
+// write is the Store's one writer goroutine. It sleeps until a request is
+// queued, then commits batches of whatever is pending until nothing is, and
+// returns when Close cancels s.ctx. It never waits on a timer: a lone request
+// goes out at once, and under load the requests that arrive while one batch
+// commits make up the next.
+func (s *Store) write() {
+	defer close(s.writerDone)
+	defer func() {
+		if s.stmts != nil {
+			s.stmts.close()
+		}
+	}()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.wake:
+		}
+		for s.ctx.Err() == nil {
+			batch, ok := s.take()
+			if !ok {
+				break
+			}
+			s.commit(batch)
+		}
+	}
+}
+
+// take removes up to maxBatch pending requests, oldest first, and returns
+// those whose callers still wait (possibly none); ok is false when nothing
+// was pending.
+func (s *Store) take() (batch []*request, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := min(len(s.pending), maxBatch)
+	if n == 0 {
+		return nil, false
+	}
+	batch = make([]*request, 0, n)
+	for _, r := range s.pending[:n] {
+		if r.ctx.Err() == nil {
+			batch = append(batch, r)
+		}
+	}
+	// The rest move to a new array, so that the old one, and the requests
+	// it points to, can be freed.
+	s.pending = append([]*request(nil), s.pending[n:]...)
+	s.batches.Add(1)
+	s.taken.Add(int64(len(batch)))
+	return batch, true
+}
+
+// commit runs batch in one transaction and then answers every caller in it:
+// each its own outcome once the commit succeeded, or all of them
+// unavailable when the batch failed.
+func (s *Store) commit(batch []*request) {
+	if len(batch) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.batchTimeout)
+	defer cancel()
+	answers, err := s.execute(ctx, batch)
+	if err != nil && s.ctx.Err() != nil {
+		err = fmt.Errorf("%w (the batch was cut off: %w)", errClosed, err)
+	}
+	for i, r := range batch {
+		switch {
+		case err != nil:
+			r.done <- answer{err: interpretError(r.op, err)}
+		case answers[i] == nil: // skipped: its caller had left
+			r.done <- answer{err: interpretError(r.op, r.ctx.Err())}
+		default:
+			r.done <- *answers[i]
+		}
+	}
+}
+
+// execute runs the operations of batch, in order, in one IMMEDIATE
+// transaction and commits it. Each operation sees the effects of those
+// before it, exactly as if they had run one after another. An operation
+// whose caller has left by its turn is skipped (its answer is nil). Any SQL
+// error rolls the whole transaction back and is returned: no outcome of a
+// write that was rolled back is ever reported.
+func (s *Store) execute(ctx context.Context, batch []*request) ([]*answer, error) {
+	ws, err := s.statements(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback() }() // a no-op once committed
+	st := ws.in(ctx, tx)
+	answers := make([]*answer, len(batch))
+	ran := 0
+	for i, r := range batch {
+		if r.ctx.Err() != nil {
+			continue // the caller was told unavailable; write nothing for it
+		}
+		res, err := r.apply(ctx, st)
+		if err != nil {
+			return nil, fmt.Errorf("operation %d of the batch's %d (%s) failed, so none was committed: %w", i+1, len(batch), r.op, err)
+		}
+		answers[i] = &res
+		ran++
+	}
+	if ran == 0 {
+		return answers, nil
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return answers, nil
+}
+
+// writeStmts are the statements of Claim, Renew and Release, prepared once on
+// the writer: parsing them took a quarter of the CPU of an operation, and
+// with a single writer connection each is prepared only once.
+type writeStmts struct {
+	current, grant, extend, release *sql.Stmt
+}
+
+// txStmts are the write statements bound to one batch's transaction.
+type txStmts struct {
+	current, grant, extend, release *sql.Stmt
+}
+
+// statements returns the prepared write statements, preparing them on first
+// use. Preparing fails while the schema is missing, and is tried again by
+// the next batch. Only the writer goroutine calls it, outside a transaction
+// (which would hold the writer's one connection).
+func (s *Store) statements(ctx context.Context) (*writeStmts, error) {
+	if s.stmts != nil {
+		return s.stmts, nil
+	}
+	ws := &writeStmts{}
+	for _, p := range []struct {
+		dst   **sql.Stmt
+		query string
+	}{
+		{&ws.current, selectForUpdateSQL},
+		{&ws.grant, grantSQL},
+		{&ws.extend, extendSQL},
+		{&ws.release, releaseSQL},
+	} {
+		st, err := s.writer.PrepareContext(ctx, p.query)
+		if err != nil {
+			ws.close()
+			return nil, err
+		}
+		*p.dst = st
+	}
+	s.stmts = ws
+	return ws, nil
+}
+
+// in binds the statements to tx, once per batch rather than once per
+// operation. They are closed with the transaction.
+func (ws *writeStmts) in(ctx context.Context, tx *sql.Tx) *txStmts {
+	return &txStmts{
+		current: tx.StmtContext(ctx, ws.current),
+		grant:   tx.StmtContext(ctx, ws.grant),
+		extend:  tx.StmtContext(ctx, ws.extend),
+		release: tx.StmtContext(ctx, ws.release),
+	}
+}
+
+func (ws *writeStmts) close() {
+	for _, st := range []*sql.Stmt{ws.current, ws.grant, ws.extend, ws.release} {
+		if st != nil {
+			_ = st.Close()
+		}
+	}
+}
