@@ -6,11 +6,16 @@
 //	err = st.Migrate(ctx)                // once per start; safe from many processes
 //	svc := leasecore.New(st)
 //
-// Every lease operation is one autocommit statement (a claim refused by a
-// holder, or a refused renewal, adds one read to say who or why). None takes
-// a lock beyond the row of its task, none holds a transaction open across a
-// round trip, and none depends on an isolation level above READ COMMITTED,
-// PostgreSQL's default. This note argues why that is enough.
+// Every lease operation is decided by one autocommit statement (a claim
+// refused by a holder, or a refused renewal, adds one read to say who or
+// why). Claims, renewals and releases that callers make concurrently are
+// batched: one statement, so one transaction and one durable commit, decides
+// up to maxBatch (256) of them, each on its own task's row by the same rules
+// as if it were alone. No statement takes a lock beyond the rows of its
+// tasks, none holds a transaction open across a round trip, and none
+// depends on an isolation level above READ COMMITTED, PostgreSQL's default.
+// This note argues why that is enough, first for one call, then for batches
+// of them.
 //
 // # Schema
 //
@@ -27,12 +32,14 @@
 // transaction began, the same value however often a statement calls it. The
 // driver runs every statement in autocommit, so each statement is its own
 // transaction and now() is the instant the statement began, fixed for its
-// whole run, also while it waits for a row lock. The Go process's clock is
+// whole run, also while it waits for a row lock. A batch statement has one
+// now() for all its rows. The Go process's clock is
 // never consulted, so sidecars whose clocks disagree still agree on who holds
 // a task.
 //
 // A statement that began earlier can still decide later: it may wait for a
-// row lock while a statement that began after it commits, or (a read) be
+// row lock while a statement that began after it commits (a batch may wait
+// for several, one per row, before it decides its last row), or (a read) be
 // descheduled between taking now() and taking its snapshot, and then see a
 // row written "after" its now(). Judged by now() alone, such a statement
 // would write times older than the row's (a concurrent renewal moving the
@@ -56,7 +63,7 @@
 // only the times recorded and reported.
 //
 // Because rowNow may lag the real time of the decision by the statement's
-// wait, a lease that expired during the wait can still look live (a claim is
+// waits, a lease that expired during the wait can still look live (a claim is
 // then refused and retried, below), never the other way round. The time
 // remaining is measured at rowNow, so a client's local deadline (receipt +
 // remaining) runs later than the store's expiry by at most the statement's
@@ -65,7 +72,8 @@
 //
 // # Why the claim statement is correct at READ COMMITTED
 //
-// A claim is
+// A claim is, for one task or, batched, for each of several distinct tasks
+// (the rows of unnest($1::text[], …) in the batch statement, claimBatchSQL),
 //
 //	INSERT INTO leasehold_leases AS l (…) VALUES (task, owner, token 1, now(), …)
 //	ON CONFLICT (task) DO UPDATE SET
@@ -73,7 +81,8 @@
 //	WHERE NOT (l.released_at IS NULL AND l.expires_at > rowNow) OR l.owner = excluded.owner
 //	RETURNING …
 //
-// (claimSQL has it in full). Its WHERE clause admits exactly the model's two
+// (claimSQL and claimBatchSQL have it in full). Its WHERE clause admits
+// exactly the model's two
 // "acquired" cases: no live lease (released or expired), or a live lease of
 // the same owner; it rejects only a live lease of another owner. The CASE
 // expressions tell the two admitted cases apart on the same row version the
@@ -100,17 +109,24 @@
 //     expressions on that latest version. If the WHERE clause is false, the
 //     row is not updated and RETURNING yields no row: the claim was refused.
 //
-// So each claim decides while holding the task's row lock, on the row as the
-// previous decider committed it, and commits before the next decider can
-// lock the row. Claims of one task are serialised by that lock, each one
-// seeing the committed result of all earlier ones; no decision is made on a
-// stale snapshot.
+// An INSERT of several rows does this for each row in turn, in the order its
+// SELECT yields them, each row on its own: the row's lock (or its new
+// insertion) is held to the end of the transaction, and the other rows'
+// outcomes do not enter its WHERE clause. So each claim decides while
+// holding the task's row lock, on the row as the previous decider committed
+// it, and its statement commits before the next decider can lock the row.
+// Claims of one task are serialised by that lock, each one seeing the
+// committed result of all earlier ones; no decision is made on a stale
+// snapshot.
 //
 // Exactly one winner among N contenders. Let N owners claim a task none of
-// them holds live. The first to lock the row (or to insert it) finds no live
+// them holds live, each in a statement of its own: a lone claim or a batch,
+// of this sidecar or another (two claims of one task are never in one
+// batch, below). The first to lock the row (or to insert it) finds no live
 // lease and commits its own: renewed_at = t₁ and expires_at = t₁ + ttl,
-// where t₁ is its instant. Every later contender k then locks the row and
-// reads that lease at rowNow = max(tₖ, t₁), tₖ its own now(). It is refused
+// where t₁ is its instant, and holds the row until its whole statement
+// commits. Every later contender k then locks the row and reads that lease
+// at rowNow = max(tₖ, t₁), tₖ its own statement's now(). It is refused
 // unless t₁ + ttl <= max(tₖ, t₁), that is unless t₁ + ttl <= tₖ: unless, by
 // the store's clock, the first grant had already expired when contender k's
 // statement began, in which case the task was free again by the model's
@@ -119,9 +135,11 @@
 // t₁; that only makes the winner's lease look more live to it.) Within the
 // lease's TTL exactly one contender therefore acquires, and the others get no
 // row. The same argument covers a race on a released or expired row (the
-// DO UPDATE path) and on a new task (the INSERT path, by step 1). Two claims
-// by the same owner are not contenders: the later one is a refresh and both
-// succeed with the same token, as the model requires.
+// DO UPDATE path) and on a new task (the INSERT path, by step 1), and it
+// never asks which statement a contender came in or what else that
+// statement decided: only the one row's lock and its committed versions
+// matter. Two claims by the same owner are not contenders: the later one is
+// a refresh and both succeed with the same token, as the model requires.
 //
 // The token never decreases or repeats. Only the claim statement writes
 // token: 1 when it inserts the task's row, which the primary key allows once
@@ -150,22 +168,109 @@
 //
 // # Renew and release
 //
-// A renewal is one UPDATE whose WHERE clause requires the caller's live lease
-// (and its token, when given). At READ COMMITTED an UPDATE that finds its row
-// locked waits, then re-evaluates its WHERE clause on the version just
-// committed, so a renewal never extends a lease that a concurrent statement
-// released or granted anew; and since an expired lease fails the WHERE
-// clause, a renewal never resurrects one. A refused renewal reads the row in
-// a new statement to name the reason (not_held, expired, held_by_other,
-// token_mismatch). That read may see a later state; a read that contradicts
-// the refusal (a live lease the renewal would have matched: the owner
-// claimed the task again in between) is reported as not_held, because the
-// lease the renewal was meant for is gone.
+// A batch of renewals is one UPDATE whose WHERE clause requires, for each
+// row, the caller's live lease (and its token, when given), each renewal
+// with its own owner, TTL and token from the unnest arrays (renewBatchSQL).
+// Its first step, the locked CTE, locks the batch's rows with SELECT … FOR
+// UPDATE, in task order. At READ COMMITTED a row lock that finds the row
+// changed since the statement's snapshot waits for the changer to end and
+// locks the latest committed version; the UPDATE then meets the version in
+// its snapshot, finds it superseded, and re-evaluates its WHERE clause on the
+// latest version, the one this statement holds locked (PostgreSQL's
+// EvalPlanQual, the same rule as for a lone UPDATE). So every renewal is
+// judged on its row's newest committed version, which nobody can change
+// until the batch commits: a renewal never extends a lease that a concurrent
+// statement released or granted anew; and since an expired lease fails the
+// WHERE clause, a renewal never resurrects one. A row that a renewal does
+// not match is neither changed nor returned, and it does not affect the
+// other rows of the batch. A renewal sent alone is the same UPDATE for one
+// row (renewSQL), which locks its row as it updates it. A refused renewal
+// reads the row in a new statement to name the reason (not_held, expired,
+// held_by_other, token_mismatch). That read may see a later state; a read
+// that contradicts the refusal (a live lease the renewal would have
+// matched: the owner claimed the task again in between) is reported as
+// not_held, because the lease the renewal was meant for is gone.
 //
-// A release is one UPDATE with the same WHERE clause, setting released_at
-// and expires_at to its instant. It ends only the caller's own live lease: a
-// stale holder cannot end a successor's lease, since the owner check refuses
-// another owner and the token check refuses the caller's own later grant.
+// A batch of releases is the same UPDATE (releaseBatchSQL; releaseSQL for
+// one), setting released_at and expires_at to each row's instant. It ends
+// only the caller's own live lease: a stale holder cannot end a
+// successor's lease, since the owner check refuses another owner and the
+// token check refuses the caller's own later grant.
+//
+// # Batching
+//
+// Each Store runs one batcher per kind of write (batch.go), which lets at
+// most batchFlushers statements of its kind be in flight at once. There is
+// no timer. A call that finds nothing queued and a slot free is sent at
+// once, alone, from its caller's goroutine, as the single-row statement
+// (claimSQL, renewSQL, releaseSQL: the batch statement's decision for one
+// row, cheaper to run), so a quiet sidecar answers as fast as with one
+// statement per call. A call that finds every slot busy joins its kind's
+// queue; batchFlushers flusher goroutines each take, as a slot comes free,
+// what is queued, oldest first, up to maxBatch calls of distinct tasks, and
+// send it as one statement (the single-row one if the batch has one call).
+// Under load, calls pile up while the slots' statements are in flight and go
+// together in the next ones, and the server commits once per batch instead
+// of once per call. The answers are matched to the callers by task: a claim
+// or renewal whose task came back with no row was refused, and its caller
+// goes on as before batching (reads the holder and retries, or reads the
+// reason), in its own goroutine.
+//
+// One transaction for many calls changes none of the arguments above: each
+// row is decided on its own, by its own WHERE clause, on its newest
+// committed version, under its lock. What batching adds is that the locks of
+// all rows of a batch are held until the batch commits, and that is why the
+// rows are taken in one order:
+//
+// Lock order. Every batch statement takes its row locks in ascending
+// bytewise order of task: the claim batch inserts its rows ORDER BY task
+// COLLATE "C" (an INSERT processes its SELECT's rows in the order they come,
+// and each row's lock or insertion is taken as it is processed), and the
+// renewal and release batches lock theirs in the locked CTE, whose FOR
+// UPDATE applies after its ORDER BY (as PostgreSQL's SELECT reference notes,
+// the sort comes first, the locking after it). The primary key's collation
+// is "C" too, so that order is the order of the task's bytes everywhere. A
+// statement waits only for a row it has not yet locked, which comes after
+// every row it holds; so in any chain of statements each waiting for the
+// next, the rows waited for only rise, and the chain can never return to its
+// start: batches of one sidecar, of several, and of different kinds cannot
+// deadlock. (The driver's reads lock no rows, and its single-row
+// statements, like those of earlier versions of the driver, wait for
+// nothing while they hold a lock.) Were a deadlock to happen anyway,
+// PostgreSQL would abort one of the statements after deadlock_timeout and
+// its callers would be told unavailable; nothing wrong would be committed.
+//
+// Two calls of one task are never in one batch. A statement cannot decide a
+// row twice: INSERT … ON CONFLICT DO UPDATE fails when two of its rows meet
+// the same existing row, and an UPDATE joined to two requests for one row
+// applies only one of them. Nor may they be merged into one decision: they
+// may be two owners, of whom one acquires and the other must be told who
+// holds the task, or one owner twice, whose second claim is a refresh (and
+// counts a renewal). So a later call of a task already in a batch stays
+// queued, in its place, and goes in a later batch: the two are decided one
+// after the other, by the row lock, exactly as if they had come from two
+// sidecars. Calls of one task are sent in the order they were queued.
+//
+// A batch statement runs under its own timeout (batchTimeout), never under
+// a caller's context, since one caller giving up must not cancel the
+// others; a call sent alone by its caller serves nobody else and runs under
+// the caller's context, bounded by batchTimeout. A caller whose context
+// ends while its call is still queued is dropped from the queue and never
+// sent; one whose context ends while its batch is in flight is told
+// unavailable at once, and its operation may still commit with the batch,
+// as a lone statement cancelled after it was sent may commit (see
+// Failures). A batch statement that fails fails every call in it, each told
+// unavailable with the statement's error; so that no one caller's input can
+// fail a batch, every call is checked against leasecore's Validate before it
+// is queued. The costs of sharing: a batch
+// that waits for one of its rows (locked by a batch of another sidecar)
+// holds up its other calls until that row is free, and the time remaining a
+// grant reports is measured from its statement's instant, which is at most
+// the batch's duration before the reply (see the section on now()).
+//
+// Close fails the calls still queued as unavailable, lets the statements in
+// flight finish and answer their callers, stops the flushers and closes the
+// pool; later calls are unavailable.
 //
 // # Failures
 //
@@ -188,8 +293,9 @@
 //
 // # Connections
 //
-// Open only parses the URL: the pool connects on first use, so a server that
-// is down makes operations unavailable rather than failing start-up.
+// Open only parses the URL and starts the flushers: the pool connects on
+// first use, so a server that is down makes operations unavailable rather
+// than failing start-up.
 // pool_max_conns and connect_timeout in the URL are honoured; DefaultMaxConns
 // and DefaultConnectTimeout say what applies otherwise, and why.
 package postgres

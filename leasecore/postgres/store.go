@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,23 +17,21 @@ import (
 
 // DefaultMaxConns is the pool size when the URL has no pool_max_conns.
 //
-// Why 16 for a sidecar serving ~32 concurrent clients: an operation holds a
-// connection only for its one short autocommit statement (a refused claim,
-// two), about one durable commit, while a client's request cycle also spends
-// time in HTTP and on the network; so 16 connections keep up with 32 clients
-// with a short queue, and PostgreSQL's group commit still flushes the commits
-// of the busy backends together. The server's throughput is bound by WAL
-// flushes and its CPUs, not by how many connections wait on them: in
-// BenchmarkClaim at 32 clients on a loaded 2-CPU machine, a pool of 8 gave
-// ~2.1k claims/s, 16 gave 2.0k–4.3k and 32 gave 2.5k–4.1k (the spread is
-// noise from the machine's load), no gain worth doubling the connections for.
-// And the connections add up across a fleet: every sidecar opens its own pool
-// against one server, whose max_connections is 100 by default; 16 per
-// sidecar lets half a dozen sidecars run at full load with slots left for
-// administrators and migrations. Connections open on demand and close after
+// Why 8: claims, renewals and releases go out in batches (batch.go), each
+// kind on at most batchFlushers connections at once, so writes at full
+// tilt use 6 connections however many clients a sidecar serves; the rest
+// serve the single-statement reads (Get, List, Ping, and the read that names
+// the holder of a refused claim or the reason of a refused renewal). Neither
+// needs more: in BenchmarkClaim, BenchmarkRenew and BenchmarkClaimHeld at 32
+// clients, pools of 4, 8 and 16 connections measured the same within the
+// noise (the server's CPUs and WAL flushes are the limit, not connections).
+// The connections add up across a fleet: every sidecar opens its own pool
+// against one server, whose max_connections is 100 by default; 8 per sidecar
+// lets a dozen sidecars run at full load with slots left for administrators
+// and migrations. Connections open on demand and close after
 // DefaultMaxConnIdleTime idle, so a quiet sidecar holds few. A sidecar that
-// serves more clients sets pool_max_conns in its store URL.
-const DefaultMaxConns = 16
+// serves many concurrent reads sets pool_max_conns in its store URL.
+const DefaultMaxConns = 8
 
 // DefaultConnectTimeout bounds opening one connection when the URL has no
 // connect_timeout (and PGCONNECT_TIMEOUT is unset), so that an unreachable
@@ -44,15 +43,46 @@ const DefaultConnectTimeout = 5 * time.Second
 const DefaultMaxConnIdleTime = 5 * time.Minute
 
 // maxClaimAttempts bounds how often Claim retries when its claim was refused
-// but the lease was free again by the time it read the holder.
-const maxClaimAttempts = 4
+// but the lease was free again by the time it read the holder. The bound
+// only stops a livelock, so it must leave room for real churn: on a task
+// whose holders release it as soon as they get it, a refused claim often
+// finds the lease free again when it reads the holder, and more often since
+// claims are batched (claims of one task go one per statement, so their
+// refusals spread over each holder's tenure instead of all following its
+// grant at once). In TestTokensUniqueUnderChurn (12 workers, 480 claims of
+// one task), 4 attempts gave up on about one claim in 2,000 (one in 20,000
+// before batching); 8 gave up on none in 60 runs.
+const maxClaimAttempts = 8
 
 // Store is a leasecore.Store over a PostgreSQL database, through a pgx pool.
 // It is safe for concurrent use.
 type Store struct {
 	pool   *pgxpool.Pool
 	closed atomic.Bool
+
+	// The batchers send concurrent claims, renewals and releases together
+	// (batch.go). A nil answer from claims or renewals is a refusal.
+	claims   *batcher[claimReq, *leasecore.Lease]
+	renewals *batcher[renewReq, *leasecore.Lease]
+	releases *batcher[releaseReq, bool]
 }
+
+// The requests the batchers queue: the parameters as the statements take them.
+type (
+	claimReq struct {
+		task, owner string
+		ttlMS       int64
+		note        string
+	}
+	renewReq struct {
+		task, owner  string
+		ttlMS, token int64
+	}
+	releaseReq struct {
+		task, owner string
+		token       int64
+	}
+)
 
 var _ leasecore.Store = (*Store)(nil)
 
@@ -61,13 +91,16 @@ var (
 	errClosed       = errors.New("the store is closed")
 	errUndecided    = errors.New("cannot tell held from free")
 	errSchemaBehind = errors.New("the schema is older than this build")
+	errNotValidated = errors.New("refused a request that fails leasecore's Validate")
 )
 
 // Open returns a Store for the PostgreSQL database at url
 // (postgres://USER[:PASSWORD]@HOST:PORT/DB?PARAMS, or any connection string
 // pgx accepts). It fails only when url cannot be parsed: connections are
 // opened on first use, so a server that is down makes the operations
-// unavailable, not Open. It does not migrate; call Migrate.
+// unavailable, not Open. It does not migrate; call Migrate. It starts the
+// goroutines that send batched claims, renewals and releases; Close stops
+// them.
 //
 // pool_max_conns in url sets the pool size (default DefaultMaxConns),
 // connect_timeout the connection timeout (default DefaultConnectTimeout) and
@@ -96,7 +129,11 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: %w", err)
 	}
-	return &Store{pool: pool}, nil
+	s := &Store{pool: pool}
+	s.claims = newBatcher("claim", func(r claimReq) string { return r.task }, s.sendClaims)
+	s.renewals = newBatcher("renew", func(r renewReq) string { return r.task }, s.sendRenewals)
+	s.releases = newBatcher("release", func(r releaseReq) string { return r.task }, s.sendReleases)
+	return s, nil
 }
 
 // Claim acquires a free, released or expired lease with the next token,
@@ -108,17 +145,21 @@ func (s *Store) Claim(ctx context.Context, p leasecore.ClaimParams) (*leasecore.
 	if s.closed.Load() {
 		return nil, interpretError(op, errClosed)
 	}
+	if err := p.Validate(); err != nil {
+		return nil, interpretError(op, fmt.Errorf("%w: %s", errNotValidated, err))
+	}
 	ttlMS := p.TTL.Milliseconds()
 	if ttlMS <= 0 { // Service never sends one; a direct caller gets the model's default
 		ttlMS = leasecore.DefaultTTL.Milliseconds()
 	}
+	req := claimReq{task: p.Task, owner: p.Owner, ttlMS: ttlMS, note: p.Note}
 	for range maxClaimAttempts {
-		lease, err := scanLease(s.pool.QueryRow(ctx, claimSQL, p.Task, p.Owner, ttlMS, p.Note))
-		if err == nil {
-			return lease, nil
+		lease, err := s.claims.do(ctx, req)
+		if err != nil {
+			return nil, err
 		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return nil, interpretError(op, err)
+		if lease != nil {
+			return lease, nil
 		}
 		// Refused: another owner's lease was live when the claim locked the
 		// row. Read who holds it now, in a new statement that sees the winner.
@@ -143,6 +184,26 @@ func (s *Store) Claim(ctx context.Context, p leasecore.ClaimParams) (*leasecore.
 		errUndecided, maxClaimAttempts, p.Task))
 }
 
+// sendClaims runs one batch of claims of distinct tasks; a nil lease is a
+// refused claim.
+func (s *Store) sendClaims(ctx context.Context, reqs []claimReq) ([]*leasecore.Lease, error) {
+	if len(reqs) == 1 {
+		r := reqs[0]
+		lease, err := refusedIfNoRow(scanLease(s.pool.QueryRow(ctx, claimSQL, r.task, r.owner, r.ttlMS, r.note)))
+		return []*leasecore.Lease{lease}, err
+	}
+	tasks, owners := make([]string, len(reqs)), make([]string, len(reqs))
+	ttls, notes := make([]int64, len(reqs)), make([]string, len(reqs))
+	for i, r := range reqs {
+		tasks[i], owners[i], ttls[i], notes[i] = r.task, r.owner, r.ttlMS, r.note
+	}
+	rows, err := s.pool.Query(ctx, claimBatchSQL, tasks, owners, ttls, notes)
+	if err != nil {
+		return nil, err
+	}
+	return leasesByTask(rows, tasks)
+}
+
 // Renew extends the owner's live lease, or returns *leasecore.LostError with
 // the reason it could not.
 func (s *Store) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.Lease, error) {
@@ -150,12 +211,15 @@ func (s *Store) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.
 	if s.closed.Load() {
 		return nil, interpretError(op, errClosed)
 	}
-	lease, err := scanLease(s.pool.QueryRow(ctx, renewSQL, p.Task, p.Owner, p.TTL.Milliseconds(), p.Token))
-	if err == nil {
-		return lease, nil
+	if err := p.Validate(); err != nil {
+		return nil, interpretError(op, fmt.Errorf("%w: %s", errNotValidated, err))
 	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return nil, interpretError(op, err)
+	lease, err := s.renewals.do(ctx, renewReq{task: p.Task, owner: p.Owner, ttlMS: p.TTL.Milliseconds(), token: p.Token})
+	if err != nil {
+		return nil, err
+	}
+	if lease != nil {
+		return lease, nil
 	}
 	var (
 		owner          string
@@ -170,6 +234,58 @@ func (s *Store) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.
 		return nil, interpretError(op, err)
 	}
 	return nil, lostReason(p, owner, token, released, live)
+}
+
+// sendRenewals runs one batch of renewals of distinct tasks; a nil lease is
+// a refused renewal.
+func (s *Store) sendRenewals(ctx context.Context, reqs []renewReq) ([]*leasecore.Lease, error) {
+	if len(reqs) == 1 {
+		r := reqs[0]
+		lease, err := refusedIfNoRow(scanLease(s.pool.QueryRow(ctx, renewSQL, r.task, r.owner, r.ttlMS, r.token)))
+		return []*leasecore.Lease{lease}, err
+	}
+	tasks, owners := make([]string, len(reqs)), make([]string, len(reqs))
+	ttls, tokens := make([]int64, len(reqs)), make([]int64, len(reqs))
+	for i, r := range reqs {
+		tasks[i], owners[i], ttls[i], tokens[i] = r.task, r.owner, r.ttlMS, r.token
+	}
+	rows, err := s.pool.Query(ctx, renewBatchSQL, tasks, owners, ttls, tokens)
+	if err != nil {
+		return nil, err
+	}
+	return leasesByTask(rows, tasks)
+}
+
+// refusedIfNoRow is the answer of a single-row statement: its lease, or nil
+// (refused) when it returned no row.
+func refusedIfNoRow(lease *leasecore.Lease, err error) (*leasecore.Lease, error) {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	return lease, err
+}
+
+// leasesByTask reads a batch statement's leases and lines them up with the
+// batch's tasks: element i is task i's lease, or nil when the statement
+// returned no row for it.
+func leasesByTask(rows pgx.Rows, tasks []string) ([]*leasecore.Lease, error) {
+	defer rows.Close()
+	byTask := make(map[string]*leasecore.Lease, len(tasks))
+	for rows.Next() {
+		l, err := scanLease(rows)
+		if err != nil {
+			return nil, err
+		}
+		byTask[l.Task] = l
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	leases := make([]*leasecore.Lease, len(tasks))
+	for i, t := range tasks {
+		leases[i] = byTask[t]
+	}
+	return leases, nil
 }
 
 // lostReason classifies a refused renewal from the row read after it.
@@ -203,11 +319,48 @@ func (s *Store) Release(ctx context.Context, p leasecore.ReleaseParams) (bool, e
 	if s.closed.Load() {
 		return false, interpretError(op, errClosed)
 	}
-	tag, err := s.pool.Exec(ctx, releaseSQL, p.Task, p.Owner, p.Token)
-	if err != nil {
-		return false, interpretError(op, err)
+	if err := p.Validate(); err != nil {
+		return false, interpretError(op, fmt.Errorf("%w: %s", errNotValidated, err))
 	}
-	return tag.RowsAffected() == 1, nil
+	return s.releases.do(ctx, releaseReq{task: p.Task, owner: p.Owner, token: p.Token})
+}
+
+// sendReleases runs one batch of releases of distinct tasks and reports which
+// ended a lease.
+func (s *Store) sendReleases(ctx context.Context, reqs []releaseReq) ([]bool, error) {
+	if len(reqs) == 1 {
+		r := reqs[0]
+		tag, err := s.pool.Exec(ctx, releaseSQL, r.task, r.owner, r.token)
+		if err != nil {
+			return nil, err
+		}
+		return []bool{tag.RowsAffected() == 1}, nil
+	}
+	tasks, owners, tokens := make([]string, len(reqs)), make([]string, len(reqs)), make([]int64, len(reqs))
+	for i, r := range reqs {
+		tasks[i], owners[i], tokens[i] = r.task, r.owner, r.token
+	}
+	rows, err := s.pool.Query(ctx, releaseBatchSQL, tasks, owners, tokens)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	ended := make(map[string]bool, len(reqs))
+	for rows.Next() {
+		var task string
+		if err := rows.Scan(&task); err != nil {
+			return nil, err
+		}
+		ended[task] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	released := make([]bool, len(reqs))
+	for i, t := range tasks {
+		released[i] = ended[t]
+	}
+	return released, nil
 }
 
 // Get returns the task's live lease, or nil when there is none.
@@ -271,10 +424,17 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the pool, waiting for connections in use to be returned.
-// Operations after Close report unavailable. Close is idempotent.
+// Close ends the store: claims, renewals and releases still queued for a
+// batch fail as unavailable, the statements in flight finish and answer
+// their callers, and the pool closes, waiting for connections in use to be
+// returned. Operations after Close report unavailable. Close is idempotent.
 func (s *Store) Close() error {
 	s.closed.Store(true)
+	var wg sync.WaitGroup
+	for _, stop := range []func(){s.claims.stop, s.renewals.stop, s.releases.stop} {
+		wg.Go(stop)
+	}
+	wg.Wait()
 	s.pool.Close()
 	return nil
 }
