@@ -3,11 +3,13 @@
 //	leasehold serve   [--listen 127.0.0.1:7411] [--store sqlite:./leasehold.db]
 //	                  [--token-file PATH] [--log-format text|json]
 //	leasehold migrate [--store URL] [--log-format text|json]
+//	leasehold run     [--addr URL | --store URL] --task T [--ttl 30s] [--owner O]
+//	                  [--wait 0s] [--grace 10s] -- COMMAND [ARG...]
 //
 // Every flag is also read from LEASEHOLD_<FLAG> (LEASEHOLD_LISTEN,
 // LEASEHOLD_STORE, LEASEHOLD_TOKEN_FILE, LEASEHOLD_LOG_FORMAT); the command
 // line wins over the environment. Exit status: 0 on success, 1 when the
-// command failed, 2 for a usage error.
+// command failed, 2 for a usage error; `run` has its own (see leaserun).
 package main
 
 import (
@@ -22,6 +24,7 @@ import (
 
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar"
+	"github.com/leasehold/leasehold/sidecar/leaserun"
 )
 
 const usage = `leasehold hands named tasks to one owner at a time, for a TTL, with a fencing token.
@@ -32,6 +35,9 @@ Usage:
                     serve the HTTP API (migrates the store at start)
   leasehold migrate [--store URL] [--log-format text|json]
                     create or upgrade the store's schema, then exit
+  leasehold run     [--addr URL | --store URL] --task T [--ttl 30s] [--owner O]
+                    [--wait 0s] [--grace 10s] -- COMMAND [ARG...]
+                    run COMMAND while holding the lease on task T
   leasehold help    print this help
 
 Stores: sqlite:PATH (the default, sqlite:./leasehold.db) or postgres://USER@HOST:PORT/DB.
@@ -65,6 +71,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return serve(rest, getenv, stderr)
 	case "migrate":
 		return migrate(rest, getenv, stderr)
+	case "run":
+		return leaserun.Main(context.Background(), rest, getenv, os.Stdin, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "%s: unknown command %q\n\n%s", programName, verb, usage)
 		return exitUsage

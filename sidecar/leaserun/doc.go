@@ -1,0 +1,72 @@
+// Package leaserun is `leasehold run`: it holds the lease on one task while
+// a command runs, and stops the command when the lease is lost.
+//
+//	leasehold run [--addr URL | --store URL] --task T [--ttl 30s] [--owner O]
+//	              [--wait 0s] [--grace 10s] [--token-file PATH] -- COMMAND [ARG...]
+//
+// # Two ways to hold a lease
+//
+// With --addr (the default, http://127.0.0.1:7411) it asks a sidecar: it opens
+// the keepalive stream GET /v1/leases/{task}/keepalive?owner=O&ttl_ms=N and
+// holds it open while the command runs. The sidecar renews the lease and
+// reports each renewal as an `event: renewed`; closing the connection is the
+// release. leaserun keeps its own local deadline, from a monotonic clock: the
+// moment it read the last `acquired` or `renewed` event plus that event's
+// ttl_remaining_ms. The lease counts as lost when that deadline passes with no
+// newer renewal (the sidecar froze, or the network did), when the stream ends
+// or fails, or when the sidecar sends `lost` or `released` (it is shutting
+// down and released first). `: ping` comments keep the connection alive but
+// prove nothing, so they never move the deadline.
+//
+// With --store it needs no sidecar: it claims through leasecore directly and
+// a leasecore.Keeper renews the lease every ttl × 0.4 and reports its loss.
+// The store must have been migrated (`leasehold migrate` or a sidecar's
+// start); a store without its schema is unavailable.
+//
+// --token-file names the sidecar's bearer token file, as for
+// `leasehold serve`.
+//
+// With --wait a held task is claimed again (the sidecar waits on its side
+// first, with wait_ms) with a backoff from 100 ms to 2 s until the wait runs
+// out.
+//
+// # The command
+//
+// The command gets LEASEHOLD_TASK, LEASEHOLD_OWNER and LEASEHOLD_TOKEN (the
+// fencing token, to hand to whatever the command writes to) on top of
+// leasehold run's own environment; its standard streams are leasehold run's.
+// It runs in a process group of its own, so that a signal reaches the
+// processes it starts too. (So it is not the terminal's foreground group: a
+// command that reads from a terminal is stopped. leasehold run is for jobs.)
+// On Linux it is killed if leasehold run itself dies (it could no longer be
+// stopped when the lease is lost).
+//
+// SIGINT, SIGTERM and SIGHUP sent to leasehold run are forwarded to the
+// command's process group; leasehold run waits for the command, releases the
+// lease, and exits with the command's status.
+//
+// When the lease is lost while the command runs, the command's process group
+// gets SIGTERM, and SIGKILL if the command has not exited after --grace
+// (default 10 s). Once the command has exited, whatever is left of its group
+// gets SIGKILL: nothing started under a lost lease outlives leasehold run.
+// The exit status is then 70, whatever the command returned: its work may
+// have overlapped another holder's.
+//
+// # Exit status
+//
+//	status  meaning
+//	0-255   the command ran and exited with this status
+//	128+N   the command was killed by signal N (as shells report it), or
+//	        leasehold run got signal N before the command started
+//	64      usage: a bad flag, no --task, no command (EX_USAGE)
+//	69      the store or sidecar is unavailable; the command did not run (EX_UNAVAILABLE)
+//	70      the lease was lost while the command ran; it was stopped (EX_SOFTWARE)
+//	75      the task is held by another owner (after --wait, when given);
+//	        the command did not run (EX_TEMPFAIL)
+//	77      the sidecar refused the credentials (--token-file) (EX_NOPERM)
+//	126     the command could not be executed
+//	127     the command was not found
+//
+// A command may itself exit with 64, 69, 70, 75 or 77; the log on stderr
+// tells the cases apart.
+package leaserun

@@ -1,0 +1,176 @@
+package leaserun
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/leasehold/leasehold/sidecar"
+)
+
+// Exit statuses of leasehold run besides the command's own (see the package
+// documentation for the whole table).
+const (
+	// ExitUsage: a bad flag, no --task, or no command (EX_USAGE).
+	ExitUsage = 64
+	// ExitUnavailable: the store or sidecar could not answer; the command
+	// did not run (EX_UNAVAILABLE).
+	ExitUnavailable = 69
+	// ExitLost: the lease was lost while the command ran, and the command
+	// was stopped (EX_SOFTWARE).
+	ExitLost = 70
+	// ExitHeld: another owner holds the task (after --wait, when given); the
+	// command did not run (EX_TEMPFAIL).
+	ExitHeld = 75
+	// ExitNoPerm: the sidecar refused the credentials (EX_NOPERM).
+	ExitNoPerm = 77
+	// ExitCannotExec: the command was found but could not be executed.
+	ExitCannotExec = 126
+	// ExitNotFound: the command was not found.
+	ExitNotFound = 127
+)
+
+const name = "leasehold run"
+
+const synopsis = `Usage: leasehold run [--addr URL | --store URL] --task T [--ttl 30s] [--owner O]
+                     [--wait 0s] [--grace 10s] [--token-file PATH] -- COMMAND [ARG...]
+`
+
+const usageHead = synopsis + `
+Holds the lease on task T while COMMAND runs, and stops COMMAND when the lease is lost:
+SIGTERM to its process group, SIGKILL after --grace. COMMAND gets LEASEHOLD_TASK,
+LEASEHOLD_OWNER and LEASEHOLD_TOKEN (the fencing token) in its environment. SIGINT,
+SIGTERM and SIGHUP are forwarded to COMMAND; the lease is released when it exits.
+
+With --addr (the default) a sidecar holds the lease over a keepalive stream; with
+--store (sqlite:PATH or postgres://...) leasehold run holds it itself, with no sidecar.
+
+Flags (each also read from LEASEHOLD_<FLAG>, e.g. LEASEHOLD_TASK; the command line wins):
+`
+
+const usageTail = `
+Exit status:
+  0-255  COMMAND's own status
+  128+N  COMMAND was killed by signal N, or leasehold run got signal N before COMMAND started
+  64     usage error: bad flag, no --task, no COMMAND
+  69     the store or sidecar is unavailable; COMMAND did not run
+  70     the lease was lost while COMMAND ran; COMMAND was stopped
+  75     the task is held by another owner (after --wait); COMMAND did not run
+  77     the sidecar refused the credentials (--token-file)
+  126    COMMAND could not be executed
+  127    COMMAND was not found
+`
+
+// Main is `leasehold run ARGS...` as a function: it reads the flags from args
+// and, for flags the command line does not set, from getenv
+// (LEASEHOLD_<FLAG>); it runs the command with stdin, stdout and stderr,
+// forwards SIGINT, SIGTERM and SIGHUP to it, and returns the exit status.
+// Cancelling ctx acts as a SIGTERM.
+func Main(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cfg, code, ok := parse(args, getenv, stdout, stderr)
+	if !ok {
+		return code
+	}
+	cfg.Stdin, cfg.Stdout, cfg.Stderr = stdin, stdout, stderr
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	cfg.Signals = sigs
+	return Run(ctx, cfg)
+}
+
+// parse turns the command line and the environment into a checked Config, or
+// says with which status to stop.
+func parse(args []string, getenv func(string) string, stdout, stderr io.Writer) (Config, int, bool) {
+	cfg := Config{Addr: DefaultAddr, TTL: DefaultTTL, Grace: DefaultGrace}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {} // printed below, to stdout for -h
+	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "sidecar base `URL`; exclusive with --store")
+	fs.StringVar(&cfg.Store, "store", "", "store `URL` (sqlite:PATH or postgres://USER@HOST:PORT/DB) to hold the lease with no sidecar; exclusive with --addr")
+	fs.StringVar(&cfg.Task, "task", "", "`task` to hold (required)")
+	fs.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lease `ttl`, from 100ms to 24h; renewed every ttl × 0.4")
+	fs.StringVar(&cfg.Owner, "owner", "", "`owner` to claim as (default <hostname>#<pid>#<8 random hex digits>)")
+	fs.DurationVar(&cfg.Wait, "wait", 0, "how long (a `duration`) to wait for a held task before giving up with status 75")
+	fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "after SIGTERM on a lost lease, how long (a `duration`) before SIGKILL")
+	fs.StringVar(&cfg.TokenFile, "token-file", "", "`path` of a file holding the sidecar's bearer token (--addr only)")
+	printUsage := func(w io.Writer) {
+		fmt.Fprint(w, usageHead)
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(stderr)
+		fmt.Fprint(w, usageTail)
+	}
+	shortUsage := func() {
+		fmt.Fprint(stderr, "\n"+synopsis+"Run 'leasehold run -h' for the flags and the exit statuses.\n")
+	}
+	usageError := func(format string, a ...any) (Config, int, bool) {
+		fmt.Fprintf(stderr, name+": "+format+"\n", a...)
+		shortUsage()
+		return cfg, ExitUsage, false
+	}
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(stdout)
+			return cfg, 0, false
+		}
+		shortUsage() // after the flag package's message
+		return cfg, ExitUsage, false
+	}
+	// The command line chooses the mode for good: an --addr given there is
+	// not overruled by LEASEHOLD_STORE, nor --store by LEASEHOLD_ADDR.
+	onLine := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { onLine[f.Name] = true })
+	if onLine["addr"] && onLine["store"] {
+		return usageError("--addr and --store are exclusive: a sidecar holds the lease, or leasehold run does")
+	}
+	env := getenv
+	if onLine["addr"] || onLine["store"] {
+		ignored := map[string]bool{sidecar.EnvName("addr"): true, sidecar.EnvName("store"): true}
+		env = func(k string) string {
+			if ignored[k] {
+				return ""
+			}
+			return getenv(k)
+		}
+	}
+	if err := sidecar.ApplyEnv(fs, env); err != nil {
+		return usageError("%v", err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["addr"] && set["store"] {
+		return usageError("%s and %s are exclusive: a sidecar holds the lease, or leasehold run does", sidecar.EnvName("addr"), sidecar.EnvName("store"))
+	}
+	cfg.Command = fs.Args()
+	if err := cfg.check(); err != nil {
+		return usageError("%v", err)
+	}
+	if cfg.TokenFile != "" {
+		if cfg.Store != "" {
+			return usageError("--token-file is for a sidecar (--addr), not with --store")
+		}
+		tok, err := sidecar.ReadTokenFile(cfg.TokenFile)
+		if err != nil {
+			return usageError("--token-file: %v", err)
+		}
+		cfg.BearerToken = string(tok)
+	}
+	return cfg, 0, true
+}
+
+// flagError names the flag a Config field comes from.
+func flagError(flagName string, value any, rule string) error {
+	v := fmt.Sprint(value)
+	if strings.TrimSpace(v) == "" {
+		return fmt.Errorf("--%s is required: %s", flagName, rule)
+	}
+	return fmt.Errorf("--%s %q: %s", flagName, v, rule)
+}

@@ -1,0 +1,354 @@
+package leaserun
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/sidecar"
+)
+
+// Defaults of the flags.
+const (
+	// DefaultAddr is the sidecar asked when neither --addr nor --store is given.
+	DefaultAddr = "http://" + sidecar.DefaultListen
+	// DefaultTTL is the lease's TTL when --ttl is not given.
+	DefaultTTL = leasecore.DefaultTTL
+	// DefaultGrace is how long a command may take to exit after SIGTERM on a
+	// lost lease before it gets SIGKILL.
+	DefaultGrace = 10 * time.Second
+)
+
+// Config is what Run needs: where the lease lives, which lease, and the
+// command to run under it.
+type Config struct {
+	// Addr is the sidecar's base URL, as in http://127.0.0.1:7411; used
+	// when Store is empty.
+	Addr string
+	// Store, when set, is the store URL (sqlite:PATH or postgres://…):
+	// leasehold run holds the lease itself, with no sidecar.
+	Store string
+	// TokenFile is the --token-file flag; Main reads it into BearerToken.
+	TokenFile string
+	// BearerToken, when set, is sent to the sidecar as Authorization: Bearer.
+	BearerToken string
+	// Task is the task to hold.
+	Task string
+	// Owner to claim as; empty means a fresh <hostname>#<pid>#<8 hex digits>.
+	Owner string
+	// TTL of the lease, from leasecore.MinTTL to leasecore.MaxTTL.
+	TTL time.Duration
+	// Wait is how long to keep trying while the task is held; 0 gives up at
+	// once.
+	Wait time.Duration
+	// Grace is the time between SIGTERM and SIGKILL when the lease is lost.
+	Grace time.Duration
+	// Command is the program and its arguments; a name without a slash is
+	// looked up in PATH.
+	Command []string
+	// Env is the command's environment before LEASEHOLD_TASK, LEASEHOLD_OWNER
+	// and LEASEHOLD_TOKEN are added; nil means os.Environ().
+	Env []string
+	// Stdin, Stdout and Stderr are the command's standard streams; nil is the
+	// null device. Stderr also gets leasehold run's log (unless Logger is
+	// set), so a writer that is not an *os.File must be safe for concurrent
+	// use.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Logger receives the log lines (acquired, held, lost, released); nil
+	// means text lines on Stderr.
+	Logger *slog.Logger
+	// Signals, when not nil, delivers signals to forward to the command
+	// (Main feeds it SIGINT, SIGTERM and SIGHUP). Before the command
+	// starts, a signal N ends the run with status 128+N.
+	Signals <-chan os.Signal
+
+	// onHeld, when set, is called each time a claim found the task held
+	// and the wait goes on. Tests use it to learn that the wait has begun.
+	onHeld func()
+}
+
+// check validates the configuration and fills the owner when none is set.
+func (c *Config) check() error {
+	if err := leasecore.ValidateTask(c.Task); err != nil {
+		return flagError("task", c.Task, rule(err))
+	}
+	if c.Owner == "" {
+		c.Owner = newOwner()
+	}
+	if err := leasecore.ValidateOwner(c.Owner); err != nil {
+		return flagError("owner", c.Owner, rule(err))
+	}
+	if c.TTL < leasecore.MinTTL || c.TTL > leasecore.MaxTTL {
+		return flagError("ttl", c.TTL, fmt.Sprintf("must be between %s and %s", leasecore.MinTTL, leasecore.MaxTTL))
+	}
+	if c.Wait < 0 {
+		return flagError("wait", c.Wait, "must not be negative")
+	}
+	if c.Grace < 0 {
+		return flagError("grace", c.Grace, "must not be negative")
+	}
+	if c.Store == "" {
+		u, err := url.Parse(c.Addr)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return flagError("addr", c.Addr, "must be the sidecar's base URL, as in "+DefaultAddr)
+		}
+	} else if !strings.HasPrefix(c.Store, "sqlite:") && !strings.HasPrefix(c.Store, "postgres://") && !strings.HasPrefix(c.Store, "postgresql://") {
+		return flagError("store", c.Store, "must be sqlite:PATH or postgres://USER@HOST:PORT/DB")
+	}
+	if len(c.Command) == 0 {
+		return errors.New("no command to run: put it after --, as in leasehold run --task nightly -- ./report.sh")
+	}
+	return nil
+}
+
+// rule is what a validation error says a valid value looks like.
+func rule(err error) string {
+	var v *leasecore.ValidationError
+	if errors.As(err, &v) {
+		return v.Rule
+	}
+	return err.Error()
+}
+
+// newOwner makes an owner unique across replicas and restarts:
+// <hostname>#<pid>#<8 random hex digits>.
+func newOwner() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "leasehold"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s#%d#%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// hold is a lease being kept in the background, by a Keeper or a sidecar.
+type hold interface {
+	// lease is the lease as acquired.
+	lease() leasecore.Lease
+	// lost is closed when the lease is lost; cause then says why.
+	lost() <-chan struct{}
+	cause() error
+	// release stops keeping the lease and gives it back (unless it was
+	// lost), releasing every resource of the hold. It reports false when
+	// the lease turned out to have ended already.
+	release() (bool, error)
+}
+
+// errUnauthorized marks a sidecar's refusal of our credentials.
+var errUnauthorized = errors.New("the sidecar refused the credentials")
+
+// Run holds the lease cfg names while cfg.Command runs and returns the exit
+// status (see the package documentation). Cancelling ctx acts as a SIGTERM:
+// before the command starts it ends the run; after, it is forwarded.
+func Run(ctx context.Context, cfg Config) int {
+	if cfg.Logger == nil {
+		w := cfg.Stderr
+		if w == nil {
+			w = io.Discard
+		}
+		cfg.Logger = slog.New(slog.NewTextHandler(w, nil))
+	}
+	log := cfg.Logger
+	if err := cfg.check(); err != nil {
+		log.Error("usage", "err", err)
+		return ExitUsage
+	}
+	h, code := acquire(ctx, &cfg, log)
+	if h == nil {
+		return code
+	}
+	return supervise(ctx, &cfg, h, log)
+}
+
+// acquire gets the lease, or says with which status to stop. A signal (or
+// the end of ctx) gives up the attempt.
+func acquire(ctx context.Context, cfg *Config, log *slog.Logger) (hold, int) {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		h   hold
+		err error
+	}
+	results := make(chan result, 1)
+	go func() {
+		var r result
+		if cfg.Store != "" {
+			r.h, r.err = acquireStore(actx, cfg, log)
+		} else {
+			r.h, r.err = acquireSidecar(actx, cfg, log)
+		}
+		results <- r
+	}()
+	var r result
+	var interrupted os.Signal
+	select {
+	case r = <-results:
+	case sig := <-cfg.Signals:
+		interrupted = sig
+	case <-ctx.Done():
+		interrupted = syscall.SIGTERM
+	}
+	if interrupted != nil {
+		cancel()
+		r = <-results
+		if r.h != nil {
+			_, _ = r.h.release()
+		}
+		log.Warn("interrupted before the command started", "task", cfg.Task, "signal", interrupted.String())
+		return nil, 128 + signalNumber(interrupted)
+	}
+
+	var held *leasecore.HeldError
+	switch err := r.err; {
+	case err == nil:
+		return r.h, 0
+	case errors.As(err, &held):
+		log.Warn("held", "task", cfg.Task, "holder", held.Holder.Owner,
+			"expires_in", held.Holder.TTLRemaining.Round(time.Millisecond).String())
+		return nil, ExitHeld
+	case errors.Is(err, leasecore.ErrInvalid):
+		log.Error("refused", "task", cfg.Task, "err", err)
+		return nil, ExitUsage
+	case errors.Is(err, errUnauthorized):
+		log.Error("unauthorized", "addr", cfg.Addr, "err", err)
+		return nil, ExitNoPerm
+	default:
+		log.Error("unavailable", "task", cfg.Task, "err", err)
+		return nil, ExitUnavailable
+	}
+}
+
+// Backoff between claims while a task is held and --wait has time left.
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 2 * time.Second
+)
+
+// claimWaiting calls try until it acquires, fails for another reason than
+// held, or cfg.Wait runs out. try gets the time left to wait (the sidecar
+// waits on its side for that long).
+func claimWaiting(ctx context.Context, cfg *Config, log *slog.Logger, try func(ctx context.Context, wait time.Duration) (hold, error)) (hold, error) {
+	deadline := time.Now().Add(cfg.Wait)
+	backoff := minBackoff
+	for first := true; ; first = false {
+		h, err := try(ctx, max(time.Until(deadline), 0))
+		var held *leasecore.HeldError
+		if !errors.As(err, &held) {
+			return h, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, err
+		}
+		if first {
+			log.Info("waiting", "task", cfg.Task, "holder", held.Holder.Owner, "wait", left.Round(time.Millisecond).String())
+		}
+		if cfg.onHeld != nil {
+			cfg.onHeld()
+		}
+		// Try again when the holder's lease would expire, if that is sooner.
+		pause := min(backoff, left, max(held.Holder.TTLRemaining, time.Millisecond))
+		backoff = min(2*backoff, maxBackoff)
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, leasecore.Unavailable("claim", context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}
+
+// supervise runs the command under the held lease and returns the status.
+func supervise(ctx context.Context, cfg *Config, h hold, log *slog.Logger) int {
+	lease := h.lease()
+	log.Info("acquired", "task", lease.Task, "owner", lease.Owner, "token", lease.Token, "ttl", lease.TTL.String())
+	c, err := startChild(cfg, lease)
+	if err != nil {
+		log.Error("cannot start the command", "command", cfg.Command[0], "err", err)
+		released, rerr := h.release()
+		logReleased(log, lease, released, rerr)
+		return startFailure(err)
+	}
+
+	lost := h.lost()
+	ctxDone := ctx.Done()
+	var grace *time.Timer
+	defer func() {
+		if grace != nil {
+			grace.Stop()
+		}
+	}()
+	var kill <-chan time.Time
+	wasLost := false
+	for {
+		select {
+		case <-c.done:
+			code := c.exitCode()
+			if wasLost {
+				// Whatever the command left behind in its group ran under
+				// a lease that is gone.
+				c.signal(syscall.SIGKILL)
+				_, _ = h.release()
+				log.Error("command stopped after the lease was lost", "task", lease.Task, "token", lease.Token, "exit", code)
+				return ExitLost
+			}
+			released, err := h.release()
+			logReleased(log, lease, released, err, "exit", code)
+			return code
+		case <-lost:
+			lost, wasLost = nil, true
+			log.Error("lost", "task", lease.Task, "token", lease.Token, "err", h.cause(),
+				"action", "SIGTERM to the command", "grace", cfg.Grace.String())
+			c.signal(syscall.SIGTERM)
+			grace = time.NewTimer(cfg.Grace)
+			kill = grace.C
+		case <-kill:
+			kill = nil
+			log.Warn("command still running after the grace period: SIGKILL", "task", lease.Task, "grace", cfg.Grace.String())
+			c.signal(syscall.SIGKILL)
+		case sig := <-cfg.Signals:
+			log.Info("forwarding signal", "signal", sig.String())
+			if s, ok := sig.(syscall.Signal); ok {
+				c.signal(s)
+			}
+		case <-ctxDone:
+			ctxDone = nil
+			log.Info("cancelled: SIGTERM to the command", "task", lease.Task)
+			c.signal(syscall.SIGTERM)
+		}
+	}
+}
+
+func logReleased(log *slog.Logger, lease leasecore.Lease, released bool, err error, attrs ...any) {
+	attrs = append([]any{"task", lease.Task, "token", lease.Token}, attrs...)
+	if err != nil {
+		log.Warn("release failed; the lease ends at its expiry", append(attrs, "err", err)...)
+		return
+	}
+	if !released {
+		log.Warn("nothing to release: the lease had already ended", attrs...)
+		return
+	}
+	log.Info("released", attrs...)
+}
+
+// signalNumber is N of a signal, for the status 128+N.
+func signalNumber(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return int(s)
+	}
+	return int(syscall.SIGTERM)
+}
