@@ -125,11 +125,7 @@ func TestKeepaliveStream(t *testing.T) {
 	for _, kind := range storeKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			t.Parallel()
-			store := kind.url(t)
-			a := startSidecar(t, store)
-			b := startSidecar(t, store)
-			a.waitReady()
-			b.waitReady()
+			a, b := startPair(t, kind.url(t))
 
 			k := a.openKeepalive("/v1/leases/stream-job/keepalive?owner=w1&ttl_ms=1000")
 			acq := k.next()
@@ -158,11 +154,7 @@ func TestKeepaliveReleasedOnShutdown(t *testing.T) {
 	for _, kind := range storeKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			t.Parallel()
-			store := kind.url(t)
-			a := startSidecar(t, store)
-			b := startSidecar(t, store)
-			a.waitReady()
-			b.waitReady()
+			a, b := startPair(t, kind.url(t))
 			k := a.openKeepalive("/v1/leases/shutdown-job/keepalive?owner=w1&ttl_ms=60000")
 			k.next()
 			_ = a.cmd.Process.Signal(syscall.SIGTERM)
@@ -189,11 +181,7 @@ func TestFrozenSidecarLosesTheLease(t *testing.T) {
 	for _, kind := range storeKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			t.Parallel()
-			store := kind.url(t)
-			a := startSidecar(t, store)
-			b := startSidecar(t, store)
-			a.waitReady()
-			b.waitReady()
+			a, b := startPair(t, kind.url(t))
 			k := a.openKeepalive("/v1/leases/frozen-job/keepalive?owner=w1&ttl_ms=1000")
 			first := k.next()
 

@@ -31,11 +31,7 @@ func TestTwoSidecarsOneHolder(t *testing.T) {
 	for _, kind := range storeKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			t.Parallel()
-			store := kind.url(t)
-			a := startSidecar(t, store)
-			b := startSidecar(t, store)
-			a.waitReady()
-			b.waitReady()
+			a, b := startPair(t, kind.url(t))
 
 			const clients = 32
 			results := make([]response, clients)
@@ -209,13 +205,7 @@ func TestMigrateCommand(t *testing.T) {
 // renews, sees a rival refused, and releases.
 func TestPythonClient(t *testing.T) {
 	t.Parallel()
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("python3 not found; CI needs it for the non-Go client test")
-		}
-		t.Skip("python3 not found: install python3 to run the non-Go client test")
-	}
+	py := python3(t)
 	s := startSidecar(t, "sqlite:"+filepath.Join(t.TempDir(), "l.db"))
 	s.waitReady()
 	cmd := exec.Command(py, "testdata/client.py", s.base)
@@ -239,13 +229,7 @@ func runLeasehold(args ...string) (string, error) {
 // renewals, and releases it by hanging up.
 func TestPythonKeepaliveExample(t *testing.T) {
 	t.Parallel()
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("python3 not found; CI needs it for the non-Go client test")
-		}
-		t.Skip("python3 not found: install python3 to run the non-Go client test")
-	}
+	py := python3(t)
 	s := startSidecar(t, "sqlite:"+filepath.Join(t.TempDir(), "l.db"))
 	s.waitReady()
 	out, err := exec.Command(py, "../examples/python/keepalive.py", s.base, "py/report", "1.5").CombinedOutput()
@@ -267,4 +251,27 @@ func TestPythonKeepaliveExample(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 75 {
 		t.Fatalf("example on a held task: %v (exit %d), want exit 75\n%s", err, cmd.ProcessState.ExitCode(), out)
 	}
+}
+
+// python3 finds the interpreter for the non-Go client tests: missing, it
+// skips outside CI (with what to install) and fails in CI.
+func python3(t *testing.T) string {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("python3 not found; CI needs it for the non-Go client tests")
+		}
+		t.Skip("python3 not found: install python3 to run the non-Go client tests")
+	}
+	return py
+}
+
+// startPair starts two sidecars on one store and waits until both are ready.
+func startPair(t *testing.T, store string) (a, b *sidecar) {
+	t.Helper()
+	a, b = startSidecar(t, store), startSidecar(t, store)
+	a.waitReady()
+	b.waitReady()
+	return a, b
 }
