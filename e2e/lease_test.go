@@ -262,7 +262,7 @@ func python3(t *testing.T) string {
 		if os.Getenv("CI") != "" {
 			t.Fatal("python3 not found; CI needs it for the non-Go client tests")
 		}
-		t.Skip("python3 not found: install python3 to run the non-Go client tests")
+		t.Skip("python3 not found (outside CI this skips): install python3 to run the non-Go client tests")
 	}
 	return py
 }
