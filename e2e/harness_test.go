@@ -13,10 +13,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/lockedbuf"
 )
 
 // leaseholdBin is the leasehold binary built once for the whole package.
@@ -45,30 +46,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// lockedBuffer collects a process's output while tests read it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // sidecar is one running `leasehold serve` process.
 type sidecar struct {
 	t    *testing.T
 	cmd  *exec.Cmd
 	base string // http://127.0.0.1:PORT
-	logs *lockedBuffer
+	logs *lockedbuf.Buffer
 	done chan struct{}
 	err  error // Wait's result, valid after done is closed
 }
@@ -83,7 +66,7 @@ func startSidecar(t *testing.T, store string, extra ...string) *sidecar {
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--store", store}, extra...)
 	cmd := exec.Command(leaseholdBin, args...)
 	cmd.Env = cleanEnv()
-	logs := &lockedBuffer{}
+	logs := &lockedbuf.Buffer{}
 	pr, pw := io.Pipe()
 	cmd.Stdout = logs
 	cmd.Stderr = io.MultiWriter(logs, pw)

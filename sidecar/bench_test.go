@@ -7,14 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 
 	"github.com/leasehold/leasehold/internal/benchload"
-	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/leasecore"
-	"github.com/leasehold/leasehold/leasecore/postgres"
-	"github.com/leasehold/leasehold/leasecore/sqlite"
 )
 
 // BenchmarkHTTPClaim measures a claim through the whole sidecar: an HTTP
@@ -28,25 +24,12 @@ func BenchmarkHTTPClaim(b *testing.B) {
 		name string
 		open func(b *testing.B) leasecore.Store
 	}{
-		{"sqlite", func(b *testing.B) leasecore.Store {
-			s, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "leasehold.db"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			return s
-		}},
-		{"postgres", func(b *testing.B) leasecore.Store {
-			s, err := postgres.Open(b.Context(), pgtest.NewDatabase(b))
-			if err != nil {
-				b.Fatal(err)
-			}
-			return s
-		}},
+		{"sqlite", func(b *testing.B) leasecore.Store { return openSQLite(b, false) }},
+		{"postgres", func(b *testing.B) leasecore.Store { return openPostgres(b) }},
 	}
 	for _, st := range stores {
 		b.Run("store="+st.name, func(b *testing.B) {
 			store := st.open(b)
-			b.Cleanup(func() { _ = store.Close() })
 			srv, err := New(Options{Store: store})
 			if err != nil {
 				b.Fatal(err)

@@ -22,7 +22,7 @@ import (
 
 // openSQLite opens a SQLite store on a fresh temporary file; migrate says
 // whether to create its schema. It is closed when t ends.
-func openSQLite(t *testing.T, migrate bool) *sqlite.Store {
+func openSQLite(t testing.TB, migrate bool) *sqlite.Store {
 	t.Helper()
 	store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "leasehold.db"))
 	if err != nil {
@@ -285,7 +285,7 @@ func eachStore(t *testing.T, f func(t *testing.T, ts *testServer)) {
 		open func(t *testing.T) leasecore.Store
 	}{
 		{"sqlite", func(t *testing.T) leasecore.Store { return openSQLite(t, false) }},
-		{"postgres", openPostgres},
+		{"postgres", func(t *testing.T) leasecore.Store { return openPostgres(t) }},
 	}
 	for _, s := range stores {
 		t.Run(s.name, func(t *testing.T) {
@@ -297,7 +297,7 @@ func eachStore(t *testing.T, f func(t *testing.T, ts *testServer)) {
 
 // openPostgres opens a PostgreSQL store on a fresh database (see
 // internal/pgtest for when that skips or fails). It is closed when t ends.
-func openPostgres(t *testing.T) leasecore.Store {
+func openPostgres(t testing.TB) leasecore.Store {
 	t.Helper()
 	store, err := postgres.Open(context.Background(), pgtest.NewDatabase(t))
 	if err != nil {

@@ -1,32 +1,14 @@
 package sidecar
 
 import (
-	"bytes"
 	"context"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/lockedbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func TestServeRefusesBeforeOpeningAnything(t *testing.T) {
 	t.Parallel()
@@ -37,7 +19,7 @@ func TestServeRefusesBeforeOpeningAnything(t *testing.T) {
 		"bad store":    {Listen: "127.0.0.1:0", Store: "mysql://x", LogFormat: "text"},
 	}
 	for name, cfg := range cases {
-		var logs syncBuffer
+		var logs lockedbuf.Buffer
 		log, _ := NewLogger("text", &logs)
 		if err := Serve(context.Background(), cfg, log); err == nil {
 			t.Errorf("%s: Serve accepted %+v", name, cfg)
@@ -50,7 +32,7 @@ func TestServeRefusesBeforeOpeningAnything(t *testing.T) {
 
 func TestServeStopsWithContext(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs lockedbuf.Buffer
 	log, _ := NewLogger("text", &logs)
 	cfg := Config{Listen: "127.0.0.1:0", Store: "sqlite:" + filepath.Join(t.TempDir(), "leasehold.db"), LogFormat: "text"}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -14,10 +14,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/lockedbuf"
 	"github.com/leasehold/leasehold/leasecore"
 )
 
@@ -146,8 +146,8 @@ type helper struct {
 	owner  string
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	lines  chan string // helperPrefix lines from stdout, prefix removed
-	output *syncBuffer // everything it wrote, for failure messages
+	lines  chan string       // helperPrefix lines from stdout, prefix removed
+	output *lockedbuf.Buffer // everything it wrote, for failure messages
 }
 
 // startHelper starts a helper process for role on path, killed when t ends
@@ -157,7 +157,7 @@ func startHelper(t *testing.T, role, path, owner string, n int) *helper {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1", "-test.timeout=2m")
 	cmd.Env = append(os.Environ(),
 		helperRoleEnv+"="+role, helperPathEnv+"="+path, helperOwnerEnv+"="+owner, helperCountEnv+"="+strconv.Itoa(n))
-	h := &helper{owner: owner, cmd: cmd, lines: make(chan string, 16), output: &syncBuffer{}}
+	h := &helper{owner: owner, cmd: cmd, lines: make(chan string, 16), output: &lockedbuf.Buffer{}}
 	cmd.Stderr = h.output
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -354,22 +354,4 @@ func TestProcessesMigratingAFreshFile(t *testing.T) {
 	if want := len(parent.migrations); rows != want || maxVersion != want {
 		t.Errorf("leasehold_schema_migrations has %d rows up to version %d, want %d", rows, maxVersion, want)
 	}
-}
-
-// syncBuffer is a bytes buffer that several goroutines may write.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,15 +1,14 @@
 package leaserun
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/lockedbuf"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/sqlite"
 )
@@ -23,25 +22,6 @@ func TestMain(m *testing.M) {
 		os.Exit(Main(context.Background(), os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
-}
-
-// lockedBuffer is a buffer that the command's output copier and the logger
-// may write to at once.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // waitFor polls cond until it holds, failing the test after 30 s.
@@ -123,7 +103,7 @@ func (s testStore) get(t *testing.T, task string) *leasecore.Lease {
 
 // run is one in-process leasehold run.
 type run struct {
-	stdout, stderr *lockedBuffer
+	stdout, stderr *lockedbuf.Buffer
 	signals        chan os.Signal
 	done           chan struct{} // closed when Run has returned
 	status         int           // set before done is closed
@@ -132,7 +112,7 @@ type run struct {
 // start runs cfg in the background; its streams and signals are the run's.
 func start(t *testing.T, cfg Config) *run {
 	t.Helper()
-	r := &run{stdout: new(lockedBuffer), stderr: new(lockedBuffer), signals: make(chan os.Signal, 1), done: make(chan struct{})}
+	r := &run{stdout: new(lockedbuf.Buffer), stderr: new(lockedbuf.Buffer), signals: make(chan os.Signal, 1), done: make(chan struct{})}
 	cfg.Stdout, cfg.Stderr, cfg.Signals = r.stdout, r.stderr, r.signals
 	if cfg.TTL == 0 {
 		cfg.TTL = DefaultTTL

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/leasehold/leasehold/internal/lockedbuf"
 )
 
 // TestMainFlags runs Main in-process over flag, environment and exit-status
@@ -116,7 +118,7 @@ func TestMainFlags(t *testing.T) {
 			for k, v := range c.env {
 				env[k] = subst(v)
 			}
-			stdout, stderr := new(lockedBuffer), new(lockedBuffer)
+			stdout, stderr := new(lockedbuf.Buffer), new(lockedbuf.Buffer)
 			code := Main(context.Background(), args, func(k string) string { return env[k] }, nil, stdout, stderr)
 			if code != c.code {
 				t.Fatalf("exit %d, want %d; stdout:\n%s\nstderr:\n%s", code, c.code, stdout, stderr)
@@ -142,7 +144,7 @@ func TestMainFlags(t *testing.T) {
 func TestDefaultOwner(t *testing.T) {
 	t.Parallel()
 	st := newTestStore(t)
-	stdout, stderr := new(lockedBuffer), new(lockedBuffer)
+	stdout, stderr := new(lockedbuf.Buffer), new(lockedbuf.Buffer)
 	args := append([]string{"--task", "t", "--store", st.url, "--"}, shell(`echo "$LEASEHOLD_OWNER"`)...)
 	if code := Main(context.Background(), args, func(string) string { return "" }, nil, stdout, stderr); code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr)

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/lockedbuf"
 )
 
 // TestStoreEnvironment: the command sees the task, the owner and the
@@ -202,7 +204,7 @@ func TestStoreProcessSignal(t *testing.T) {
 	}
 	cmd := exec.Command(exe, append([]string{"--store", st.url, "--task", "nightly", "--owner", "w1", "--"}, shell(trapTerm, started, termed)...)...)
 	cmd.Env = append(withoutLeaseholdEnv(os.Environ()), helperEnv+"=1")
-	stderr := new(lockedBuffer)
+	stderr := new(lockedbuf.Buffer)
 	cmd.Stderr = stderr
 	cmd.WaitDelay = time.Second // a leftover of the command may hold the pipe
 	if err := cmd.Start(); err != nil {
