@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -87,6 +88,73 @@ func (s *Service) Renew(ctx context.Context, p RenewParams) (*Lease, error) {
 		return nil, outcome("renew", err, ErrLost)
 	}
 	return mustLease("renew", lease)
+}
+
+// RenewBatch renews many leases at once, each judged on its own as by
+// Renew, and returns one result per element of ps, in order. A lease that
+// fails validation gets its *ValidationError and is not sent. With a store
+// that is a BatchRenewer the valid renewals go in its few round trips;
+// otherwise they are sent as concurrent Renew calls. A batch that fails as
+// a whole gives every lease in it the same unavailable error.
+func (s *Service) RenewBatch(ctx context.Context, ps []RenewParams) []RenewResult {
+	results := make([]RenewResult, len(ps))
+	valid := make([]RenewParams, 0, len(ps))
+	at := make([]int, 0, len(ps)) // valid[j] is ps[at[j]]
+	for i, p := range ps {
+		if err := p.Validate(); err != nil {
+			results[i].Err = err
+			continue
+		}
+		p.TTL = p.TTL.Truncate(time.Millisecond)
+		valid = append(valid, p)
+		at = append(at, i)
+	}
+	if len(valid) == 0 {
+		return results
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	got, err := RenewBatch(ctx, s.store, valid)
+	for j := range valid {
+		if err != nil {
+			results[at[j]] = RenewResult{Err: outcome("renew", err)}
+			continue
+		}
+		results[at[j]] = renewResult(got[j].Lease, got[j].Err)
+	}
+	return results
+}
+
+// RenewBatch renews ps on store: through its BatchRenewer when it has one,
+// otherwise with one concurrent Renew call each. It is the BatchRenewer
+// contract for any Store, for wrappers of a Store that must stay one.
+func RenewBatch(ctx context.Context, store Store, ps []RenewParams) ([]RenewResult, error) {
+	if br, ok := store.(BatchRenewer); ok {
+		got, err := br.RenewBatch(ctx, ps)
+		if err == nil && len(got) != len(ps) {
+			err = fmt.Errorf("driver answered %d of %d renewals", len(got), len(ps))
+		}
+		return got, err
+	}
+	results := make([]RenewResult, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Go(func() {
+			lease, err := store.Renew(ctx, p)
+			results[i] = RenewResult{Lease: lease, Err: err}
+		})
+	}
+	wg.Wait()
+	return results, nil
+}
+
+// renewResult normalises one renewal's answer as Renew does.
+func renewResult(lease *Lease, err error) RenewResult {
+	if err != nil {
+		return RenewResult{Err: outcome("renew", err, ErrLost)}
+	}
+	lease, err = mustLease("renew", lease)
+	return RenewResult{Lease: lease, Err: err}
 }
 
 // Release ends the owner's live lease; see Store.Release.

@@ -35,3 +35,41 @@ type Store interface {
 	// unavailable.
 	Close() error
 }
+
+// BatchRenewer is implemented by a Store that can renew many leases in few
+// round trips: one statement (PostgreSQL) or one transaction (SQLite) for
+// many leases. Service.RenewBatch uses it when the store has it, and
+// otherwise renews the leases one call each, concurrently.
+//
+// Each lease is judged on its own, exactly as by Renew: owner-, token- and
+// expiry-checked, with its own result. ps may name a task more than once; the
+// renewals of one task take effect one after another. A driver may assume
+// every element passed Validate. The error is for the whole batch: when it
+// is not nil (an *UnavailableError), none of the results is known.
+type BatchRenewer interface {
+	RenewBatch(ctx context.Context, ps []RenewParams) ([]RenewResult, error)
+}
+
+// RenewResult is one lease's answer in a batch renewal: the renewed lease,
+// or why it was not renewed (*LostError, *UnavailableError, or
+// *ValidationError from Service.RenewBatch).
+type RenewResult struct {
+	Lease *Lease
+	Err   error
+}
+
+// WriteCounter is implemented by a Store that counts its write round trips,
+// for operators to see how well it batches (the sidecar exports them as
+// metrics). Counts are cumulative since Open.
+type WriteCounter interface {
+	WriteCounts() []WriteCount
+}
+
+// WriteCount is one operation's cumulative count of the write round trips
+// that carried it (PostgreSQL: statements; SQLite: transactions) and of the
+// operations they carried. Operations / Statements is the batching factor.
+type WriteCount struct {
+	Op         string // claim, renew or release
+	Statements uint64
+	Operations uint64
+}

@@ -65,6 +65,10 @@ type batcher[Q, R any] struct {
 	closed   bool
 
 	flushers sync.WaitGroup
+
+	// statements and operations count the statements sent and the calls
+	// they carried, for Store.WriteCounts.
+	statements, operations atomic.Uint64
 	// sent, when set (by tests, before the first call), sees each batch's
 	// tasks as the batch is taken from the queue, in that order; calls sent
 	// alone by their callers are not batches and are not reported.
@@ -154,6 +158,7 @@ func (b *batcher[Q, R]) alone(ctx context.Context, req Q) (R, error) {
 	ctx, cancel := context.WithTimeout(ctx, batchTimeout)
 	defer cancel()
 	vals, err := b.send(ctx, []Q{req})
+	b.count(1)
 	if err != nil {
 		var zero R
 		return zero, interpretError(b.op, err)
@@ -264,6 +269,7 @@ func (b *batcher[Q, R]) run(batch []*call[Q, R]) {
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	vals, err := b.send(ctx, reqs)
 	cancel()
+	b.count(len(reqs))
 	if err != nil {
 		err = interpretError(b.op, err) // one failed statement fails every call in it
 		for _, c := range batch {
@@ -293,6 +299,12 @@ func (b *batcher[Q, R]) stop() {
 		}
 	}
 	b.flushers.Wait()
+}
+
+// count records one statement sent, carrying n calls.
+func (b *batcher[Q, R]) count(n int) {
+	b.statements.Add(1)
+	b.operations.Add(uint64(n))
 }
 
 // queuedCalls reports how many calls wait in the queue (for tests).

@@ -674,3 +674,42 @@ func errIsUnavailableOnly(err error) bool {
 	return errors.Is(err, leasecore.ErrUnavailable) &&
 		!errors.Is(err, leasecore.ErrHeld) && !errors.Is(err, leasecore.ErrLost) && !errors.Is(err, leasecore.ErrInvalid)
 }
+
+// RenewBatch sends up to maxRenewBatch renewals in one statement, and says
+// so in WriteCounts: 2,100 renewals take two statements.
+func TestRenewBatchStatements(t *testing.T) {
+	t.Parallel()
+	st := mustMigrated(t, pgtest.NewDatabase(t))
+	svc := leasecore.New(st)
+	const n = maxRenewBatch + 52
+	ps := make([]leasecore.RenewParams, n)
+	for i := range ps {
+		l, err := svc.Claim(t.Context(), leasecore.ClaimParams{Task: fmt.Sprintf("t%04d", i), Owner: "a", TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps[i] = leasecore.RenewParams{Task: l.Task, Owner: "a", Token: l.Token}
+	}
+	before := renewCount(st)
+	for i, r := range svc.RenewBatch(t.Context(), ps) {
+		if r.Err != nil || r.Lease.RenewCount != 1 {
+			t.Fatalf("renewal %d: %v %+v", i, r.Err, r.Lease)
+		}
+	}
+	after := renewCount(st)
+	if got := after.Statements - before.Statements; got != 2 {
+		t.Errorf("%d renewals took %d statements, want 2", n, got)
+	}
+	if got := after.Operations - before.Operations; got != n {
+		t.Errorf("the statements carried %d renewals, want %d", got, n)
+	}
+}
+
+func renewCount(st *Store) leasecore.WriteCount {
+	for _, c := range st.WriteCounts() {
+		if c.Op == "renew" {
+			return c
+		}
+	}
+	return leasecore.WriteCount{}
+}

@@ -147,6 +147,13 @@ SELECT l.owner, l.token, l.released_at IS NOT NULL, ` + live + `
   FROM leasehold_leases AS l
  WHERE l.task = $1`
 
+// renewStatesSQL is renewStateSQL for many tasks at once, for the refused
+// renewals of a RenewBatch. $1 tasks.
+const renewStatesSQL = `
+SELECT l.task, l.owner, l.token, l.released_at IS NOT NULL, ` + live + `
+  FROM leasehold_leases AS l
+ WHERE l.task = ANY($1::text[])`
+
 // releaseSQL ends the owner's live lease, checking the token when one is
 // given ($3 > 0). The row stays, with its token. $1 task, $2 owner, $3 token
 // or 0. It is releaseBatchSQL for a batch of one release.

@@ -84,7 +84,11 @@ type (
 	}
 )
 
-var _ leasecore.Store = (*Store)(nil)
+var (
+	_ leasecore.Store        = (*Store)(nil)
+	_ leasecore.BatchRenewer = (*Store)(nil)
+	_ leasecore.WriteCounter = (*Store)(nil)
+)
 
 // Failures the driver finds itself, reported as unavailable with their own text.
 var (
@@ -254,6 +258,138 @@ func (s *Store) sendRenewals(ctx context.Context, reqs []renewReq) ([]*leasecore
 		return nil, err
 	}
 	return leasesByTask(rows, tasks)
+}
+
+// maxRenewBatch bounds the renewals in one RenewBatch statement. It is
+// larger than maxBatch: a RenewBatch carries the renewals of leases this
+// process holds, which nobody else can change meanwhile, so its row locks
+// hold up only claims that would be refused anyway. 2,048 rows take about
+// 20 ms on the benchmark machine.
+const maxRenewBatch = 2048
+
+// RenewBatch renews many leases in as few statements as it can: up to
+// maxRenewBatch renewals of distinct tasks per statement (a task named twice
+// goes in a later statement), one after another. Each refused renewal gets
+// its reason from one query for all of them. It is leasecore.BatchRenewer.
+func (s *Store) RenewBatch(ctx context.Context, ps []leasecore.RenewParams) ([]leasecore.RenewResult, error) {
+	const op = "renew"
+	if s.closed.Load() {
+		return nil, interpretError(op, errClosed)
+	}
+	results := make([]leasecore.RenewResult, len(ps))
+	var refused []int
+	for rest := indexes(len(ps)); len(rest) > 0; {
+		var chunk []int
+		chunk, rest = distinctTasks(ps, rest, maxRenewBatch)
+		reqs := make([]renewReq, len(chunk))
+		for j, i := range chunk {
+			p := ps[i]
+			if err := p.Validate(); err != nil {
+				return nil, interpretError(op, fmt.Errorf("%w: %s", errNotValidated, err))
+			}
+			reqs[j] = renewReq{task: p.Task, owner: p.Owner, ttlMS: p.TTL.Milliseconds(), token: p.Token}
+		}
+		leases, err := s.sendRenewals(ctx, reqs)
+		s.renewals.count(len(reqs))
+		if err != nil {
+			return nil, interpretError(op, err)
+		}
+		for j, i := range chunk {
+			if leases[j] == nil {
+				refused = append(refused, i)
+			}
+			results[i].Lease = leases[j]
+		}
+	}
+	if len(refused) == 0 {
+		return results, nil
+	}
+	if err := s.lostReasons(ctx, ps, refused, results); err != nil {
+		return nil, interpretError(op, err)
+	}
+	return results, nil
+}
+
+// lostReasons fills in the *LostError of each refused renewal ps[i], i in
+// refused, from one read of their rows.
+func (s *Store) lostReasons(ctx context.Context, ps []leasecore.RenewParams, refused []int, results []leasecore.RenewResult) error {
+	type state struct {
+		owner          string
+		token          int64
+		released, live bool
+	}
+	tasks := make([]string, len(refused))
+	for j, i := range refused {
+		tasks[j] = ps[i].Task
+	}
+	rows, err := s.pool.Query(ctx, renewStatesSQL, tasks)
+	if err != nil {
+		return err
+	}
+	found := make(map[string]state, len(tasks))
+	for rows.Next() {
+		var task string
+		var st state
+		if err := rows.Scan(&task, &st.owner, &st.token, &st.released, &st.live); err != nil {
+			rows.Close()
+			return err
+		}
+		found[task] = st
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, i := range refused {
+		p := ps[i]
+		st, ok := found[p.Task]
+		if !ok {
+			results[i].Err = &leasecore.LostError{Task: p.Task, Reason: leasecore.LostNotHeld, Detail: "the task has never been claimed"}
+			continue
+		}
+		results[i].Err = lostReason(p, st.owner, st.token, st.released, st.live)
+	}
+	return nil
+}
+
+// indexes returns 0, 1, …, n-1.
+func indexes(n int) []int {
+	is := make([]int, n)
+	for i := range is {
+		is[i] = i
+	}
+	return is
+}
+
+// distinctTasks splits the indexes of ps in order into a chunk of at most
+// limit whose tasks are distinct (one statement cannot change a row twice),
+// and the rest, in their order.
+func distinctTasks(ps []leasecore.RenewParams, order []int, limit int) (chunk, rest []int) {
+	seen := make(map[string]struct{}, min(len(order), limit))
+	for n, i := range order {
+		if len(chunk) == limit {
+			rest = append(rest, order[n:]...)
+			break
+		}
+		if _, dup := seen[ps[i].Task]; dup {
+			rest = append(rest, i)
+			continue
+		}
+		seen[ps[i].Task] = struct{}{}
+		chunk = append(chunk, i)
+	}
+	return chunk, rest
+}
+
+// WriteCounts reports, per operation, the statements sent so far and the
+// calls they carried (batched or alone, whatever their outcome). It is
+// leasecore.WriteCounter.
+func (s *Store) WriteCounts() []leasecore.WriteCount {
+	return []leasecore.WriteCount{
+		{Op: "claim", Statements: s.claims.statements.Load(), Operations: s.claims.operations.Load()},
+		{Op: "renew", Statements: s.renewals.statements.Load(), Operations: s.renewals.operations.Load()},
+		{Op: "release", Statements: s.releases.statements.Load(), Operations: s.releases.operations.Load()},
+	}
 }
 
 // refusedIfNoRow is the answer of a single-row statement: its lease, or nil

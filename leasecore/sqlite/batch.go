@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasehold/leasehold/leasecore"
@@ -39,8 +40,9 @@ type request struct {
 
 // answer is what a caller is told.
 type answer struct {
-	lease    *leasecore.Lease // Claim and Renew, when err is nil
-	released bool             // Release
+	lease    *leasecore.Lease        // Claim and Renew, when err is nil
+	released bool                    // Release
+	batch    []leasecore.RenewResult // RenewBatch: one result per renewal
 	// err is a lease outcome (*leasecore.HeldError, *leasecore.LostError)
 	// or, when the batch failed, unavailable.
 	err error
@@ -193,7 +195,51 @@ func (s *Store) execute(ctx context.Context, batch []*request) ([]*answer, error
 	if err := tx.Commit(); err != nil {
 		return nil, err
 	}
+	s.countWrites(batch, answers)
 	return answers, nil
+}
+
+// writeOps are the operations WriteCounts reports, in its order.
+var writeOps = [...]string{"claim", "renew", "release"}
+
+// writeCount is one operation's counters: committed transactions that
+// carried it, and how many of it they carried.
+type writeCount struct{ statements, operations atomic.Uint64 }
+
+// countWrites records a committed batch in s.writes.
+func (s *Store) countWrites(batch []*request, answers []*answer) {
+	var ops [len(writeOps)]uint64
+	for i, r := range batch {
+		if answers[i] == nil {
+			continue
+		}
+		n := uint64(1)
+		if b := answers[i].batch; b != nil {
+			n = uint64(len(b))
+		}
+		for k, op := range writeOps {
+			if r.op == op {
+				ops[k] += n
+			}
+		}
+	}
+	for k, n := range ops {
+		if n > 0 {
+			s.writes[k].statements.Add(1)
+			s.writes[k].operations.Add(n)
+		}
+	}
+}
+
+// WriteCounts reports, per operation, the committed transactions that
+// carried it and how many of it they carried: a transaction of claims and
+// renewals counts once for each. It is leasecore.WriteCounter.
+func (s *Store) WriteCounts() []leasecore.WriteCount {
+	counts := make([]leasecore.WriteCount, len(writeOps))
+	for k, op := range writeOps {
+		counts[k] = leasecore.WriteCount{Op: op, Statements: s.writes[k].statements.Load(), Operations: s.writes[k].operations.Load()}
+	}
+	return counts
 }
 
 // writeStmts are the statements of Claim, Renew and Release, prepared once on

@@ -430,3 +430,37 @@ func TestFailedBatchAnswersEveryoneUnavailable(t *testing.T) {
 		}
 	})
 }
+
+// RenewBatch puts up to maxRenewBatch renewals in one transaction, and
+// WriteCounts says so: 2,100 renewals alone take two transactions.
+func TestRenewBatchTransactions(t *testing.T) {
+	t.Parallel()
+	s := openMigrated(t, filepath.Join(t.TempDir(), "leasehold.db"))
+	svc := leasecore.New(s)
+	const n = maxRenewBatch + 52
+	ps := make([]leasecore.RenewParams, n)
+	for i := range ps {
+		l, err := svc.Claim(t.Context(), leasecore.ClaimParams{Task: fmt.Sprintf("t%04d", i), Owner: "a", TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps[i] = leasecore.RenewParams{Task: l.Task, Owner: "a", Token: l.Token}
+	}
+	count := func() leasecore.WriteCount { return s.WriteCounts()[1] }
+	if count().Op != "renew" {
+		t.Fatalf("WriteCounts()[1] is %q, want renew", count().Op)
+	}
+	before := count()
+	for i, r := range svc.RenewBatch(t.Context(), ps) {
+		if r.Err != nil || r.Lease.RenewCount != 1 {
+			t.Fatalf("renewal %d: %v %+v", i, r.Err, r.Lease)
+		}
+	}
+	after := count()
+	if got := after.Statements - before.Statements; got != 2 {
+		t.Errorf("%d renewals took %d transactions, want 2", n, got)
+	}
+	if got := after.Operations - before.Operations; got != n {
+		t.Errorf("the transactions carried %d renewals, want %d", got, n)
+	}
+}

@@ -160,6 +160,38 @@ func (s *Store) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.
 	return res.lease, res.err
 }
 
+// maxRenewBatch bounds the renewals RenewBatch puts in one operation of the
+// writer's batches; a larger RenewBatch is split into several.
+const maxRenewBatch = 2048
+
+// RenewBatch renews many leases in the writer's transactions: up to
+// maxRenewBatch renewals as one operation of a batch, in order, each judged
+// as by Renew (a task named twice is renewed twice, the second seeing the
+// first). It is leasecore.BatchRenewer.
+func (s *Store) RenewBatch(ctx context.Context, ps []leasecore.RenewParams) ([]leasecore.RenewResult, error) {
+	results := make([]leasecore.RenewResult, 0, len(ps))
+	for len(ps) > 0 {
+		chunk := ps[:min(len(ps), maxRenewBatch)]
+		ps = ps[len(chunk):]
+		res := s.submit(ctx, "renew", func(ctx context.Context, st *txStmts) (answer, error) {
+			batch := make([]leasecore.RenewResult, len(chunk))
+			for i, p := range chunk {
+				a, err := renew(ctx, st, p)
+				if err != nil {
+					return answer{}, err
+				}
+				batch[i] = leasecore.RenewResult{Lease: a.lease, Err: a.err}
+			}
+			return answer{batch: batch}, nil
+		})
+		if res.err != nil {
+			return nil, res.err
+		}
+		results = append(results, res.batch...)
+	}
+	return results, nil
+}
+
 // renew is Renew's read-decide-write inside a batch.
 func renew(ctx context.Context, st *txStmts, p leasecore.RenewParams) (answer, error) {
 	cur, err := readCurrent(ctx, st, p.Task)

@@ -22,7 +22,11 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-var _ leasecore.Store = (*Store)(nil)
+var (
+	_ leasecore.Store        = (*Store)(nil)
+	_ leasecore.BatchRenewer = (*Store)(nil)
+	_ leasecore.WriteCounter = (*Store)(nil)
+)
 
 // BusyTimeout is how long a statement waits for another process's write
 // lock on the file before it gives up with "database is locked". A context
@@ -77,6 +81,8 @@ type Store struct {
 	// batches and taken count the batches the writer has taken and the
 	// requests in them, for tests.
 	batches, taken atomic.Int64
+	// writes counts committed writes per operation, for WriteCounts.
+	writes [len(writeOps)]writeCount
 }
 
 // Open returns a Store over the SQLite database file at path, created on

@@ -64,7 +64,17 @@ func (s *suite) open(t *testing.T, open func(*testing.T) leasecore.Store) leasec
 			t.Logf("closing store: %v", err)
 		}
 	})
+	if br, ok := st.(leasecore.BatchRenewer); ok {
+		// Keep the driver's batch renewal visible to Service.RenewBatch.
+		return &batchCloseOnce{closeOnce: c, BatchRenewer: br}
+	}
 	return c
+}
+
+// batchCloseOnce is closeOnce for a driver that is a BatchRenewer.
+type batchCloseOnce struct {
+	*closeOnce
+	leasecore.BatchRenewer
 }
 
 // uniqueTask returns a valid task name that no other case (and no earlier

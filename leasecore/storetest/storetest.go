@@ -154,6 +154,9 @@ func (s *suite) groups() []group {
 			{"OtherOwnersExpiredLeaseIsNotHeld", s.testRenewOtherOwnersExpired},
 			{"AfterTakeoverIsHeldByOther", s.testRenewAfterTakeover},
 			{"ConcurrentRenewalsOrdered", s.testRenewConcurrent},
+			{"BatchEachOnItsOwn", s.testRenewBatchEachOnItsOwn},
+			{"BatchLarge", s.testRenewBatchLarge},
+			{"BatchUnavailable", s.testRenewBatchUnavailable},
 		}},
 		{"Release", []testCase{
 			{"Idempotent", s.testReleaseIdempotent},
