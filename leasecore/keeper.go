@@ -26,6 +26,13 @@ type KeeperConfig struct {
 	// RetryEvery is the pause after a renewal that failed for a transient
 	// reason (the store was unavailable). Zero means RenewEvery / 4.
 	RetryEvery time.Duration
+	// Lead is how long before each renewal is due the keeper hands it to its
+	// Renewer, for a Renewer that may hold a renewal back that long to send
+	// it with others (a Coalescer: set Lead to its Window). The renewal then
+	// reaches the store no later than RenewEvery after the previous one.
+	// Zero for a Renewer that sends at once; it must be less than
+	// RenewEvery.
+	Lead time.Duration
 	// Clock paces renewals and keeps the local deadline. Nil is SystemClock.
 	Clock Clock
 	// OnRenew, if set, is called after each confirmed renewal, from the
@@ -34,7 +41,8 @@ type KeeperConfig struct {
 }
 
 // withDefaults fills zero fields and checks the timing relationships:
-// RetryEvery ≤ RenewEvery < TTL, every one of them positive.
+// RetryEvery ≤ RenewEvery < TTL, every one of them positive, and
+// 0 ≤ Lead < RenewEvery.
 func (c KeeperConfig) withDefaults(lease *Lease) (KeeperConfig, error) {
 	if c.TTL == 0 {
 		c.TTL = lease.TTL
@@ -53,6 +61,9 @@ func (c KeeperConfig) withDefaults(lease *Lease) (KeeperConfig, error) {
 	}
 	if c.RetryEvery <= 0 || c.RetryEvery > c.RenewEvery {
 		return c, fmt.Errorf("keeper: retry interval %s must be positive and at most the renew interval %s", c.RetryEvery, c.RenewEvery)
+	}
+	if c.Lead < 0 || c.Lead >= c.RenewEvery {
+		return c, fmt.Errorf("keeper: lead %s must be at least zero and less than the renew interval %s", c.Lead, c.RenewEvery)
 	}
 	if c.Clock == nil {
 		c.Clock = SystemClock
@@ -77,9 +88,13 @@ var ErrStopped = errors.New("keeper stopped")
 // ttl_remaining the store gave in its answer), read from a monotonic clock.
 // It never trusts a lease longer than the store promised it: the store
 // measured ttl_remaining after the request was sent.
+//
+// Between renewals a Keeper is a timer and no goroutine, so one process can
+// keep tens of thousands of leases (the sidecar's keepalive streams do).
 type Keeper struct {
 	renewer Renewer
 	cfg     KeeperConfig
+	every   time.Duration // the pause between handing renewals over: RenewEvery − Lead
 	task    string
 	owner   string
 	token   int64
@@ -92,6 +107,9 @@ type Keeper struct {
 	lease    Lease
 	deadline time.Time
 	lost     error
+	timer    Timer // the next renewal, while one is scheduled
+	inFlight bool  // a renewal is being sent
+	ended    bool  // no renewal will be scheduled again
 }
 
 // Keep starts keeping lease, which must just have been acquired. The
@@ -114,11 +132,16 @@ func Keep(ctx context.Context, r Renewer, lease *Lease, cfg KeeperConfig) (*Keep
 	}
 	kctx, cancel := context.WithCancelCause(ctx)
 	k := &Keeper{
-		renewer: r, cfg: cfg, task: lease.Task, owner: lease.Owner, token: lease.Token,
+		renewer: r, cfg: cfg, every: cfg.RenewEvery - cfg.Lead,
+		task: lease.Task, owner: lease.Owner, token: lease.Token,
 		ctx: kctx, cancel: cancel, done: make(chan struct{}),
 		lease: *lease, deadline: now.Add(lease.TTLRemaining),
 	}
-	go k.loop()
+	k.mu.Lock()
+	k.schedule(k.every)
+	k.mu.Unlock()
+	// Whatever ends the context (a loss, Stop, the parent) ends the keeper.
+	context.AfterFunc(kctx, k.end)
 	return k, nil
 }
 
@@ -126,7 +149,8 @@ func Keep(ctx context.Context, r Renewer, lease *Lease, cfg KeeperConfig) (*Keep
 // the parent context ends, or after Stop.
 func (k *Keeper) Context() context.Context { return k.ctx }
 
-// Done is closed when the renew loop has ended, for whatever reason.
+// Done is closed when the keeper has ended, for whatever reason, and no
+// renewal is in flight any more.
 func (k *Keeper) Done() <-chan struct{} { return k.done }
 
 // Err returns the loss, or nil while the lease is held (and after a plain
@@ -152,21 +176,21 @@ func (k *Keeper) Deadline() time.Time {
 	return k.deadline
 }
 
-// Stop ends the renew loop (cancelling a renewal in flight and the
-// keeper's Context, with cause ErrStopped unless the lease was lost first)
-// and waits for it, without releasing the lease. It returns the loss, if the
-// lease was lost before it stopped.
+// Stop ends the keeper (cancelling a renewal in flight and the keeper's
+// Context, with cause ErrStopped unless the lease was lost first) and waits
+// for it, without releasing the lease. It returns the loss, if the lease was
+// lost before it stopped.
 func (k *Keeper) Stop() error {
 	k.cancel(ErrStopped)
 	<-k.done
 	return k.Err()
 }
 
-// Release stops the renew loop, waits for it, then releases the lease
-// (owner- and token-checked), whether or not it was lost: a lease that was
-// taken over is not released, by the store's rules. The release runs with
-// its own bounded context, so it happens even when the keeper's parent
-// context has ended.
+// Release stops the keeper, waits for it, then releases the lease (owner-
+// and token-checked), whether or not it was lost: a lease that was taken
+// over is not released, by the store's rules. The release runs with its own
+// bounded context, so it happens even when the keeper's parent context has
+// ended.
 func (k *Keeper) Release() (bool, error) {
 	_ = k.Stop()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(k.ctx), DefaultOpTimeout)
@@ -174,61 +198,115 @@ func (k *Keeper) Release() (bool, error) {
 	return k.renewer.Release(ctx, ReleaseParams{Task: k.task, Owner: k.owner, Token: k.token})
 }
 
-func (k *Keeper) loop() {
-	defer close(k.done)
-	defer k.cancel(ErrStopped)
-	clk := k.cfg.Clock
-	wait := k.cfg.RenewEvery
-	for {
-		// Never sleep past the deadline: when it comes, the lease is lost.
-		if until := k.Deadline().Sub(clk.Now()); wait > until {
-			wait = max(until, 0)
-		}
-		select {
-		case <-k.ctx.Done():
-			return
-		case <-clk.After(wait):
-		}
-		sent := clk.Now()
-		deadline := k.Deadline()
-		if !sent.Before(deadline) {
-			k.lose(fmt.Errorf("lease on %q: %w", k.task, ErrLocalDeadline))
-			return
-		}
-		// The renewal may take until the deadline and no longer: an answer
-		// after it could not be trusted anyway.
-		rctx, cancel := context.WithTimeout(k.ctx, deadline.Sub(sent))
-		lease, err := k.renewer.Renew(rctx, RenewParams{Task: k.task, Owner: k.owner, TTL: k.cfg.TTL, Token: k.token})
-		cancel()
-		switch {
-		case err == nil:
-			k.mu.Lock()
-			k.lease = *lease
-			k.deadline = sent.Add(lease.TTLRemaining)
-			k.mu.Unlock()
-			if k.cfg.OnRenew != nil {
-				k.cfg.OnRenew(*lease)
-			}
-			// The next renewal is due RenewEvery after this one was sent: a
-			// slow answer shortens the pause instead of stacking renewals.
-			wait = k.cfg.RenewEvery - clk.Now().Sub(sent)
-		case errors.Is(err, ErrLost), errors.Is(err, ErrInvalid):
-			k.lose(err)
-			return
-		default:
-			// Transient (unavailable, or our own timeout): try again soon,
-			// until the deadline says otherwise.
-			if k.ctx.Err() != nil {
-				return
-			}
-			wait = k.cfg.RetryEvery
-		}
+// schedule sets the timer for the next renewal in d, never past the
+// deadline: when that comes, the lease is lost. k.mu is held.
+func (k *Keeper) schedule(d time.Duration) {
+	if k.ended {
+		return
+	}
+	if until := k.deadline.Sub(k.cfg.Clock.Now()); d > until {
+		d = max(until, 0)
+	}
+	k.timer = k.cfg.Clock.AfterFunc(d, k.renew)
+}
+
+// end runs once the keeper's context is done: no renewal is scheduled again,
+// and done closes now, or when the renewal in flight returns.
+func (k *Keeper) end() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.ended = true
+	if k.timer != nil {
+		k.timer.Stop()
+		k.timer = nil
+	}
+	if !k.inFlight {
+		k.finish()
 	}
 }
 
+// finish closes done, once. k.mu is held and k.ended is set.
+func (k *Keeper) finish() {
+	select {
+	case <-k.done:
+	default:
+		close(k.done)
+	}
+}
+
+// renew is the timer's call: send one renewal, then decide what follows.
+func (k *Keeper) renew() {
+	clk := k.cfg.Clock
+	k.mu.Lock()
+	if k.ended {
+		k.mu.Unlock()
+		return
+	}
+	k.timer = nil
+	sent := clk.Now()
+	deadline := k.deadline
+	if !sent.Before(deadline) {
+		k.mu.Unlock()
+		k.lose(fmt.Errorf("lease on %q: %w", k.task, ErrLocalDeadline))
+		return
+	}
+	k.inFlight = true
+	k.mu.Unlock()
+
+	// The renewal may take until the deadline and no longer: an answer
+	// after it could not be trusted anyway.
+	rctx, cancel := context.WithTimeout(k.ctx, deadline.Sub(sent))
+	lease, err := k.renewer.Renew(rctx, RenewParams{Task: k.task, Owner: k.owner, TTL: k.cfg.TTL, Token: k.token})
+	cancel()
+
+	k.mu.Lock()
+	if k.ended {
+		// Stopped (or the parent ended) while the renewal was in flight:
+		// its answer no longer matters.
+		k.inFlight = false
+		k.finish()
+		k.mu.Unlock()
+		return
+	}
+	switch {
+	case err == nil:
+		k.lease = *lease
+		k.deadline = sent.Add(lease.TTLRemaining)
+		if k.cfg.OnRenew != nil {
+			// Still in flight: Stop waits for OnRenew to return.
+			k.mu.Unlock()
+			k.cfg.OnRenew(*lease)
+			k.mu.Lock()
+		}
+		k.inFlight = false
+		if k.ended {
+			k.finish()
+			break
+		}
+		// The next renewal is due RenewEvery after this one was handed
+		// over: a slow answer shortens the pause instead of stacking
+		// renewals.
+		k.schedule(k.every - clk.Now().Sub(sent))
+	case errors.Is(err, ErrLost), errors.Is(err, ErrInvalid):
+		k.inFlight = false
+		k.mu.Unlock()
+		k.lose(err)
+		return
+	default:
+		// Transient (unavailable, or our own timeout): try again soon,
+		// until the deadline says otherwise.
+		k.inFlight = false
+		k.schedule(k.cfg.RetryEvery)
+	}
+	k.mu.Unlock()
+}
+
+// lose records the loss and ends the keeper through its context.
 func (k *Keeper) lose(err error) {
 	k.mu.Lock()
-	k.lost = err
+	if k.lost == nil && !k.ended {
+		k.lost = err
+	}
 	k.mu.Unlock()
 	k.cancel(err)
 }

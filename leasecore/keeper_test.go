@@ -13,12 +13,47 @@ type fakeClock struct {
 	mu      sync.Mutex
 	now     time.Time
 	waiters []fakeWaiter
-	added   chan time.Duration // every After call, with its duration
+	ids     int
+	added   chan time.Duration // every After and AfterFunc call, with its duration
 }
 
 type fakeWaiter struct {
 	at time.Time
-	ch chan time.Time
+	ch chan time.Time // After
+	f  func()         // AfterFunc
+	id int
+}
+
+// fakeTimer stops an AfterFunc of a fakeClock.
+type fakeTimer struct {
+	c  *fakeClock
+	id int
+}
+
+func (t fakeTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	for i, w := range t.c.waiters {
+		if w.id == t.id {
+			t.c.waiters = append(t.c.waiters[:i], t.c.waiters[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
+	c.mu.Lock()
+	c.ids++
+	id := c.ids
+	if d <= 0 {
+		go f()
+	} else {
+		c.waiters = append(c.waiters, fakeWaiter{at: c.now.Add(d), f: f, id: id})
+	}
+	c.mu.Unlock()
+	c.added <- d
+	return fakeTimer{c: c, id: id}
 }
 
 func newFakeClock() *fakeClock {
@@ -52,7 +87,11 @@ func (c *fakeClock) Advance(d time.Duration) {
 	kept := c.waiters[:0]
 	for _, w := range c.waiters {
 		if !w.at.After(c.now) {
-			w.ch <- c.now
+			if w.f != nil {
+				go w.f()
+			} else {
+				w.ch <- c.now
+			}
 		} else {
 			kept = append(kept, w)
 		}
@@ -309,6 +348,9 @@ func TestKeeperConfigTimingRules(t *testing.T) {
 		{"renew negative", KeeperConfig{RenewEvery: -time.Second}, false},
 		{"retry above renew", KeeperConfig{RenewEvery: 2 * time.Second, RetryEvery: 3 * time.Second}, false},
 		{"retry negative", KeeperConfig{RetryEvery: -time.Second}, false},
+		{"lead below renew", KeeperConfig{Lead: 3 * time.Second}, true},
+		{"lead at renew", KeeperConfig{Lead: 4 * time.Second}, false},
+		{"lead negative", KeeperConfig{Lead: -time.Millisecond}, false},
 		{"ttl below minimum", KeeperConfig{TTL: 50 * time.Millisecond}, false},
 		{"ttl above maximum", KeeperConfig{TTL: 25 * time.Hour}, false},
 	} {
