@@ -17,10 +17,11 @@ import (
 // handler runs, the request passed the OpenAPI validator, so each one only
 // decodes, calls the Service and hands the outcome to problem.go.
 type handlers struct {
-	svc     *leasecore.Service
-	metrics *metrics
-	ready   func(ctx context.Context) error
-	streams *streams
+	svc      *leasecore.Service
+	renewals *leasecore.Coalescer // gathers the keepalive streams' renewals
+	metrics  *metrics
+	ready    func(ctx context.Context) error
+	streams  *streams
 }
 
 var _ api.ServerInterface = (*handlers)(nil)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -34,7 +35,7 @@ type sseEvent struct {
 }
 
 // stream is an open keepalive stream.
-type stream struct {
+type sseStream struct {
 	t      *testing.T
 	ts     *testServer
 	req    *http.Request
@@ -49,7 +50,7 @@ type stream struct {
 
 // openStream starts GET path and, on 200, reads events in the background.
 // Other statuses are returned as a response (checked against openapi.yaml).
-func (ts *testServer) openStream(path string) (*stream, response) {
+func (ts *testServer) openStream(path string) (*sseStream, response) {
 	ts.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ts.url+path, nil)
@@ -71,13 +72,13 @@ func (ts *testServer) openStream(path string) (*stream, response) {
 		}
 		return nil, response{status: resp.StatusCode, header: resp.Header, body: body}
 	}
-	s := &stream{t: ts.t, ts: ts, req: req, resp: resp, cancel: cancel, events: make(chan sseEvent, 100), ended: make(chan struct{})}
+	s := &sseStream{t: ts.t, ts: ts, req: req, resp: resp, cancel: cancel, events: make(chan sseEvent, 100), ended: make(chan struct{})}
 	ts.t.Cleanup(s.close)
 	go s.read()
 	return s, response{status: resp.StatusCode, header: resp.Header}
 }
 
-func (s *stream) read() {
+func (s *sseStream) read() {
 	defer close(s.ended)
 	sc := bufio.NewScanner(s.resp.Body)
 	var ev sseEvent
@@ -101,14 +102,14 @@ func (s *stream) read() {
 }
 
 // close disconnects the client.
-func (s *stream) close() {
+func (s *sseStream) close() {
 	s.cancel()
 	s.resp.Body.Close()
 	<-s.ended
 }
 
 // next returns the next event, failing the test if none comes in 10 s.
-func (s *stream) next() sseEvent {
+func (s *sseStream) next() sseEvent {
 	s.t.Helper()
 	select {
 	case ev := <-s.events:
@@ -128,14 +129,14 @@ func (s *stream) next() sseEvent {
 	return sseEvent{}
 }
 
-func (s *stream) text() string {
+func (s *sseStream) text() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.raw.String()
 }
 
 // checkData validates an event's data against the schema openapi.yaml gives it.
-func (s *stream) checkData(ev sseEvent) {
+func (s *sseStream) checkData(ev sseEvent) {
 	s.t.Helper()
 	schema := map[string]string{"acquired": "Lease", "renewed": "Lease", "lost": "KeepaliveLost", "released": "KeepaliveReleased"}[ev.name]
 	if schema == "" {
@@ -162,7 +163,7 @@ func (ev sseEvent) lease(t *testing.T) api.Lease {
 
 // waitEnded waits for the server to end the stream, then checks the whole
 // response against openapi.yaml.
-func (s *stream) waitEnded() {
+func (s *sseStream) waitEnded() {
 	s.t.Helper()
 	select {
 	case <-s.ended:
@@ -266,7 +267,7 @@ func TestKeepaliveWaitsForARelease(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t)
 	expect(t, ts.post("/v1/leases/job/claim", body{"owner": "a", "ttl_ms": 60000}), http.StatusOK)
-	opened := make(chan *stream, 1)
+	opened := make(chan *sseStream, 1)
 	go func() {
 		s, _ := ts.openStream("/v1/leases/job/keepalive?owner=b&wait_ms=30000")
 		opened <- s
@@ -344,7 +345,9 @@ func TestKeepaliveReleasesOnShutdown(t *testing.T) {
 	ts := newTestServer(t)
 	s, _ := ts.openStream("/v1/leases/job/keepalive?owner=w1&ttl_ms=60000")
 	s.next()
-	ts.srv.CloseStreams()
+	if err := ts.srv.CloseStreams(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	ev := s.next()
 	if ev.name != "released" || !strings.Contains(ev.data, `"shutdown"`) {
 		t.Fatalf("event %s %s, want released (shutdown)", ev.name, ev.data)
@@ -385,4 +388,54 @@ func TestKeepaliveInvalidQuery(t *testing.T) {
 	if st := decode[api.LeaseState](t, ts.get("/v1/leases/job")); st.Held {
 		t.Fatal("an invalid keepalive wrote a lease")
 	}
+}
+
+// The renewals of many streams go to the store together: fewer write
+// statements (PostgreSQL) or transactions (SQLite) than leases renewed, and
+// every stream still renews at its cadence under its own token.
+func TestKeepaliveRenewalsAreBatched(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, ts *testServer) {
+		const n = 20
+		// ttl 5 s: renewals every 2 s, handed to the coalescer 0.5 s early.
+		streams := make([]*sseStream, n)
+		for i := range streams {
+			s, r := ts.openStream(fmt.Sprintf("/v1/leases/batched-%d/keepalive?owner=w&ttl_ms=5000", i))
+			if s == nil {
+				t.Fatalf("stream %d answered %d: %s", i, r.status, r.body)
+			}
+			streams[i] = s
+		}
+		for i, s := range streams {
+			acquired := s.next().lease(t)
+			ev := s.next()
+			if l := ev.lease(t); ev.name != "renewed" || l.Token != acquired.Token || l.RenewCount != 1 {
+				t.Fatalf("stream %d: %s %s, want its first renewal", i, ev.name, ev.data)
+			}
+		}
+		text := string(ts.get("/metrics").body)
+		stmts := metricValue(t, text, `leasehold_store_write_statements_total{operation="renew"}`)
+		ops := metricValue(t, text, `leasehold_store_write_operations_total{operation="renew"}`)
+		if ops < n || stmts >= ops {
+			t.Fatalf("%v renewals in %v statements: want at least %d renewals in fewer statements", ops, stmts, n)
+		}
+		t.Logf("%v renewals in %v write statements", ops, stmts)
+	})
+}
+
+// metricValue returns the value of the sample whose name and labels are
+// series in a Prometheus text exposition.
+func metricValue(t *testing.T, text, series string) float64 {
+	t.Helper()
+	for line := range strings.SplitSeq(text, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("metric %s: %v", series, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("no metric %s in:\n%s", series, text)
+	return 0
 }

@@ -42,7 +42,7 @@ const (
 )
 
 // storeOps are the operations of leasecore.Store that are timed.
-var storeOps = []string{"claim", "renew", "release", "get", "list", "ping", "migrate"}
+var storeOps = []string{"claim", "renew", "renew_batch", "release", "get", "list", "ping", "migrate"}
 
 func newMetrics() *metrics {
 	reg := prometheus.NewRegistry()
@@ -97,6 +97,49 @@ func newMetrics() *metrics {
 	}
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	return m
+}
+
+// registerStoreCounts exports the store's own write counts, when it keeps
+// them: statements (PostgreSQL) or transactions (SQLite) per operation, and
+// the operations they carried. Their ratio is how well the store batches.
+func (m *metrics) registerStoreCounts(store leasecore.Store) {
+	wc, ok := store.(leasecore.WriteCounter)
+	if !ok {
+		return
+	}
+	for _, c := range wc.WriteCounts() {
+		op := c.Op
+		count := func(pick func(leasecore.WriteCount) uint64) func() float64 {
+			return func() float64 {
+				for _, c := range wc.WriteCounts() {
+					if c.Op == op {
+						return float64(pick(c))
+					}
+				}
+				return 0
+			}
+		}
+		m.registry.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name:        "leasehold_store_write_statements_total",
+				Help:        "Write statements (PostgreSQL) or transactions (SQLite) the store sent, by the operation they carried.",
+				ConstLabels: prometheus.Labels{"operation": op},
+			}, count(func(c leasecore.WriteCount) uint64 { return c.Statements })),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name:        "leasehold_store_write_operations_total",
+				Help:        "Operations the store's write statements carried, by operation: divided by leasehold_store_write_statements_total, the batching factor.",
+				ConstLabels: prometheus.Labels{"operation": op},
+			}, count(func(c leasecore.WriteCount) uint64 { return c.Operations })),
+		)
+	}
+}
+
+// registerStreams exports the number of open keepalive streams.
+func (m *metrics) registerStreams(s *streams) {
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "leasehold_keepalive_streams",
+		Help: "Keepalive streams open now (each holds or waits for a lease).",
+	}, func() float64 { return float64(s.active.Load()) }))
 }
 
 // outcomeLabel classifies the errors every operation shares.
@@ -189,6 +232,13 @@ func (s instrumentedStore) Claim(ctx context.Context, p leasecore.ClaimParams) (
 func (s instrumentedStore) Renew(ctx context.Context, p leasecore.RenewParams) (l *leasecore.Lease, err error) {
 	defer func(start time.Time) { s.observe("renew", start, err) }(time.Now())
 	return s.Store.Renew(ctx, p)
+}
+
+// RenewBatch times a batch renewal as one "renew_batch" operation; the
+// keepalive streams' renewals go this way (leasecore.Coalescer).
+func (s instrumentedStore) RenewBatch(ctx context.Context, ps []leasecore.RenewParams) (rs []leasecore.RenewResult, err error) {
+	defer func(start time.Time) { s.observe("renew_batch", start, err) }(time.Now())
+	return leasecore.RenewBatch(ctx, s.Store, ps)
 }
 
 func (s instrumentedStore) Release(ctx context.Context, p leasecore.ReleaseParams) (ok bool, err error) {

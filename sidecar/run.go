@@ -72,7 +72,9 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	log.Info("shutting down: finishing in-flight requests", "timeout", ShutdownTimeout.String())
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 	defer cancel()
-	srv.CloseStreams() // keepalive streams release their leases and say so
+	if err := srv.CloseStreams(shutdownCtx); err != nil { // streams release their leases and say so
+		log.Warn("shutdown", "err", err)
+	}
 	if err := hs.Shutdown(shutdownCtx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}

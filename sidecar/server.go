@@ -66,8 +66,13 @@ func New(opts Options) (*Server, error) {
 		log:     log,
 		streams: newStreams(opts.MaxStreams),
 	}
+	m.registerStoreCounts(opts.Store)
+	m.registerStreams(s.streams)
 	svc := leasecore.New(gatedStore{Store: s.store, migrated: &s.migrated})
-	h := &handlers{svc: svc, metrics: m, ready: s.ready, streams: s.streams}
+	// The coalescer has goroutines only while renewals wait in it, so it
+	// needs no Close of its own.
+	renewals := leasecore.NewCoalescer(svc, leasecore.DefaultCoalesceWindow, nil)
+	h := &handlers{svc: svc, renewals: renewals, metrics: m, ready: s.ready, streams: s.streams}
 
 	e := echo.New()
 	e.HideBanner = true
@@ -86,9 +91,10 @@ func New(opts Options) (*Server, error) {
 }
 
 // CloseStreams tells every keepalive stream to release its lease, send its
-// `released` event and end; new streams are refused while waiting. Call it
-// before http.Server.Shutdown, which waits for those requests to finish.
-func (s *Server) CloseStreams() { s.streams.shutdown() }
+// `released` event and end, and waits for them until ctx ends; streams still
+// waiting for a lease give up. Call it before http.Server.Shutdown: streams
+// that hold a lease are hijacked connections, which Shutdown does not track.
+func (s *Server) CloseStreams(ctx context.Context) error { return s.streams.shutdown(ctx) }
 
 // Handler returns the HTTP handler serving every route.
 func (s *Server) Handler() http.Handler { return s.echo }
@@ -245,6 +251,13 @@ func (g gatedStore) Renew(ctx context.Context, p leasecore.RenewParams) (*leasec
 		return nil, err
 	}
 	return g.Store.Renew(ctx, p)
+}
+
+func (g gatedStore) RenewBatch(ctx context.Context, ps []leasecore.RenewParams) ([]leasecore.RenewResult, error) {
+	if err := g.check("renew"); err != nil {
+		return nil, err
+	}
+	return leasecore.RenewBatch(ctx, g.Store, ps)
 }
 
 func (g gatedStore) Release(ctx context.Context, p leasecore.ReleaseParams) (bool, error) {
