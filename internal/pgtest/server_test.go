@@ -1,0 +1,89 @@
+package pgtest_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/internal/pgtest"
+)
+
+// A dedicated server answers at its URL, refuses connections while stopped,
+// and comes back at the same URL with its data.
+func TestServerStopAndStart(t *testing.T) {
+	t.Parallel()
+	srv := pgtest.StartServer(t)
+	u, err := url.Parse(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Scheme != "postgres" || u.Hostname() != "127.0.0.1" || u.Port() == "" || u.User.Username() != "postgres" ||
+		u.Path != "/postgres" || u.Query().Get("sslmode") != "disable" {
+		t.Fatalf("URL %s, want postgres://postgres@127.0.0.1:PORT/postgres?sslmode=disable", srv.URL())
+	}
+
+	execSQL(t, srv.URL(), `CREATE TABLE kept (v int); INSERT INTO kept VALUES (42)`)
+
+	srv.Stop()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, srv.URL())
+	if err == nil {
+		conn.Close(context.Background())
+		t.Fatal("connected to a stopped server")
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("connect to a stopped server: %v, want connection refused", err)
+	}
+
+	srv.Start()
+	var v int
+	queryRow(t, srv.URL(), `SELECT v FROM kept`, &v)
+	if v != 42 {
+		t.Fatalf("after a restart the table holds %d, want 42", v)
+	}
+
+	srv.Restart()
+	queryRow(t, srv.URL(), `SELECT v FROM kept`, &v)
+}
+
+// Two dedicated servers at once get ports and directories of their own.
+func TestServerTwoAtOnce(t *testing.T) {
+	t.Parallel()
+	a, b := pgtest.StartServer(t), pgtest.StartServer(t)
+	if a.URL() == b.URL() {
+		t.Fatalf("two servers share %s", a.URL())
+	}
+	a.Stop()
+	var one int
+	queryRow(t, b.URL(), `SELECT 1`, &one)
+}
+
+func execSQL(t *testing.T, dbURL, sql string) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dbURL)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", dbURL, err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), sql); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func queryRow(t *testing.T, dbURL, sql string, dest ...any) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dbURL)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", dbURL, err)
+	}
+	defer conn.Close(context.Background())
+	if err := conn.QueryRow(t.Context(), sql).Scan(dest...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
