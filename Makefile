@@ -7,6 +7,8 @@ BIN       := bin
 STORE     ?= sqlite:./leasehold.db
 LISTEN    ?= 127.0.0.1:7411
 BENCHCOUNT ?= 6
+STREAMS   ?= 1000 10000
+STREAM_DURATION ?= 60s
 WITH_PG   := scripts/with-postgres.sh
 
 .PHONY: help
@@ -30,9 +32,20 @@ e2e: ## Run only the end-to-end tests (real processes, both stores)
 	$(WITH_PG) $(GO) test -race -count=1 ./e2e/...
 
 .PHONY: bench
-bench: ## Run the benchmarks on both stores and summarise them with benchstat (bench.txt)
+bench: bench-go bench-streams ## Run every benchmark: bench-go, then bench-streams
+
+.PHONY: bench-go
+bench-go: ## Go benchmarks on both stores, summarised with benchstat (bench.txt)
 	$(WITH_PG) $(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) ./leasecore/... ./sidecar/... | tee bench.txt
 	$(GO) tool benchstat bench.txt
+
+.PHONY: bench-streams
+bench-streams: build ## Hold STREAMS keepalive streams on one sidecar for STREAM_DURATION, both stores (bench-streams.txt)
+	$(GO) build -o $(BIN)/streambench ./internal/streambench
+	$(WITH_PG) bash -c 'set -e; for store in sqlite postgres; do for n in $(STREAMS); do \
+	  $(BIN)/streambench -leasehold $(BIN)/leasehold -store $$store -streams $$n -duration $(STREAM_DURATION); \
+	done; done' | tee bench-streams.txt
+	$(GO) tool benchstat bench-streams.txt
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
@@ -50,4 +63,4 @@ check-generated: generate ## Fail when generated files differ from what is commi
 
 .PHONY: clean
 clean: ## Remove build output
-	rm -rf $(BIN) bench.txt
+	rm -rf $(BIN) bench.txt bench-streams.txt
