@@ -48,7 +48,7 @@ type streams struct {
 
 	mu       sync.Mutex
 	released chan struct{}        // closed (and replaced) on every local release
-	held     map[*stream]struct{} // streams past the hijack, until they end
+	held     map[*stream]struct{} // streams holding a lease, from just before the hijack until they end
 	running  sync.WaitGroup       // one per stream in held
 }
 
@@ -153,19 +153,34 @@ func (h *handlers) KeepaliveLease(c echo.Context, task api.Task, params api.Keep
 		return respondClaim(c, nil, err)
 	}
 
+	// Book the stream before anything is written, so that a shutdown from
+	// here on waits for it and its release.
+	st := &stream{h: h, task: lease.Task, started: make(chan struct{})}
+	if !h.streams.add(st) {
+		h.release(lease)
+		return newProblem(http.StatusServiceUnavailable, problemUnavailable, "Shutting down",
+			"this sidecar is shutting down; the lease was released: try another sidecar")
+	}
+	handedOver = true // remove leaves the book
 	conn, _, err := c.Response().Hijack()
+	if err == nil {
+		c.Response().Status = http.StatusOK // for the request metrics; the stream writes its own
+		err = st.start(conn, lease)
+	} else {
+		close(st.started)
+		err = fmt.Errorf("keepalive: take over the connection: %w", err)
+	}
 	if err != nil {
+		if conn != nil {
+			conn.Close()
+		}
 		h.release(lease)
-		return fmt.Errorf("keepalive: take over the connection: %w", err)
+		h.streams.remove(st)
+		if conn != nil {
+			return nil // the client is gone, or the configuration was refused (logged by start)
+		}
+		return err
 	}
-	c.Response().Status = http.StatusOK // for the request metrics; the stream writes its own
-	st := &stream{h: h, conn: conn, task: lease.Task}
-	if err := st.start(lease); err != nil {
-		conn.Close()
-		h.release(lease)
-		return nil // the client is gone, or the configuration was refused (logged by start)
-	}
-	handedOver = true
 	return nil
 }
 
@@ -176,11 +191,13 @@ type stream struct {
 	task   string
 	keeper *leasecore.Keeper
 
+	started     chan struct{} // closed when start returns; keeper is set if it succeeded
+	releaseOnce sync.Once
+
 	mu       sync.Mutex
 	ping     *time.Timer
 	interval time.Duration
 	closed   bool // the connection is closed: nothing more is written
-	released bool // the lease was released (at shutdown) before the end
 }
 
 // streamHeader starts the response: an event stream that ends when the
@@ -193,8 +210,11 @@ const streamHeader = "HTTP/1.1 200 OK\r\n" +
 
 // start sends the header and the acquired event, then starts the keeper, the
 // pings and the goroutine that waits for the client to hang up. On error
-// nothing was started and the caller releases the lease.
-func (st *stream) start(lease *leasecore.Lease) error {
+// nothing was started and the caller releases the lease and strikes the
+// stream from the book.
+func (st *stream) start(conn net.Conn, lease *leasecore.Lease) error {
+	defer close(st.started)
+	st.conn = conn
 	acquired, err := eventBytes("acquired", apiLease(lease))
 	if err != nil {
 		return err
@@ -208,11 +228,6 @@ func (st *stream) start(lease *leasecore.Lease) error {
 		return err
 	}
 	st.keeper = k
-	if !st.h.streams.add(st) {
-		_ = k.Stop()
-		_ = st.write(mustEvent("released", api.KeepaliveReleased{Reason: api.Shutdown}))
-		return errors.New("shutting down")
-	}
 	context.AfterFunc(k.Context(), st.keeperEnded)
 	st.mu.Lock()
 	st.interval = pingInterval(lease.TTL)
@@ -240,16 +255,21 @@ func (st *stream) end() {
 	st.close()
 	st.mu.Lock()
 	st.ping.Stop()
-	released := st.released
 	st.mu.Unlock()
-	if !released {
+	st.releaseLease()
+	st.h.streams.remove(st)
+}
+
+// releaseLease releases the stream's lease once; a second caller waits for
+// the first release to finish.
+func (st *stream) releaseLease() {
+	st.releaseOnce.Do(func() {
 		ok, err := st.keeper.Release()
 		st.h.metrics.released(ok, err)
 		if ok {
 			st.h.streams.noteRelease()
 		}
-	}
-	st.h.streams.remove(st)
+	})
 }
 
 // renewed is the keeper's OnRenew: tell the client.
@@ -273,12 +293,14 @@ func (st *stream) keeperEnded() {
 }
 
 // shutdown releases the lease first, then says so, then closes the stream.
+// A stream still starting is waited for; one whose start failed is left to
+// the handler, which releases its lease.
 func (st *stream) shutdown() {
-	ok, err := st.keeper.Release()
-	st.h.metrics.released(ok, err)
-	st.mu.Lock()
-	st.released = true
-	st.mu.Unlock()
+	<-st.started
+	if st.keeper == nil {
+		return
+	}
+	st.releaseLease()
 	_ = st.write(mustEvent("released", api.KeepaliveReleased{Reason: api.Shutdown}))
 	st.close()
 }
