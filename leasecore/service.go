@@ -24,6 +24,7 @@ import (
 type Service struct {
 	store     Store
 	opTimeout time.Duration
+	decls     declarations // applied to claims and renewals
 }
 
 // DefaultOpTimeout bounds one store operation whose context has no deadline
@@ -40,6 +41,7 @@ func WithOpTimeout(d time.Duration) Option { return func(s *Service) { s.opTimeo
 // New returns a Service over store.
 func New(store Store, opts ...Option) *Service {
 	s := &Service{store: store, opTimeout: DefaultOpTimeout}
+	s.decls.maxAge = DefaultDeclarationsMaxAge
 	for _, o := range opts {
 		o(s)
 	}
@@ -63,6 +65,9 @@ func (s *Service) Claim(ctx context.Context, p ClaimParams) (*Lease, error) {
 		return nil, err
 	}
 	p.TTL = p.TTL.Truncate(time.Millisecond)
+	if err := s.applyClaimDecl(ctx, p.Task, &p.TTL); err != nil {
+		return nil, err
+	}
 	if p.TTL == 0 {
 		p.TTL = DefaultTTL
 	}
@@ -81,6 +86,11 @@ func (s *Service) Renew(ctx context.Context, p RenewParams) (*Lease, error) {
 		return nil, err
 	}
 	p.TTL = p.TTL.Truncate(time.Millisecond)
+	if p.TTL != 0 {
+		if err := s.checkRenewDecl(p.Task, p.TTL); err != nil {
+			return nil, err
+		}
+	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	lease, err := s.store.Renew(ctx, p)
@@ -106,6 +116,12 @@ func (s *Service) RenewBatch(ctx context.Context, ps []RenewParams) []RenewResul
 			continue
 		}
 		p.TTL = p.TTL.Truncate(time.Millisecond)
+		if p.TTL != 0 {
+			if err := s.checkRenewDecl(p.Task, p.TTL); err != nil {
+				results[i].Err = err
+				continue
+			}
+		}
 		valid = append(valid, p)
 		at = append(at, i)
 	}

@@ -34,6 +34,9 @@ type Store interface {
 	// Close releases the driver's connections. Calls after Close are
 	// unavailable.
 	Close() error
+
+	// The task declarations, retention policies and lease history.
+	CatalogStore
 }
 
 // BatchRenewer is implemented by a Store that can renew many leases in few

@@ -48,6 +48,30 @@ func BenchmarkClaim(b *testing.B) {
 	}
 }
 
+// BenchmarkClaimRelease: the client's own task claimed and released in
+// turn through leasecore.Service, so that every claim is a new grant and
+// every release ends a lease: each writes a history event with its change
+// (BenchmarkClaim's refreshes write none). One op is a claim and a release.
+func BenchmarkClaimRelease(b *testing.B) {
+	svc := leasecore.New(mustMigrated(b, pgtest.NewDatabase(b)))
+	for _, clients := range benchClients {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			benchload.Run(b, clients, func(ctx context.Context, c int) error {
+				task, owner := benchTask("claim-release", clients, c)
+				l, err := svc.Claim(ctx, leasecore.ClaimParams{Task: task, Owner: owner, TTL: benchTTL})
+				if err != nil {
+					return err
+				}
+				ok, err := svc.Release(ctx, leasecore.ReleaseParams{Task: task, Owner: owner, Token: l.Token})
+				if err == nil && !ok {
+					err = fmt.Errorf("release of %s: not released", task)
+				}
+				return err
+			})
+		})
+	}
+}
+
 // BenchmarkRenew: repeated token-checked renewals of the client's own lease
 // through leasecore.Service.
 func BenchmarkRenew(b *testing.B) {

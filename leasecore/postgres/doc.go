@@ -7,24 +7,32 @@
 //	svc := leasecore.New(st)
 //
 // Every lease operation is decided by one autocommit statement (a claim
-// refused by a holder, or a refused renewal, adds one read to say who or
-// why). Claims, renewals and releases that callers make concurrently are
+// refused by a holder, or a refused renewal, adds one more statement to say
+// who or why), and the same statement writes the lease history the change
+// makes. Claims, renewals and releases that callers make concurrently are
 // batched: one statement, so one transaction and one durable commit, decides
 // up to maxBatch (256) of them, each on its own task's row by the same rules
-// as if it were alone. No statement takes a lock beyond the rows of its
-// tasks, none holds a transaction open across a round trip, and none
-// depends on an isolation level above READ COMMITTED, PostgreSQL's default.
-// This note argues why that is enough, first for one call, then for batches
-// of them.
+// as if it were alone. No lease statement takes a lock beyond the rows of
+// its tasks, no statement holds a transaction open across a round trip, and
+// none depends on an isolation level above READ COMMITTED, PostgreSQL's
+// default. This note argues why that is enough, first for one call, then
+// for batches of them; then how the history is written, and how the
+// catalog (leasecore.CatalogStore: task declarations, retention policies,
+// reading and pruning the history) decides its races.
 //
 // # Schema
 //
 // leasehold_leases has one row per task ever claimed: task (primary key),
 // owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note,
-// released_at. A lease is live iff released_at IS NULL AND expires_at is
-// after the statement's instant (below). No statement of the driver deletes a row, so the row's token is the task's
-// fencing counter for the life of the database. leasehold_schema_migrations
-// records the applied migrations.
+// released_at, and the history's bookkeeping (replaced_owner, replaced_token,
+// lost_at; see History). A lease is live iff released_at IS NULL AND
+// expires_at is after the statement's instant (below). No statement of the
+// driver deletes a row, so the row's token is the task's fencing counter for
+// the life of the database. leasehold_history has one row per lease event
+// (id from an identity column, task, kind, owner, token, at, detail).
+// leasehold_tasks and leasehold_retention_policies hold the declarations
+// and policies; a declaration's policy is a foreign key.
+// leasehold_schema_migrations records the applied migrations.
 //
 // # What now() means, and the instant a statement uses
 //
@@ -46,7 +54,7 @@
 // lease backwards) or measure more time remaining than the lease's TTL. So
 // every statement judges a row at
 //
-//	rowNow = GREATEST(now(), l.renewed_at, l.released_at)
+//	rowNow = GREATEST(now(), l.renewed_at, l.released_at, l.lost_at)
 //
 // the later of its now() and the times already written on the row it
 // decides on (the locked latest version for a write, the row in its snapshot
@@ -60,7 +68,11 @@
 // never go backwards, and a live lease's time remaining is always in
 // (0, ttl]. For liveness rowNow and now() agree (a lease that is not
 // released has expires_at > renewed_at), so the choice changes no decision,
-// only the times recorded and reported.
+// only the times recorded and reported; with one exception, which it gets
+// right: lost_at is set only on a lease that had expired by then (see
+// History), so a statement that began before that expiry and waited for
+// the row judges the lease expired, as the store has already told its owner,
+// where now() alone would have judged it live.
 //
 // Because rowNow may lag the real time of the decision by the statement's
 // waits, a lease that expired during the wait can still look live (a claim is
@@ -81,7 +93,9 @@
 //	WHERE NOT (l.released_at IS NULL AND l.expires_at > rowNow) OR l.owner = excluded.owner
 //	RETURNING …
 //
-// (claimSQL and claimBatchSQL have it in full). Its WHERE clause admits
+// (claimSQL and claimBatchSQL have it in full, as the first CTE of a
+// statement whose second CTE records the history from its RETURNING; see
+// History. The INSERT decides alone, exactly as here.) Its WHERE clause admits
 // exactly the model's two
 // "acquired" cases: no live lease (released or expired), or a live lease of
 // the same owner; it rejects only a live lease of another owner. The CASE
@@ -186,13 +200,15 @@
 // other rows of the batch. A renewal sent alone is the same UPDATE for one
 // row (renewSQL), which locks its row as it updates it. A refused renewal
 // reads the row in a new statement to name the reason (not_held, expired,
-// held_by_other, token_mismatch). That read may see a later state; a read
+// held_by_other, token_mismatch); for expired, that statement also records
+// the loss (see History). That read may see a later state; a read
 // that contradicts the refusal (a live lease the renewal would have
 // matched: the owner claimed the task again in between) is reported as
 // not_held, because the lease the renewal was meant for is gone.
 //
 // A batch of releases is the same UPDATE (releaseBatchSQL; releaseSQL for
-// one), setting released_at and expires_at to each row's instant. It ends
+// one), setting released_at and expires_at to each row's instant, and
+// recording a "released" event for each lease it ended. It ends
 // only the caller's own live lease: a stale holder cannot end a
 // successor's lease, since the owner check refuses another owner and the
 // token check refuses the caller's own later grant.
@@ -234,11 +250,14 @@
 // every row it holds; so in any chain of statements each waiting for the
 // next, the rows waited for only rise, and the chain can never return to its
 // start: batches of one sidecar, of several, and of different kinds cannot
-// deadlock. (The driver's reads lock no rows, and its single-row
-// statements, like those of earlier versions of the driver, wait for
-// nothing while they hold a lock.) Were a deadlock to happen anyway,
-// PostgreSQL would abort one of the statements after deadlock_timeout and
-// its callers would be told unavailable; nothing wrong would be committed.
+// deadlock. (The driver's reads lock no rows; its single-row statements,
+// like those of earlier versions of the driver, wait for nothing while they
+// hold a lock; the read that names the reason of a batch's refused
+// renewals locks the rows it marks in the same task order (see History);
+// and the history the statements write takes no lock that anything waits
+// for, below.) Were a deadlock to happen anyway, PostgreSQL would abort one
+// of the statements after deadlock_timeout and its callers would be told
+// unavailable; nothing wrong would be committed.
 //
 // Two calls of one task are never in one batch. A statement cannot decide a
 // row twice: INSERT … ON CONFLICT DO UPDATE fails when two of its rows meet
@@ -272,12 +291,102 @@
 // flight finish and answer their callers, stops the flushers and closes the
 // pool; later calls are unavailable.
 //
+// # History
+//
+// The history of a lease is one event when it is granted and one when it
+// ends, written by the statement that makes the change, in its transaction,
+// so an event is committed exactly when its change is. Each lease statement
+// is a data-modifying CTE: the lease INSERT or UPDATE, its RETURNING fed
+// to an INSERT into leasehold_history (claimEventsSQL, releaseSQL and
+// releaseBatchSQL; renewals that succeed write none). Every event of a task
+// is written while its lease row is locked, at the row's instant rowNow,
+// which the change then writes on the row (the grant's renewed_at, the
+// release's released_at, the loss's lost_at, below), so a task's events
+// never go back in time, and their ids, drawn from the identity sequence at
+// insert time, follow the order of the changes.
+//
+// A claim records "acquired" for each new grant (renew_count 0; a
+// refresh records nothing). A new grant that replaces a lease that expired
+// unreleased also records that lease's end, before its "acquired":
+// "expired" when its owner claims again, "taken_over" (naming the new owner
+// in the detail) when another owner does. The claim decides that on the
+// locked row, but RETURNING sees only the row's new values (PostgreSQL 15
+// has no OLD in RETURNING), so the DO UPDATE also writes the replaced
+// lease's owner and token into replaced_owner and replaced_token, which
+// RETURNING reads back. A release that ends a live lease records
+// "released". A lease that expires unreleased and is never claimed again
+// has no end event until someone does something with it: a lease's end is
+// recorded when the store first sees it.
+//
+// A renewal refused because the caller's own lease expired unreleased
+// records "lost". Its follow-up statement (renewStateSQL; renewStatesSQL
+// for a batch) reads the reason and, in the same statement, sets the row's
+// lost_at to its instant with an UPDATE that re-checks, under the row's
+// lock, that the row is still that owner's expired, unreleased lease whose
+// end is not recorded, and writes the event from its RETURNING. A claim
+// that later replaces the lease sees lost_at (it decides on the locked,
+// latest version) and records no end of its own; a claim that came first
+// changed the row, so the UPDATE no longer matches it. The row lock decides
+// the order, so each lease ends once in the history, however its owner's
+// renewals and the next claims interleave. The batch version locks the
+// rows it marks in task order before it updates them, like renewBatchSQL,
+// so it keeps the lock order; a refusal for any other reason matches no row
+// and locks nothing.
+//
+// What the history adds to the statements takes no lock that another
+// statement waits for: inserted events are new rows whose ids come from the
+// sequence, so no unique check waits on another insertion, and the table
+// has no foreign key to check. The lock order and the arguments above are
+// unchanged. (The one statement that locks events is the pruner's, below,
+// and it locks no lease row.)
+//
+// # Declarations and policies
+//
+// Each catalog operation is one autocommit statement on one row of
+// leasehold_tasks or leasehold_retention_policies, and the constraints
+// decide the races: the primary key refuses a second create of a name
+// (unique_violation: *leasecore.ExistsError), the foreign key a declaration
+// naming a policy that does not exist (foreign_key_violation:
+// *leasecore.NotFoundError), and, ON DELETE RESTRICT, the deletion of a
+// policy that a declaration names. The key checks see the latest committed
+// rows and lock the policy row they find (FOR KEY SHARE), so a declaration
+// committing while its policy is deleted either makes the delete fail or
+// fails itself; neither can leave a declaration naming no policy. When the
+// delete fails, DeletePolicy reads the names of the tasks that name the
+// policy for *leasecore.InUseError, and deletes again if by then none does.
+// The default policy is refused by the driver before any statement. Updates
+// keep created_at, and set updated_at to the later of now() and the
+// previous updated_at, for the reason rowNow gives. Catalog statements lock
+// no lease or history row.
+//
+// # Pruning
+//
+// PruneHistory goes through the tasks of leasehold_leases in order,
+// pruneTasksPerStatement of them per statement (pruneHistorySQL), each
+// statement its own transaction: a long backlog is deleted in steps that
+// each commit, so a pass cut short by its deadline keeps what it did. For
+// each task, one short index scan finds the id of its keep_last-th newest
+// event, and now() − keep_for is its age bound (by its declared policy, the
+// default one when undeclared); two index range scans find the events
+// beyond either bound. Those are locked with FOR UPDATE in ascending id
+// order before they are deleted, so two passes racing (a pruner that cannot
+// reach the prune lease prunes anyway) lock in one order and cannot
+// deadlock, and an event the other pass deleted first is skipped (FOR
+// UPDATE at READ COMMITTED drops a row deleted meanwhile): each deletion is
+// counted by one pass. New events have higher ids and are not touched; an
+// event a pass keeps because it was not yet beyond keep_last is deleted by
+// the next pass.
+//
 // # Failures
 //
-// interpretError is the only code that inspects pgx errors; everything it
-// sees becomes *leasecore.UnavailableError with a detail an operator can act
-// on (connection refused, timeout, missing schema: "run `leasehold migrate`",
-// permission, closed store). A claim whose context ends after the statement
+// interpretError is the only code that inspects pgx errors (besides
+// pgx.ErrNoRows, which is an answer, not a failure); everything it sees
+// becomes *leasecore.UnavailableError with a detail an operator can act on
+// (connection refused, timeout, missing schema: "run `leasehold migrate`",
+// permission, closed store). Its sibling interpretConstraintError, in the
+// same file, lets a catalog write name the outcome of a unique or foreign
+// key violation in its own terms (exists, not found, in use); any other
+// failure is unavailable. A claim whose context ends after the statement
 // was sent may have committed although the caller is told unavailable;
 // claiming again as the same owner refreshes that lease while it is live and
 // returns its token, so a retry is safe.

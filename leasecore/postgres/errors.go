@@ -20,6 +20,24 @@ func interpretError(op string, err error) error {
 	return leasecore.Unavailable(op, describe(err))
 }
 
+// interpretConstraintError is interpretError for a catalog write, whose
+// caller knows what a broken constraint means: a unique violation (the name
+// is taken) answers exists, a foreign-key violation (a task naming a policy
+// that does not exist, or a policy still named by a task) answers missing.
+// A nil outcome leaves that violation unavailable, like any other failure.
+func interpretConstraintError(op string, err, exists, missing error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code == "23505" && exists != nil: // unique_violation
+			return exists
+		case pgErr.Code == "23503" && missing != nil: // foreign_key_violation
+			return missing
+		}
+	}
+	return interpretError(op, err)
+}
+
 // describe picks the readable detail for err.
 func describe(err error) error {
 	var (
@@ -31,7 +49,8 @@ func describe(err error) error {
 	switch {
 	case errors.As(err, &step):
 		return detail(err, "%s: %v", step.step, describe(step.err))
-	case errors.Is(err, errClosed), errors.Is(err, errUndecided), errors.Is(err, errSchemaBehind):
+	case errors.Is(err, errClosed), errors.Is(err, errUndecided), errors.Is(err, errSchemaBehind),
+		errors.Is(err, errUsersChanging):
 		return err
 	case errors.Is(err, context.Canceled):
 		return detail(err, "cancelled before PostgreSQL answered")
@@ -56,7 +75,7 @@ func describePgError(e *pgconn.PgError) string {
 	case "42P01": // undefined_table
 		return fmt.Sprintf("the leasehold schema is missing (%s): run `leasehold migrate --store URL` to create it", e.Message)
 	case "42501": // insufficient_privilege
-		return fmt.Sprintf("permission denied (%s): the role needs SELECT, INSERT and UPDATE on the leasehold tables, and CREATE on the schema to migrate", e.Message)
+		return fmt.Sprintf("permission denied (%s): the role needs SELECT, INSERT, UPDATE and DELETE on the leasehold tables, and CREATE on the schema to migrate", e.Message)
 	case "28000", "28P01": // invalid_authorization_specification, invalid_password
 		return fmt.Sprintf("PostgreSQL refused the login: %s", e.Message)
 	case "3D000": // invalid_catalog_name
@@ -69,6 +88,10 @@ func describePgError(e *pgconn.PgError) string {
 		return fmt.Sprintf("PostgreSQL is read-only (a standby?): %s", e.Message)
 	case "57014": // query_canceled, including statement_timeout
 		return fmt.Sprintf("PostgreSQL cancelled the statement: %s", e.Message)
+	case "40P01": // deadlock_detected
+		return fmt.Sprintf("PostgreSQL aborted the statement to break a deadlock: %s", e.Message)
+	case "23505", "23503", "23514": // unique_violation, foreign_key_violation, check_violation
+		return fmt.Sprintf("PostgreSQL refused the write: %s", e.Message)
 	default:
 		return fmt.Sprintf("PostgreSQL error %s: %s", e.Code, e.Message)
 	}

@@ -11,12 +11,13 @@ package postgres
 
 // rowNow is the store's instant for a statement working on row l: the later
 // of now() (the statement's start, see the package doc) and the times
-// already written on the row. Every time on the row was written by a
+// already written on the row (lost_at is the time a lost lease's end was
+// recorded; see renewStateSQL). Every time on the row was written by a
 // transaction that committed before this statement read or locked the row,
 // so rowNow is a store-clock instant between the statement's start and its
 // decision; taking the later one keeps a row's times from going backwards
 // when a statement that started earlier commits after one that started later.
-const rowNow = `GREATEST(now(), l.renewed_at, l.released_at)`
+const rowNow = `GREATEST(now(), l.renewed_at, l.released_at, l.lost_at)`
 
 // live is the model's liveness test for row l.
 const live = `(l.released_at IS NULL AND l.expires_at > ` + rowNow + `)`
@@ -27,9 +28,13 @@ const live = `(l.released_at IS NULL AND l.expires_at > ` + rowNow + `)`
 const remainingUS = `(extract(epoch FROM l.expires_at - ` + rowNow + `) * 1000000)::bigint`
 
 // leaseColumns are the columns scanLease reads, in its order, for a row
-// aliased l.
+// aliased l. As the output of a CTE, they are named as leaseNames lists them.
 const leaseColumns = `l.task, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at,
-       l.ttl_ms, l.renew_count, l.note, ` + remainingUS
+       l.ttl_ms, l.renew_count, l.note, ` + remainingUS + ` AS remaining_us`
+
+// leaseNames are leaseColumns' names, to read them back from a CTE.
+const leaseNames = `task, owner, token, acquired_at, renewed_at, expires_at,
+       ttl_ms, renew_count, note, remaining_us`
 
 // ownLive: in a claim, the locked row is the claimant's own live lease.
 const ownLive = `(l.owner = excluded.owner AND ` + live + `)`
@@ -43,32 +48,72 @@ const ownLive = `(l.owner = excluded.owner AND ` + live + `)`
 // renewal; anything else that passes the WHERE clause is a new grant. A row
 // whose WHERE clause fails is not changed and not returned: the claim was
 // refused, by another owner's live lease.
+//
+// A new grant also records, in replaced_owner and replaced_token, the lease
+// it replaced when that lease had expired unreleased and its end was not
+// recorded yet by a refused renewal (NULL otherwise), because RETURNING sees
+// only the row's new values; a refresh keeps them. claimEventsSQL reads them
+// back to record the lease's end.
 const claimConflictSQL = `
 ON CONFLICT (task) DO UPDATE SET
-       owner       = excluded.owner,
-       token       = CASE WHEN ` + ownLive + ` THEN l.token ELSE l.token + 1 END,
-       acquired_at = CASE WHEN ` + ownLive + ` THEN l.acquired_at ELSE ` + rowNow + ` END,
-       renew_count = CASE WHEN ` + ownLive + ` THEN l.renew_count + 1 ELSE 0 END,
-       renewed_at  = ` + rowNow + `,
-       expires_at  = ` + rowNow + ` + excluded.ttl_ms * interval '1 millisecond',
-       ttl_ms      = excluded.ttl_ms,
-       note        = excluded.note,
-       released_at = NULL
+       owner          = excluded.owner,
+       token          = CASE WHEN ` + ownLive + ` THEN l.token ELSE l.token + 1 END,
+       acquired_at    = CASE WHEN ` + ownLive + ` THEN l.acquired_at ELSE ` + rowNow + ` END,
+       renew_count    = CASE WHEN ` + ownLive + ` THEN l.renew_count + 1 ELSE 0 END,
+       renewed_at     = ` + rowNow + `,
+       expires_at     = ` + rowNow + ` + excluded.ttl_ms * interval '1 millisecond',
+       ttl_ms         = excluded.ttl_ms,
+       note           = excluded.note,
+       released_at    = NULL,
+       replaced_owner = CASE WHEN ` + ownLive + ` THEN l.replaced_owner WHEN ` + endUnrecordedOnClaim + ` THEN l.owner END,
+       replaced_token = CASE WHEN ` + ownLive + ` THEN l.replaced_token WHEN ` + endUnrecordedOnClaim + ` THEN l.token END,
+       lost_at        = NULL
  WHERE NOT ` + live + ` -- released or expired: free
     OR l.owner = excluded.owner -- live and the caller's: refresh
-RETURNING ` + leaseColumns
+RETURNING ` + leaseColumns + `, l.replaced_owner, l.replaced_token`
+
+// endUnrecordedOnClaim: in a claim's DO UPDATE, the locked row is not the
+// claimant's live lease, so (the WHERE clause having admitted it) it is
+// released or expired; it expired unreleased, with its end not recorded.
+const endUnrecordedOnClaim = `(l.released_at IS NULL AND l.lost_at IS NULL)`
+
+// claimEventsSQL follows a claim statement's claimed CTE: it records the
+// history of each new grant (renew_count 0; a refresh records nothing), in
+// the claim's transaction and at its instant (the new renewed_at, which is
+// rowNow): first the end of the lease it replaced, if that lease expired
+// unreleased ("expired" when its owner claimed again, "taken_over" naming
+// the new owner otherwise), then "acquired". It answers the claimed leases.
+const claimEventsSQL = `
+, events AS (
+    INSERT INTO leasehold_history (task, kind, owner, token, at, detail)
+    SELECT c.task, e.kind, e.owner, e.token, c.renewed_at, e.detail
+      FROM claimed AS c
+     CROSS JOIN LATERAL (VALUES
+           (1, CASE WHEN c.replaced_owner = c.owner THEN 'expired' ELSE 'taken_over' END,
+               c.replaced_owner, c.replaced_token,
+               CASE WHEN c.replaced_owner = c.owner THEN '' ELSE 'taken over by ' || c.owner END),
+           (2, 'acquired', c.owner, c.token, '')
+           ) AS e(seq, kind, owner, token, detail)
+     WHERE c.renew_count = 0 AND e.owner IS NOT NULL
+     ORDER BY c.task, e.seq
+)
+SELECT ` + leaseNames + `
+  FROM claimed`
 
 // claimSQL is one claim on its own: it acquires a free task, re-acquires a
 // released or expired one with the next token, or refreshes the caller's own
 // live lease; it returns no row when another owner holds a live lease.
 // $1 task, $2 owner, $3 ttl in ms, $4 note. It is claimBatchSQL for a batch
 // of one claim, which it decides the same way at a lower cost (no arrays to
-// unnest, no sort), so a lone claim is as fast as before batching.
+// unnest, no sort), so a lone claim is as fast as before batching. A new
+// grant writes its history in the same statement (claimEventsSQL).
 const claimSQL = `
+WITH claimed AS (
 INSERT INTO leasehold_leases AS l
        (task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note, released_at)
 VALUES ($1, $2, 1, now(), now(), now() + $3::bigint * interval '1 millisecond', $3::bigint, 0,
-        $4::text, NULL)` + claimConflictSQL
+        $4::text, NULL)` + claimConflictSQL + `
+)` + claimEventsSQL
 
 // claimBatchSQL is claimSQL for many claims of distinct tasks at once, in one
 // transaction: $1 tasks, $2 owners, $3 ttls in ms, $4 notes, element i of
@@ -79,14 +124,18 @@ VALUES ($1, $2, 1, now(), now(), now() + $3::bigint * interval '1 millisecond', 
 // so every batch statement of every sidecar locks the rows it decides on in
 // one global order and two batches cannot deadlock; the package doc argues
 // it. The tasks must be distinct: ON CONFLICT DO UPDATE fails the whole
-// statement if one row is proposed twice.
+// statement if one row is proposed twice. The history of the batch's new
+// grants is written by the same statement (claimEventsSQL), which locks no
+// lease row.
 const claimBatchSQL = `
+WITH claimed AS (
 INSERT INTO leasehold_leases AS l
        (task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note, released_at)
 SELECT r.task, r.owner, 1, now(), now(), now() + r.ttl_ms * interval '1 millisecond', r.ttl_ms, 0,
        r.note, NULL
   FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) AS r(task, owner, ttl_ms, note)
- ORDER BY r.task COLLATE "C"` + claimConflictSQL
+ ORDER BY r.task COLLATE "C"` + claimConflictSQL + `
+)` + claimEventsSQL
 
 // holderSQL reads the live lease that refused a claim: a new statement, so a
 // new snapshot that sees the transaction that won. $1 task.
@@ -141,34 +190,92 @@ UPDATE leasehold_leases AS l
    AND (r.token = 0 OR l.token = r.token)
 RETURNING ` + leaseColumns
 
-// renewStateSQL reads what a refused renewal found, for its reason. $1 task.
+// renewStateSQL reads what a refused renewal found, for its reason. If the
+// renewal was refused because the caller's own lease expired unreleased (the
+// reason lostReason calls expired), and that lease's end is not recorded
+// yet, it records it: it sets the row's lost_at to the row's instant and
+// writes a "lost" event then (lostEventSQL). The mark is written under the
+// row's lock, so a claim replacing the lease either comes first (and the row
+// no longer matches) or sees the mark and records no end of its own: a lease
+// ends once in the history, however often its owner's renewals are refused.
+// $1 task, $2 the renewal's owner.
+//
+// The state is read from the statement's snapshot, and the mark matches the
+// latest version of the row; if the two differ (a claim committed in
+// between) the state still describes the lease the renewal was meant for,
+// and the claim recorded its end.
 const renewStateSQL = `
+WITH ended AS (
+    UPDATE leasehold_leases AS l
+       SET lost_at = ` + rowNow + `
+     WHERE l.task = $1 AND l.owner = $2::text AND ` + endUnrecorded + `
+    RETURNING l.task, l.owner, l.token, l.lost_at AS at
+)` + lostEventSQL + `
 SELECT l.owner, l.token, l.released_at IS NOT NULL, ` + live + `
   FROM leasehold_leases AS l
  WHERE l.task = $1`
 
 // renewStatesSQL is renewStateSQL for many tasks at once, for the refused
-// renewals of a RenewBatch. $1 tasks.
+// renewals of a RenewBatch: $1 tasks, $2 owners, element i of each being
+// refused renewal i. It answers one row per task, with its task first. The
+// rows it marks are locked in task order first, as in renewBatchSQL.
 const renewStatesSQL = `
+WITH locked AS MATERIALIZED (
+    SELECT l.task
+      FROM leasehold_leases AS l
+     WHERE l.task = ANY($1::text[]) AND ` + endUnrecorded + `
+       AND EXISTS (SELECT FROM unnest($1::text[], $2::text[]) AS r(task, owner)
+                    WHERE r.task = l.task AND r.owner = l.owner)
+     ORDER BY l.task
+       FOR UPDATE OF l
+), ended AS (
+    UPDATE leasehold_leases AS l
+       SET lost_at = ` + rowNow + `
+      FROM locked AS k
+     WHERE l.task = k.task AND ` + endUnrecorded + `
+    RETURNING l.task, l.owner, l.token, l.lost_at AS at
+)` + lostEventSQL + `
 SELECT l.task, l.owner, l.token, l.released_at IS NOT NULL, ` + live + `
   FROM leasehold_leases AS l
  WHERE l.task = ANY($1::text[])`
 
+// endUnrecorded: row l holds a lease that expired unreleased, and whose end
+// is not in the history yet.
+const endUnrecorded = `l.released_at IS NULL AND l.expires_at <= ` + rowNow + ` AND l.lost_at IS NULL`
+
+// lostEventSQL follows the ended CTE of a refused renewal's read: a "lost"
+// event for each lease it marked.
+const lostEventSQL = `
+, lost AS (
+    INSERT INTO leasehold_history (task, kind, owner, token, at)
+    SELECT task, 'lost', owner, token, at
+      FROM ended
+     ORDER BY task
+)`
+
 // releaseSQL ends the owner's live lease, checking the token when one is
-// given ($3 > 0). The row stays, with its token. $1 task, $2 owner, $3 token
-// or 0. It is releaseBatchSQL for a batch of one release.
+// given ($3 > 0), and records a "released" event in the same statement, at
+// the release's instant. The row stays, with its token. $1 task, $2 owner,
+// $3 token or 0. Its command tag counts the leases it ended (one event
+// each). It is releaseBatchSQL for a batch of one release.
 const releaseSQL = `
+WITH released AS (
 UPDATE leasehold_leases AS l
    SET released_at = ` + rowNow + `,
        expires_at  = LEAST(l.expires_at, ` + rowNow + `)
  WHERE l.task = $1 AND l.owner = $2 AND ` + live + `
-   AND ($3::bigint = 0 OR l.token = $3::bigint)`
+   AND ($3::bigint = 0 OR l.token = $3::bigint)
+RETURNING l.task, l.owner, l.token, l.released_at
+)
+INSERT INTO leasehold_history (task, kind, owner, token, at)
+SELECT task, 'released', owner, token, released_at
+  FROM released`
 
 // releaseBatchSQL ends the owners' live leases of distinct tasks, in one
 // transaction, checking each one's token when given (> 0): $1 tasks,
-// $2 owners, $3 tokens or 0. The rows stay, with their tokens. It returns
-// the task of each lease it ended. Rows are locked in task order, as in
-// renewBatchSQL.
+// $2 owners, $3 tokens or 0. The rows stay, with their tokens. It records a
+// "released" event for each lease it ended, and returns its task. Rows are
+// locked in task order, as in renewBatchSQL.
 const releaseBatchSQL = `
 WITH locked AS MATERIALIZED (
     SELECT l.task, r.owner, r.token
@@ -176,14 +283,20 @@ WITH locked AS MATERIALIZED (
       JOIN leasehold_leases AS l ON l.task = r.task AND l.owner = r.owner
      ORDER BY l.task
        FOR UPDATE OF l
-)
+), released AS (
 UPDATE leasehold_leases AS l
    SET released_at = ` + rowNow + `,
        expires_at  = LEAST(l.expires_at, ` + rowNow + `)
   FROM locked AS r
  WHERE l.task = r.task AND l.owner = r.owner AND ` + live + `
    AND (r.token = 0 OR l.token = r.token)
-RETURNING l.task`
+RETURNING l.task, l.owner, l.token, l.released_at
+)
+INSERT INTO leasehold_history (task, kind, owner, token, at)
+SELECT task, 'released', owner, token, released_at
+  FROM released
+ ORDER BY task
+RETURNING task`
 
 // getSQL reads a task's live lease. $1 task.
 const getSQL = `
@@ -204,3 +317,142 @@ SELECT ` + leaseColumns + `
 const pingSQL = `
 SELECT (SELECT coalesce(max(version), 0) FROM leasehold_schema_migrations),
        (SELECT count(*) FROM (SELECT FROM leasehold_leases LIMIT 1) AS any_lease)`
+
+// The catalog's statements (catalog.go). Times are the store's: now() when
+// a row is created; an update's updated_at is never before the row's
+// previous one, for the reason rowNow gives.
+
+// taskColumns are the columns scanTask reads, in its order, for a row
+// aliased t.
+const taskColumns = `t.name, t.ttl_ms, t.max_ttl_ms, t.description, t.retention_policy, t.created_at, t.updated_at`
+
+// createTaskSQL inserts a declaration. $1 name, $2 ttl in ms, $3 max_ttl in
+// ms or 0, $4 description, $5 policy. The primary key refuses a name taken
+// (23505), the foreign key a policy that does not exist (23503).
+const createTaskSQL = `
+INSERT INTO leasehold_tasks AS t (name, ttl_ms, max_ttl_ms, description, retention_policy, created_at, updated_at)
+VALUES ($1, $2::bigint, $3::bigint, $4::text, $5::text, now(), now())
+RETURNING ` + taskColumns
+
+// updateTaskSQL replaces a declaration, keeping created_at; no row when
+// there is none. Parameters as createTaskSQL's.
+const updateTaskSQL = `
+UPDATE leasehold_tasks AS t
+   SET ttl_ms           = $2::bigint,
+       max_ttl_ms       = $3::bigint,
+       description      = $4::text,
+       retention_policy = $5::text,
+       updated_at       = GREATEST(now(), t.updated_at)
+ WHERE t.name = $1
+RETURNING ` + taskColumns
+
+// getTaskSQL reads a declaration. $1 name.
+const getTaskSQL = `SELECT ` + taskColumns + ` FROM leasehold_tasks AS t WHERE t.name = $1`
+
+// listTasksSQL reads every declaration, ordered by name (bytewise).
+const listTasksSQL = `SELECT ` + taskColumns + ` FROM leasehold_tasks AS t ORDER BY t.name`
+
+// deleteTaskSQL removes a declaration. $1 name.
+const deleteTaskSQL = `DELETE FROM leasehold_tasks WHERE name = $1`
+
+// policyColumns are the columns scanPolicy reads, in its order, for a row
+// aliased p.
+const policyColumns = `p.name, p.keep_for_ms, p.keep_last, p.created_at, p.updated_at`
+
+// createPolicySQL inserts a policy. $1 name, $2 keep_for in ms, $3
+// keep_last. The primary key refuses a name taken (23505).
+const createPolicySQL = `
+INSERT INTO leasehold_retention_policies AS p (name, keep_for_ms, keep_last, created_at, updated_at)
+VALUES ($1, $2::bigint, $3::bigint, now(), now())
+RETURNING ` + policyColumns
+
+// updatePolicySQL replaces a policy, keeping created_at; no row when there
+// is none. Parameters as createPolicySQL's.
+const updatePolicySQL = `
+UPDATE leasehold_retention_policies AS p
+   SET keep_for_ms = $2::bigint,
+       keep_last   = $3::bigint,
+       updated_at  = GREATEST(now(), p.updated_at)
+ WHERE p.name = $1
+RETURNING ` + policyColumns
+
+// getPolicySQL reads a policy. $1 name.
+const getPolicySQL = `SELECT ` + policyColumns + ` FROM leasehold_retention_policies AS p WHERE p.name = $1`
+
+// listPoliciesSQL reads every policy, ordered by name (bytewise).
+const listPoliciesSQL = `SELECT ` + policyColumns + ` FROM leasehold_retention_policies AS p ORDER BY p.name`
+
+// deletePolicySQL removes a policy. $1 name. The foreign key of
+// leasehold_tasks refuses it (23503) while a declaration names the policy,
+// checked against the latest committed declarations.
+const deletePolicySQL = `DELETE FROM leasehold_retention_policies WHERE name = $1`
+
+// policyUsersSQL reads the names of the declarations that name a policy,
+// ordered. $1 policy.
+const policyUsersSQL = `SELECT t.name FROM leasehold_tasks AS t WHERE t.retention_policy = $1 ORDER BY t.name`
+
+// historySQL reads a task's newest events, newest first. $1 task, $2 limit.
+const historySQL = `
+SELECT h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail
+  FROM leasehold_history AS h
+ WHERE h.task = $1
+ ORDER BY h.id DESC
+ LIMIT $2::bigint`
+
+// pruneHistorySQL deletes the events that their task's policy does not
+// keep, for the tasks of one chunk: the first $2 tasks (in bytewise order)
+// after $1. It answers the number of tasks in the chunk, the last of them
+// (NULL when there is none) and the number of events deleted.
+//
+// bounds has, per task, the instant before which its events are too old
+// (keep_for > 0) and the id of the oldest of its newest keep_last events
+// (keep_last > 0, and the task has that many), each NULL when it does not
+// apply: one short index scan per task. The tasks are those of
+// leasehold_leases: only statements that write or read a task's lease row
+// write its events, and lease rows are never deleted. A task that is not
+// declared follows the default policy.
+//
+// candidates are the events beyond either bound, found by two index range
+// scans per task (an OR of the two would read every event of the task).
+// doomed locks them in ascending id order before the DELETE removes them,
+// so that two passes racing (the prune lease is advisory: a pruner that
+// cannot reach it prunes anyway) lock in one order and cannot deadlock; an
+// event the other pass deleted first drops out of doomed (FOR UPDATE skips
+// a row deleted meanwhile), so each deletion is counted once. The lease
+// statements only insert events, and lock no event row.
+const pruneHistorySQL = `
+WITH bounds AS MATERIALIZED (
+    SELECT l.task,
+           CASE WHEN p.keep_for_ms > 0 THEN now() - p.keep_for_ms * interval '1 millisecond' END AS too_old,
+           CASE WHEN p.keep_last > 0 THEN (
+               SELECT h.id
+                 FROM leasehold_history AS h
+                WHERE h.task = l.task
+                ORDER BY h.id DESC
+               OFFSET greatest(p.keep_last - 1, 0) LIMIT 1) END AS oldest_kept
+      FROM (SELECT task FROM leasehold_leases WHERE task > $1::text ORDER BY task LIMIT $2::bigint) AS l
+      LEFT JOIN leasehold_tasks AS t ON t.name = l.task
+      JOIN leasehold_retention_policies AS p ON p.name = coalesce(t.retention_policy, 'default')
+), candidates AS (
+    SELECT h.id
+      FROM bounds AS b
+      JOIN leasehold_history AS h ON h.task = b.task AND h.id < b.oldest_kept
+    UNION ALL
+    SELECT h.id
+      FROM bounds AS b
+      JOIN leasehold_history AS h ON h.task = b.task AND h.at < b.too_old
+), doomed AS MATERIALIZED (
+    SELECT h.id
+      FROM leasehold_history AS h
+     WHERE h.id IN (SELECT id FROM candidates)
+     ORDER BY h.id
+       FOR UPDATE OF h
+), deleted AS (
+    DELETE FROM leasehold_history AS h
+     USING doomed AS d
+     WHERE h.id = d.id
+    RETURNING h.id
+)
+SELECT (SELECT count(*) FROM bounds),
+       (SELECT max(task) FROM bounds),
+       (SELECT count(*) FROM deleted)`

@@ -86,16 +86,18 @@ type (
 
 var (
 	_ leasecore.Store        = (*Store)(nil)
+	_ leasecore.CatalogStore = (*Store)(nil)
 	_ leasecore.BatchRenewer = (*Store)(nil)
 	_ leasecore.WriteCounter = (*Store)(nil)
 )
 
 // Failures the driver finds itself, reported as unavailable with their own text.
 var (
-	errClosed       = errors.New("the store is closed")
-	errUndecided    = errors.New("cannot tell held from free")
-	errSchemaBehind = errors.New("the schema is older than this build")
-	errNotValidated = errors.New("refused a request that fails leasecore's Validate")
+	errClosed        = errors.New("the store is closed")
+	errUndecided     = errors.New("cannot tell held from free")
+	errUsersChanging = errors.New("cannot tell whether tasks use the retention policy")
+	errSchemaBehind  = errors.New("the schema is older than this build")
+	errNotValidated  = errors.New("refused a request that fails leasecore's Validate")
 )
 
 // Open returns a Store for the PostgreSQL database at url
@@ -142,8 +144,10 @@ func Open(ctx context.Context, url string) (*Store, error) {
 
 // Claim acquires a free, released or expired lease with the next token,
 // refreshes the owner's own live lease (same token), or returns
-// *leasecore.HeldError naming the live holder. See the package doc for why one
-// statement decides it.
+// *leasecore.HeldError naming the live holder. A new grant is recorded in
+// the task's history by the statement that makes it ("acquired", after the
+// end of the expired lease it replaced, unless that end is recorded
+// already). See the package doc for why one statement decides it.
 func (s *Store) Claim(ctx context.Context, p leasecore.ClaimParams) (*leasecore.Lease, error) {
 	const op = "claim"
 	if s.closed.Load() {
@@ -209,7 +213,8 @@ func (s *Store) sendClaims(ctx context.Context, reqs []claimReq) ([]*leasecore.L
 }
 
 // Renew extends the owner's live lease, or returns *leasecore.LostError with
-// the reason it could not.
+// the reason it could not. A renewal refused because the owner's own lease
+// expired records the lease's loss in the history, once per lease.
 func (s *Store) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.Lease, error) {
 	const op = "renew"
 	if s.closed.Load() {
@@ -230,7 +235,7 @@ func (s *Store) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.
 		token          int64
 		released, live bool
 	)
-	err = s.pool.QueryRow(ctx, renewStateSQL, p.Task).Scan(&owner, &token, &released, &live)
+	err = s.pool.QueryRow(ctx, renewStateSQL, p.Task, p.Owner).Scan(&owner, &token, &released, &live)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, &leasecore.LostError{Task: p.Task, Reason: leasecore.LostNotHeld, Detail: "the task has never been claimed"}
 	}
@@ -270,7 +275,8 @@ const maxRenewBatch = 2048
 // RenewBatch renews many leases in as few statements as it can: up to
 // maxRenewBatch renewals of distinct tasks per statement (a task named twice
 // goes in a later statement), one after another. Each refused renewal gets
-// its reason from one query for all of them. It is leasecore.BatchRenewer.
+// its reason from one statement for all of them, which records the losses
+// as Renew does. It is leasecore.BatchRenewer.
 func (s *Store) RenewBatch(ctx context.Context, ps []leasecore.RenewParams) ([]leasecore.RenewResult, error) {
 	const op = "renew"
 	if s.closed.Load() {
@@ -311,18 +317,19 @@ func (s *Store) RenewBatch(ctx context.Context, ps []leasecore.RenewParams) ([]l
 }
 
 // lostReasons fills in the *LostError of each refused renewal ps[i], i in
-// refused, from one read of their rows.
+// refused, from one read of their rows (which records the losses of expired
+// leases, as Renew's read does).
 func (s *Store) lostReasons(ctx context.Context, ps []leasecore.RenewParams, refused []int, results []leasecore.RenewResult) error {
 	type state struct {
 		owner          string
 		token          int64
 		released, live bool
 	}
-	tasks := make([]string, len(refused))
+	tasks, owners := make([]string, len(refused)), make([]string, len(refused))
 	for j, i := range refused {
-		tasks[j] = ps[i].Task
+		tasks[j], owners[j] = ps[i].Task, ps[i].Owner
 	}
-	rows, err := s.pool.Query(ctx, renewStatesSQL, tasks)
+	rows, err := s.pool.Query(ctx, renewStatesSQL, tasks, owners)
 	if err != nil {
 		return err
 	}
@@ -449,7 +456,8 @@ func lostReason(p leasecore.RenewParams, owner string, token int64, released, li
 }
 
 // Release ends the owner's live lease (checking the token when given) and
-// reports whether it did. Not holding it is (false, nil).
+// reports whether it did, recording "released" in the task's history in the
+// same statement. Not holding it is (false, nil).
 func (s *Store) Release(ctx context.Context, p leasecore.ReleaseParams) (bool, error) {
 	const op = "release"
 	if s.closed.Load() {

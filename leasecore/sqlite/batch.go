@@ -21,12 +21,14 @@ const maxBatch = 256
 // caller: a caller that stops waiting does not end the batch for the others.
 const batchTimeout = BusyTimeout + 5*time.Second
 
-// request is one Claim, Renew or Release waiting for, or running in, a batch.
+// request is one write (Claim, Renew, Release, or a catalog write) waiting
+// for, or running in, a batch.
 type request struct {
 	// ctx is the caller's context. The writer reads it only to skip the
 	// operation when the caller has already stopped waiting.
 	ctx context.Context
-	// op names the operation in an *UnavailableError: claim, renew, release.
+	// op names the operation in an *UnavailableError: claim, renew,
+	// release, create_task, prune, ….
 	op string
 	// apply does the operation's read-decide-write inside the batch's
 	// transaction. Its error is an SQL failure, which fails the batch; a
@@ -43,8 +45,18 @@ type answer struct {
 	lease    *leasecore.Lease        // Claim and Renew, when err is nil
 	released bool                    // Release
 	batch    []leasecore.RenewResult // RenewBatch: one result per renewal
-	// err is a lease outcome (*leasecore.HeldError, *leasecore.LostError)
-	// or, when the batch failed, unavailable.
+
+	task    *leasecore.TaskDecl        // CreateTask, UpdateTask
+	policy  *leasecore.RetentionPolicy // CreatePolicy, UpdatePolicy
+	deleted bool                       // DeleteTask, DeletePolicy
+	pruned  int64                      // a round of PruneHistory: events deleted
+	// next is where the next round of PruneHistory starts: the last task
+	// this round visited, "" when no task was left.
+	next string
+
+	// err is an outcome (*leasecore.HeldError, *leasecore.LostError, or a
+	// catalog outcome such as *leasecore.ExistsError) or, when the batch
+	// failed, unavailable.
 	err error
 }
 
@@ -246,12 +258,14 @@ func (s *Store) WriteCounts() []leasecore.WriteCount {
 // the writer: parsing them took a quarter of the CPU of an operation, and
 // with a single writer connection each is prepared only once.
 type writeStmts struct {
-	current, grant, extend, release *sql.Stmt
+	current, grant, extend, released, release, record, newest *sql.Stmt
 }
 
-// txStmts are the write statements bound to one batch's transaction.
+// txStmts are the write statements bound to one batch's transaction, and
+// the transaction itself, for the catalog's rarer writes.
 type txStmts struct {
-	current, grant, extend, release *sql.Stmt
+	tx                                                        *sql.Tx
+	current, grant, extend, released, release, record, newest *sql.Stmt
 }
 
 // statements returns the prepared write statements, preparing them on first
@@ -270,7 +284,10 @@ func (s *Store) statements(ctx context.Context) (*writeStmts, error) {
 		{&ws.current, selectForUpdateSQL},
 		{&ws.grant, grantSQL},
 		{&ws.extend, extendSQL},
+		{&ws.released, releasedSQL},
 		{&ws.release, releaseSQL},
+		{&ws.record, recordSQL},
+		{&ws.newest, newestSQL},
 	} {
 		st, err := s.writer.PrepareContext(ctx, p.query)
 		if err != nil {
@@ -287,15 +304,19 @@ func (s *Store) statements(ctx context.Context) (*writeStmts, error) {
 // operation. They are closed with the transaction.
 func (ws *writeStmts) in(ctx context.Context, tx *sql.Tx) *txStmts {
 	return &txStmts{
-		current: tx.StmtContext(ctx, ws.current),
-		grant:   tx.StmtContext(ctx, ws.grant),
-		extend:  tx.StmtContext(ctx, ws.extend),
-		release: tx.StmtContext(ctx, ws.release),
+		tx:       tx,
+		current:  tx.StmtContext(ctx, ws.current),
+		grant:    tx.StmtContext(ctx, ws.grant),
+		extend:   tx.StmtContext(ctx, ws.extend),
+		released: tx.StmtContext(ctx, ws.released),
+		release:  tx.StmtContext(ctx, ws.release),
+		record:   tx.StmtContext(ctx, ws.record),
+		newest:   tx.StmtContext(ctx, ws.newest),
 	}
 }
 
 func (ws *writeStmts) close() {
-	for _, st := range []*sql.Stmt{ws.current, ws.grant, ws.extend, ws.release} {
+	for _, st := range []*sql.Stmt{ws.current, ws.grant, ws.extend, ws.released, ws.release, ws.record, ws.newest} {
 		if st != nil {
 			_ = st.Close()
 		}

@@ -436,7 +436,9 @@ func TestFailedBatchAnswersEveryoneUnavailable(t *testing.T) {
 func TestRenewBatchTransactions(t *testing.T) {
 	t.Parallel()
 	s := openMigrated(t, filepath.Join(t.TempDir(), "leasehold.db"))
-	svc := leasecore.New(s)
+	// The case counts transactions; a 2,048-renewal transaction under the
+	// race detector on a busy machine may outlast the default op timeout.
+	svc := leasecore.New(s, leasecore.WithOpTimeout(time.Minute))
 	const n = maxRenewBatch + 52
 	ps := make([]leasecore.RenewParams, n)
 	for i := range ps {

@@ -29,6 +29,26 @@ func BenchmarkClaim(b *testing.B) {
 	}
 }
 
+// BenchmarkClaimRelease measures the grant path: each operation is a claim
+// of a free task (a new token, and an acquired event in the history) and
+// its release (a released event), two durable commits unless batched.
+func BenchmarkClaimRelease(b *testing.B) {
+	for _, clients := range []int{1, 32} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			svc := benchService(b)
+			benchload.Run(b, clients, func(ctx context.Context, c int) error {
+				task, owner := benchTask(c), "bench-"+benchTask(c)
+				lease, err := svc.Claim(ctx, leasecore.ClaimParams{Task: task, Owner: owner, TTL: time.Minute})
+				if err != nil {
+					return err
+				}
+				_, err = svc.Release(ctx, leasecore.ReleaseParams{Task: task, Owner: owner, Token: lease.Token})
+				return err
+			})
+		})
+	}
+}
+
 func BenchmarkRenew(b *testing.B) {
 	for _, clients := range []int{1, 32} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -19,7 +20,7 @@ const nowMS = `CAST(ROUND(unixepoch('subsec') * 1000) AS INTEGER)`
 // now, in one statement. It always yields one row: the clock, then the
 // lease's columns (NULL when the task has no row).
 const selectForUpdateSQL = `
-SELECT n.ms, l.owner, l.token, l.ttl_ms, l.expires_at, l.released_at
+SELECT n.ms, l.owner, l.token, l.ttl_ms, l.expires_at, l.released_at, l.end_recorded, l.last_event
 FROM (SELECT ` + nowMS + ` AS ms) AS n
 LEFT JOIN leasehold_leases AS l ON l.task = :task`
 
@@ -27,13 +28,14 @@ LEFT JOIN leasehold_leases AS l ON l.task = :task`
 const leaseColumns = `task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note`
 
 // grantSQL hands the task to a new holder: a first row with token 1, or the
-// next token on the existing row. The caller has seen, in the same
-// transaction, that no lease is live; the WHERE repeats the check so that the
-// statement alone can never take a live lease away from its holder.
+// next token on the existing row, whose acquired event (:event) is now the
+// task's newest. The caller has seen, in the same transaction, that no lease
+// is live; the WHERE repeats the check so that the statement alone can never
+// take a live lease away from its holder.
 const grantSQL = `
 INSERT INTO leasehold_leases AS l
-       (task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note, released_at)
-VALUES (:task, :owner, 1, :now, :now, :now + :ttl, :ttl, 0, :note, NULL)
+       (task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note, released_at, end_recorded, last_event)
+VALUES (:task, :owner, 1, :now, :now, :now + :ttl, :ttl, 0, :note, NULL, 0, :event)
 ON CONFLICT (task) DO UPDATE SET
        owner = excluded.owner,
        token = l.token + 1,
@@ -43,7 +45,9 @@ ON CONFLICT (task) DO UPDATE SET
        ttl_ms = excluded.ttl_ms,
        renew_count = 0,
        note = excluded.note,
-       released_at = NULL
+       released_at = NULL,
+       end_recorded = 0,
+       last_event = excluded.last_event
 WHERE l.released_at IS NOT NULL OR l.expires_at <= :now
 RETURNING ` + leaseColumns
 
@@ -60,13 +64,39 @@ WHERE task = :task AND owner = :owner AND token = :token
   AND released_at IS NULL AND expires_at > :now
 RETURNING ` + leaseColumns
 
-// releaseSQL ends the owner's live lease in one conditional statement.
+// releasedSQL records the release of the owner's live lease (checking the
+// token when given), in one conditional statement that reads the lease and
+// the store's now: an event after the task's newest, and its id and time;
+// no row when there is nothing to release. releaseSQL then ends the lease.
+const releasedSQL = `
+INSERT INTO leasehold_history (task, kind, owner, token, at, detail, prev_id)
+SELECT l.task, 'released', l.owner, l.token, n.ms, '', l.last_event
+FROM leasehold_leases AS l, (SELECT ` + nowMS + ` AS ms) AS n
+WHERE l.task = :task AND l.owner = :owner
+  AND l.released_at IS NULL AND l.expires_at > n.ms
+  AND (:token = 0 OR l.token = :token)
+RETURNING id, at`
+
+// releaseSQL ends the lease whose release releasedSQL recorded (the same
+// transaction has just seen it live), as of that event's time.
 const releaseSQL = `
 UPDATE leasehold_leases
-SET released_at = ` + nowMS + `, expires_at = ` + nowMS + `
-WHERE task = :task AND owner = :owner
-  AND released_at IS NULL AND expires_at > ` + nowMS + `
-  AND (:token = 0 OR token = :token)`
+SET released_at = :at, expires_at = min(expires_at, :at), last_event = :event
+WHERE task = :task AND released_at IS NULL`
+
+// recordSQL appends an event to the task's history, after :prev, the task's
+// newest event until now (NULL: none), and returns its id.
+const recordSQL = `
+INSERT INTO leasehold_history (task, kind, owner, token, at, detail, prev_id)
+VALUES (:task, :kind, :owner, :token, :at, :detail, :prev)
+RETURNING id`
+
+// newestSQL makes :event the task's newest event; with :ended, it also
+// notes that the end of the lease, which ran out unreleased, is recorded.
+const newestSQL = `
+UPDATE leasehold_leases
+SET last_event = :event, end_recorded = CASE WHEN :ended THEN 1 ELSE end_recorded END
+WHERE task = :task`
 
 // liveSQL selects live leases with the store's now as the last column.
 const liveSQL = `
@@ -88,25 +118,54 @@ type current struct {
 	ttlMS     int64
 	expiresAt int64
 	released  bool
+	// endRecorded: the lease ran out unreleased and its end (lost) is in
+	// the history already.
+	endRecorded bool
+	// lastEvent is the id of the task's newest event, 0 when it has none.
+	lastEvent int64
+}
+
+// endUnrecorded reports whether the row holds a lease that ran out
+// unreleased and whose end the history does not show yet.
+func (c current) endUnrecorded() bool {
+	return c.exists && !c.released && !c.endRecorded && c.expiresAt <= c.now
 }
 
 func (c current) live() bool { return c.exists && !c.released && c.expiresAt > c.now }
 
 func readCurrent(ctx context.Context, st *txStmts, task string) (current, error) {
 	var (
-		c                        current
-		owner                    sql.NullString
-		token, ttl, exp, release sql.NullInt64
+		c                                     current
+		owner                                 sql.NullString
+		token, ttl, exp, release, ended, last sql.NullInt64
 	)
 	err := st.current.QueryRowContext(ctx, sql.Named("task", task)).
-		Scan(&c.now, &owner, &token, &ttl, &exp, &release)
+		Scan(&c.now, &owner, &token, &ttl, &exp, &release, &ended, &last)
 	if err != nil {
 		return current{}, err
 	}
 	c.exists = owner.Valid
 	c.owner, c.token, c.ttlMS, c.expiresAt = owner.String, token.Int64, ttl.Int64, exp.Int64
 	c.released = release.Valid
+	c.endRecorded = ended.Int64 != 0
+	c.lastEvent = last.Int64
 	return c, nil
+}
+
+// record appends an event to the task's history after prev, the task's
+// newest event until now (0: none), in the transaction of the lease change
+// it records, and returns its id. The caller makes it the task's newest in
+// the lease row.
+func record(ctx context.Context, st *txStmts, e leasecore.Event, atMS, prev int64) (int64, error) {
+	var after any // NULL for a task's first event
+	if prev != 0 {
+		after = prev
+	}
+	var id int64
+	err := st.record.QueryRowContext(ctx,
+		sql.Named("task", e.Task), sql.Named("kind", string(e.Kind)), sql.Named("owner", e.Owner),
+		sql.Named("token", e.Token), sql.Named("at", atMS), sql.Named("detail", e.Detail), sql.Named("prev", after)).Scan(&id)
+	return id, err
 }
 
 // Claim acquires a free or expired lease with the next token, refreshes the
@@ -121,14 +180,16 @@ func (s *Store) Claim(ctx context.Context, p leasecore.ClaimParams) (*leasecore.
 	return res.lease, res.err
 }
 
-// claim is Claim's read-decide-write inside a batch.
+// claim is Claim's read-decide-write inside a batch. A grant is recorded
+// in the history (acquired), after the end of the lease it replaces when
+// that ran out unrecorded (expired, or taken_over by another owner); a
+// refresh is not.
 func claim(ctx context.Context, st *txStmts, p leasecore.ClaimParams) (answer, error) {
 	cur, err := readCurrent(ctx, st, p.Task)
 	if err != nil {
 		return answer{}, err
 	}
 	ttl := p.TTL.Milliseconds()
-	var row *sql.Row
 	switch {
 	case cur.live() && cur.owner != p.Owner:
 		return answer{err: &leasecore.HeldError{Task: p.Task, Holder: leasecore.Holder{
@@ -137,17 +198,41 @@ func claim(ctx context.Context, st *txStmts, p leasecore.ClaimParams) (answer, e
 			TTLRemaining: time.Duration(cur.expiresAt-cur.now) * time.Millisecond,
 		}}}, nil
 	case cur.live():
-		row = st.extend.QueryRowContext(ctx,
+		row := st.extend.QueryRowContext(ctx,
 			sql.Named("task", p.Task), sql.Named("owner", p.Owner), sql.Named("token", cur.token),
 			sql.Named("now", cur.now), sql.Named("ttl", ttl),
 			sql.Named("set_note", true), sql.Named("note", p.Note))
-	default:
-		row = st.grant.QueryRowContext(ctx,
-			sql.Named("task", p.Task), sql.Named("owner", p.Owner),
-			sql.Named("now", cur.now), sql.Named("ttl", ttl), sql.Named("note", p.Note))
+		lease, err := scanLease(row, cur.now)
+		return answer{lease: lease}, err
 	}
+	newest := cur.lastEvent
+	if cur.endUnrecorded() {
+		end := leasecore.Event{Task: p.Task, Kind: leasecore.EventExpired, Owner: cur.owner, Token: cur.token}
+		if cur.owner != p.Owner {
+			end.Kind, end.Detail = leasecore.EventTakenOver, fmt.Sprintf("expired unreleased; taken over by %q", p.Owner)
+		}
+		if newest, err = record(ctx, st, end, cur.now, newest); err != nil {
+			return answer{}, err
+		}
+	}
+	// The grant's token is known before it is written (the row was read in
+	// this transaction), so its event goes first and the grant points at it.
+	token := cur.token + 1 // 1 for a new row
+	acquired := leasecore.Event{Task: p.Task, Kind: leasecore.EventAcquired, Owner: p.Owner, Token: token}
+	if newest, err = record(ctx, st, acquired, cur.now, newest); err != nil {
+		return answer{}, err
+	}
+	row := st.grant.QueryRowContext(ctx,
+		sql.Named("task", p.Task), sql.Named("owner", p.Owner),
+		sql.Named("now", cur.now), sql.Named("ttl", ttl), sql.Named("note", p.Note), sql.Named("event", newest))
 	lease, err := scanLease(row, cur.now)
-	return answer{lease: lease}, err
+	if err != nil {
+		return answer{}, err
+	}
+	if lease.Token != token {
+		return answer{}, fmt.Errorf("%w: granted token %d, recorded %d", errVanished, lease.Token, token)
+	}
+	return answer{lease: lease}, nil
 }
 
 // Renew extends the owner's live lease (a zero TTL keeps its TTL), or returns
@@ -192,13 +277,24 @@ func (s *Store) RenewBatch(ctx context.Context, ps []leasecore.RenewParams) ([]l
 	return results, nil
 }
 
-// renew is Renew's read-decide-write inside a batch.
+// renew is Renew's read-decide-write inside a batch. The first renewal an
+// owner tries after its lease ran out records the lease's end (lost).
 func renew(ctx context.Context, st *txStmts, p leasecore.RenewParams) (answer, error) {
 	cur, err := readCurrent(ctx, st, p.Task)
 	if err != nil {
 		return answer{}, err
 	}
 	if reason, detail := lostReason(cur, p); reason != "" {
+		if reason == leasecore.LostExpired && cur.endUnrecorded() {
+			end := leasecore.Event{Task: p.Task, Kind: leasecore.EventLost, Owner: cur.owner, Token: cur.token}
+			id, err := record(ctx, st, end, cur.now, cur.lastEvent)
+			if err != nil {
+				return answer{}, err
+			}
+			if err := setNewest(ctx, st, p.Task, id, true); err != nil {
+				return answer{}, err
+			}
+		}
 		return answer{err: &leasecore.LostError{Task: p.Task, Reason: reason, Detail: detail}}, nil
 	}
 	ttl := p.TTL.Milliseconds()
@@ -242,18 +338,40 @@ func (s *Store) Release(ctx context.Context, p leasecore.ReleaseParams) (bool, e
 	return res.released, res.err
 }
 
-// release is Release's one conditional UPDATE inside a batch.
+// release is Release's read-decide-write inside a batch: the released
+// event, recorded only when the owner holds the lease live, then the lease
+// ended.
 func release(ctx context.Context, st *txStmts, p leasecore.ReleaseParams) (answer, error) {
-	res, err := st.release.ExecContext(ctx,
-		sql.Named("task", p.Task), sql.Named("owner", p.Owner), sql.Named("token", p.Token))
+	var event, at int64
+	err := st.released.QueryRowContext(ctx,
+		sql.Named("task", p.Task), sql.Named("owner", p.Owner), sql.Named("token", p.Token)).Scan(&event, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return answer{released: false}, nil
+	}
 	if err != nil {
 		return answer{}, err
 	}
-	n, err := res.RowsAffected()
+	res, err := st.release.ExecContext(ctx, sql.Named("task", p.Task), sql.Named("at", at), sql.Named("event", event))
 	if err != nil {
 		return answer{}, err
 	}
-	return answer{released: n > 0}, nil
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return answer{}, cmp.Or(err, errVanished)
+	}
+	return answer{released: true}, nil
+}
+
+// setNewest makes event the task's newest; ended notes that the end of its
+// lease, which ran out unreleased, is recorded.
+func setNewest(ctx context.Context, st *txStmts, task string, event int64, ended bool) error {
+	res, err := st.newest.ExecContext(ctx, sql.Named("task", task), sql.Named("event", event), sql.Named("ended", ended))
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return cmp.Or(err, errVanished)
+	}
+	return nil
 }
 
 // Get returns the task's live lease, or nil when there is none.

@@ -332,6 +332,26 @@ func TestProcessesChurningOneTaskGetUniqueTokens(t *testing.T) {
 			t.Fatalf("tokens granted across processes, sorted: %v; want 1…%d, each once", all, len(all))
 		}
 	}
+
+	// Each grant and its release are in the history, once, in token order:
+	// the events were written in the transactions that made the changes.
+	events, err := parent.History(context.Background(), "churn", leasecore.MaxHistoryLimit)
+	if err != nil {
+		t.Fatalf("history: %v", err)
+	}
+	if len(events) != 2*len(all) {
+		t.Fatalf("history of churn has %d events, want %d (acquired and released per grant)", len(events), 2*len(all))
+	}
+	for i, e := range events { // newest first: released N, acquired N, released N-1, …
+		tok := int64(len(all) - i/2)
+		kind := leasecore.EventReleased
+		if i%2 == 1 {
+			kind = leasecore.EventAcquired
+		}
+		if e.Kind != kind || e.Token != tok {
+			t.Fatalf("history event %d (newest first) is %s of token %d, want %s of token %d", i, e.Kind, e.Token, kind, tok)
+		}
+	}
 }
 
 // TestProcessesMigratingAFreshFile: four processes migrate one new file at

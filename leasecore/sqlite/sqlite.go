@@ -26,6 +26,7 @@ var (
 	_ leasecore.Store        = (*Store)(nil)
 	_ leasecore.BatchRenewer = (*Store)(nil)
 	_ leasecore.WriteCounter = (*Store)(nil)
+	_ leasecore.CatalogStore = (*Store)(nil)
 )
 
 // BusyTimeout is how long a statement waits for another process's write
@@ -73,6 +74,9 @@ type Store struct {
 	// batchTimeout bounds one batch: the constant batchTimeout, which
 	// tests shorten.
 	batchTimeout time.Duration
+	// pruneRound is how many tasks one transaction of PruneHistory visits:
+	// the constant pruneRoundTasks, which tests shorten.
+	pruneRound int
 
 	// stmts are the writer's prepared statements, owned by the writer
 	// goroutine (see statements).
@@ -125,6 +129,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		cancel:       cancel,
 		writerDone:   make(chan struct{}),
 		batchTimeout: batchTimeout,
+		pruneRound:   pruneRoundTasks,
 	}
 	go s.write()
 	return s, nil

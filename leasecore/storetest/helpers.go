@@ -64,8 +64,8 @@ func (s *suite) open(t *testing.T, open func(*testing.T) leasecore.Store) leasec
 			t.Logf("closing store: %v", err)
 		}
 	})
+	// Keep the driver's batch renewal visible to the Service.
 	if br, ok := st.(leasecore.BatchRenewer); ok {
-		// Keep the driver's batch renewal visible to Service.RenewBatch.
 		return &batchCloseOnce{closeOnce: c, BatchRenewer: br}
 	}
 	return c

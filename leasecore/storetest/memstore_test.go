@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"strings"
@@ -29,6 +30,31 @@ type memData struct {
 	mu       sync.Mutex
 	migrated bool
 	rows     map[string]*memRow
+	tasks    map[string]leasecore.TaskDecl
+	policies map[string]leasecore.RetentionPolicy
+	history  []leasecore.Event // oldest first
+	lastID   int64             // the id of the newest event ever recorded
+}
+
+// newMemData returns an empty database, migrated or not.
+func newMemData(migrated bool) *memData {
+	d := &memData{rows: map[string]*memRow{}, tasks: map[string]leasecore.TaskDecl{}, policies: map[string]leasecore.RetentionPolicy{}}
+	if migrated {
+		d.migrate(false)
+	}
+	return d
+}
+
+// migrate creates the schema: once, with the default policy, as the
+// catalog's migration does (reseed: the migrateResetsDefault mutant, which
+// creates it again every time).
+func (d *memData) migrate(reseed bool) {
+	if !d.migrated || reseed {
+		now := memNow()
+		d.policies[leasecore.DefaultPolicy] = leasecore.RetentionPolicy{Name: leasecore.DefaultPolicy,
+			KeepFor: leasecore.DefaultKeepFor, KeepLast: leasecore.DefaultKeepLast, CreatedAt: now, UpdatedAt: now}
+	}
+	d.migrated = true
 }
 
 type memRow struct {
@@ -39,9 +65,15 @@ type memRow struct {
 	ttl                                    time.Duration
 	renewCount                             int64
 	note                                   string
+	// ended: the lease's end is in the history already (lost), so a later
+	// grant records no expiry or takeover for it.
+	ended bool
 }
 
-var _ leasecore.Store = (*memStore)(nil)
+var (
+	_ leasecore.Store        = (*memStore)(nil)
+	_ leasecore.CatalogStore = (*memStore)(nil)
+)
 
 var errMem = errors.New("memstore: unavailable")
 
@@ -125,9 +157,17 @@ func (m *memStore) Claim(ctx context.Context, p leasecore.ClaimParams) (*leaseco
 		token := int64(1)
 		if r != nil {
 			token = r.token + 1
+			if !r.released && !r.ended { // ran out unreleased: its end is recorded now
+				kind, detail := leasecore.EventExpired, ""
+				if r.owner != p.Owner && m.mutant != "takeoverIsExpired" {
+					kind, detail = leasecore.EventTakenOver, fmt.Sprintf("expired unreleased and taken over by %q", p.Owner)
+				}
+				m.record(leasecore.Event{Task: p.Task, Kind: kind, Owner: r.owner, Token: r.token, At: now, Detail: detail})
+			}
 		}
 		nr := &memRow{owner: p.Owner, token: token, acquired: now, renewed: now, expires: now.Add(p.TTL), ttl: p.TTL, note: p.Note}
 		m.data.rows[p.Task] = nr
+		m.record(leasecore.Event{Task: p.Task, Kind: leasecore.EventAcquired, Owner: p.Owner, Token: token, At: now})
 		return m.lease(p.Task, nr, now), nil
 	case r.owner == p.Owner:
 		switch m.mutant {
@@ -135,6 +175,8 @@ func (m *memStore) Claim(ctx context.Context, p leasecore.ClaimParams) (*leaseco
 			r.token++
 		case "refreshMovesAcquired":
 			r.acquired = now
+		case "refreshRecordsAcquired":
+			m.record(leasecore.Event{Task: p.Task, Kind: leasecore.EventAcquired, Owner: p.Owner, Token: r.token, At: now})
 		}
 		oldNote := r.note
 		r.expires, r.renewed, r.renewCount, r.note, r.ttl = now.Add(p.TTL), now, r.renewCount+1, p.Note, p.TTL
@@ -172,6 +214,10 @@ func (m *memStore) Renew(ctx context.Context, p leasecore.RenewParams) (*leaseco
 	case !r.live(now) && m.mutant != "renewResurrects":
 		if m.mutant == "expiredIsNotHeld" {
 			return nil, lost(leasecore.LostNotHeld)
+		}
+		if !r.ended || m.mutant == "lostEveryRenewal" {
+			r.ended = true
+			m.record(leasecore.Event{Task: p.Task, Kind: leasecore.EventLost, Owner: r.owner, Token: r.token, At: now})
 		}
 		return nil, lost(leasecore.LostExpired)
 	case p.Token != 0 && p.Token != r.token && m.mutant != "renewIgnoresToken":
@@ -218,6 +264,7 @@ func (m *memStore) Release(ctx context.Context, p leasecore.ReleaseParams) (bool
 	if p.Token != 0 && p.Token != r.token && m.mutant != "releaseIgnoresToken" {
 		return false, nil
 	}
+	m.record(leasecore.Event{Task: p.Task, Kind: leasecore.EventReleased, Owner: r.owner, Token: r.token, At: now})
 	if m.mutant == "releaseDeletesRow" { // the seed's releaseLease
 		delete(m.data.rows, p.Task)
 		return true, nil
@@ -286,7 +333,7 @@ func (m *memStore) Migrate(ctx context.Context) error {
 	if m.mutant == "migrateWipes" {
 		m.data.rows = map[string]*memRow{}
 	}
-	m.data.migrated = true
+	m.data.migrate(m.mutant == "migrateResetsDefault")
 	return nil
 }
 
@@ -295,4 +342,229 @@ func (m *memStore) Close() error {
 	defer m.mu.Unlock()
 	m.closed = true
 	return nil
+}
+
+// record appends an event to the history under the next id. The data is
+// locked.
+func (m *memStore) record(e leasecore.Event) {
+	if m.mutant == "idsReused" { // the next id after the newest one left
+		e.ID = 1
+		if n := len(m.data.history); n > 0 {
+			e.ID = m.data.history[n-1].ID + 1
+		}
+	} else {
+		m.data.lastID++
+		e.ID = m.data.lastID
+	}
+	m.data.history = append(m.data.history, e)
+}
+
+func (m *memStore) CreateTask(ctx context.Context, d leasecore.TaskDecl) (*leasecore.TaskDecl, error) {
+	unlock, err := m.begin(ctx, "create_task")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if _, ok := m.data.tasks[d.Name]; ok && m.mutant != "createOverwrites" {
+		return nil, &leasecore.ExistsError{Kind: "task", Name: d.Name}
+	}
+	if _, ok := m.data.policies[d.RetentionPolicy]; !ok && m.mutant != "missingPolicyAccepted" {
+		return nil, &leasecore.NotFoundError{Kind: "retention policy", Name: d.RetentionPolicy}
+	}
+	d.CreatedAt = memNow()
+	d.UpdatedAt = d.CreatedAt
+	m.data.tasks[d.Name] = d
+	return &d, nil
+}
+
+func (m *memStore) UpdateTask(ctx context.Context, d leasecore.TaskDecl) (*leasecore.TaskDecl, error) {
+	unlock, err := m.begin(ctx, "update_task")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	old, ok := m.data.tasks[d.Name]
+	if !ok {
+		return nil, &leasecore.NotFoundError{Kind: "task", Name: d.Name}
+	}
+	if _, ok := m.data.policies[d.RetentionPolicy]; !ok {
+		return nil, &leasecore.NotFoundError{Kind: "retention policy", Name: d.RetentionPolicy}
+	}
+	d.CreatedAt, d.UpdatedAt = old.CreatedAt, memNow()
+	if m.mutant == "updateMovesCreated" {
+		d.CreatedAt = d.UpdatedAt
+	}
+	m.data.tasks[d.Name] = d
+	return &d, nil
+}
+
+func (m *memStore) GetTask(ctx context.Context, name string) (*leasecore.TaskDecl, error) {
+	unlock, err := m.begin(ctx, "get_task")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	d, ok := m.data.tasks[name]
+	if !ok {
+		return nil, nil
+	}
+	return &d, nil
+}
+
+func (m *memStore) ListTasks(ctx context.Context) ([]leasecore.TaskDecl, error) {
+	unlock, err := m.begin(ctx, "list_tasks")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	out := make([]leasecore.TaskDecl, 0, len(m.data.tasks))
+	for _, d := range m.data.tasks {
+		out = append(out, d)
+	}
+	slices.SortFunc(out, func(a, b leasecore.TaskDecl) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+func (m *memStore) DeleteTask(ctx context.Context, name string) (bool, error) {
+	unlock, err := m.begin(ctx, "delete_task")
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	_, ok := m.data.tasks[name]
+	delete(m.data.tasks, name)
+	return ok, nil
+}
+
+func (m *memStore) CreatePolicy(ctx context.Context, p leasecore.RetentionPolicy) (*leasecore.RetentionPolicy, error) {
+	unlock, err := m.begin(ctx, "create_policy")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if _, ok := m.data.policies[p.Name]; ok {
+		return nil, &leasecore.ExistsError{Kind: "retention policy", Name: p.Name}
+	}
+	p.CreatedAt = memNow()
+	p.UpdatedAt = p.CreatedAt
+	m.data.policies[p.Name] = p
+	return &p, nil
+}
+
+func (m *memStore) UpdatePolicy(ctx context.Context, p leasecore.RetentionPolicy) (*leasecore.RetentionPolicy, error) {
+	unlock, err := m.begin(ctx, "update_policy")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	old, ok := m.data.policies[p.Name]
+	if !ok {
+		return nil, &leasecore.NotFoundError{Kind: "retention policy", Name: p.Name}
+	}
+	p.CreatedAt, p.UpdatedAt = old.CreatedAt, memNow()
+	m.data.policies[p.Name] = p
+	return &p, nil
+}
+
+func (m *memStore) GetPolicy(ctx context.Context, name string) (*leasecore.RetentionPolicy, error) {
+	unlock, err := m.begin(ctx, "get_policy")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	p, ok := m.data.policies[name]
+	if !ok {
+		return nil, nil
+	}
+	return &p, nil
+}
+
+func (m *memStore) ListPolicies(ctx context.Context) ([]leasecore.RetentionPolicy, error) {
+	unlock, err := m.begin(ctx, "list_policies")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	out := make([]leasecore.RetentionPolicy, 0, len(m.data.policies))
+	for _, p := range m.data.policies {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b leasecore.RetentionPolicy) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+func (m *memStore) DeletePolicy(ctx context.Context, name string) (bool, error) {
+	unlock, err := m.begin(ctx, "delete_policy")
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	if name == leasecore.DefaultPolicy {
+		return false, &leasecore.InUseError{Policy: name}
+	}
+	var users []string
+	for _, d := range m.data.tasks {
+		if d.RetentionPolicy == name {
+			users = append(users, d.Name)
+		}
+	}
+	if len(users) > 0 && m.mutant != "deletePolicyInUse" {
+		slices.Sort(users)
+		return false, &leasecore.InUseError{Policy: name, Tasks: users}
+	}
+	_, ok := m.data.policies[name]
+	delete(m.data.policies, name)
+	return ok, nil
+}
+
+func (m *memStore) History(ctx context.Context, task string, limit int) ([]leasecore.Event, error) {
+	unlock, err := m.begin(ctx, "history")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	out := []leasecore.Event{}
+	for i := len(m.data.history) - 1; i >= 0 && len(out) < limit; i-- {
+		if e := m.data.history[i]; e.Task == task {
+			out = append(out, e)
+		}
+	}
+	if m.mutant == "historyOldestFirst" {
+		slices.Reverse(out)
+	}
+	return out, nil
+}
+
+func (m *memStore) PruneHistory(ctx context.Context) (int64, error) {
+	unlock, err := m.begin(ctx, "prune")
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	now := memNow()
+	newer := map[string]int64{} // per task, the events kept so far, newest first
+	var kept []leasecore.Event
+	for i := len(m.data.history) - 1; i >= 0; i-- {
+		e := m.data.history[i]
+		name := leasecore.DefaultPolicy
+		d, declared := m.data.tasks[e.Task]
+		if declared {
+			name = d.RetentionPolicy
+		}
+		p := m.data.policies[name]
+		keepLast := p.KeepLast
+		if m.mutant == "pruneKeepsOneMore" && keepLast > 0 {
+			keepLast++
+		}
+		drop := (keepLast > 0 && newer[e.Task] >= keepLast) || (p.KeepFor > 0 && e.At.Before(now.Add(-p.KeepFor)))
+		if drop && !(m.mutant == "pruneSkipsUndeclared" && !declared) {
+			continue
+		}
+		newer[e.Task]++
+		kept = append(kept, e)
+	}
+	slices.Reverse(kept)
+	n := int64(len(m.data.history) - len(kept))
+	m.data.history = kept
+	return n, nil
 }

@@ -92,12 +92,16 @@ func (s *suite) testRenewBatchLarge(t *testing.T) {
 	base := uniqueTask(t)
 	ps := make([]leasecore.RenewParams, n)
 	tokens := make([]int64, n)
+	// The claims only set the case up. All 2,100 are queued at once, and on
+	// a slow machine the last may wait in a driver's queue for longer than
+	// the default op timeout, so they get a longer one.
+	setup := leasecore.New(s.store, leasecore.WithOpTimeout(time.Minute))
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {
 		ps[i] = leasecore.RenewParams{Task: fmt.Sprintf("%s-%04d", base, i), Owner: "a"}
 		wg.Go(func() {
-			l, err := s.svc.Claim(t.Context(), leasecore.ClaimParams{Task: ps[i].Task, Owner: "a", TTL: time.Minute})
+			l, err := setup.Claim(t.Context(), leasecore.ClaimParams{Task: ps[i].Task, Owner: "a", TTL: time.Minute})
 			if err != nil {
 				errs <- err
 				return

@@ -33,7 +33,19 @@
 //   - failure: an unmigrated, an unreachable and a closed store, and a
 //     cancelled context, answer ErrUnavailable from every operation, never
 //     ErrHeld or ErrLost; Migrate makes an empty database work and is
-//     idempotent.
+//     idempotent;
+//   - the catalog: task declarations and retention policies created, read,
+//     listed in name order, updated (created_at kept) and deleted; exists,
+//     not found (a missing task or policy) and in use (a policy tasks name,
+//     listed; the default policy, which Migrate creates and nothing
+//     deletes); every input rule, naming the field, with nothing written;
+//     claims and renewals honouring declarations (declared ttl, max_ttl,
+//     required declarations); catalog operations unavailable like the rest;
+//   - history: one event per grant and one per end of a lease (released,
+//     expired, taken over, lost, each once), none per refresh, renewal or
+//     refused operation, newest first with rising ids; pruning by keep_last
+//     and keep_for per task, undeclared tasks by the default policy, ids
+//     never reused.
 //
 // A few cases hunt for races (concurrent claims, renewals, and reads during
 // renewals): a correct store never fails them, while a store with the race
@@ -46,7 +58,9 @@
 //
 // Cases run in parallel over shared data: each one works on task names no
 // other case uses (derived from its test name plus a random suffix), so a
-// driver's backing database can be reused between runs. Waiting for an expiry
+// driver's backing database can be reused between runs. The cases that need
+// a whole database (store-wide pruning, the default policy as Migrate makes
+// it) migrate one of their own from OpenUnmigrated. Waiting for an expiry
 // uses the minimum TTL (100 ms) and polls the store with a deadline; no
 // assertion depends on how long anything took.
 //
@@ -83,7 +97,9 @@ type Driver struct {
 	// shared data.
 	Open func(t *testing.T) leasecore.Store
 	// OpenUnmigrated returns a store over an empty database whose schema was
-	// never created.
+	// never created: a new database on every call. Cases that need data no
+	// other case touches (store-wide pruning, the default policy) migrate one
+	// and work there.
 	OpenUnmigrated func(t *testing.T) leasecore.Store
 	// OpenUnreachable returns a store whose database cannot be reached at all
 	// (nothing listens, or the path cannot be opened).
@@ -198,6 +214,55 @@ func (s *suite) groups() []group {
 		}},
 		{"DriverErrors", []testCase{
 			{"Types", s.testDriverErrorTypes},
+		}},
+		{"Task", []testCase{
+			{"Create", s.testTaskCreate},
+			{"CreateExisting", s.testTaskCreateExisting},
+			{"Update", s.testTaskUpdate},
+			{"UpdateMissing", s.testTaskUpdateMissing},
+			{"MissingPolicy", s.testTaskMissingPolicy},
+			{"Delete", s.testTaskDelete},
+			{"ListOrderedByName", s.testTaskList},
+		}},
+		{"Policy", []testCase{
+			{"DefaultAfterMigrate", s.testPolicyDefaultAfterMigrate},
+			{"DeleteDefault", s.testPolicyDeleteDefault},
+			{"CreateUpdate", s.testPolicyCreateUpdate},
+			{"CreateExisting", s.testPolicyCreateExisting},
+			{"DeleteInUse", s.testPolicyDeleteInUse},
+			{"DeleteUnused", s.testPolicyDeleteUnused},
+		}},
+		{"CatalogValidation", []testCase{
+			{"Refused", s.testCatalogValidationRefused},
+			{"Accepted", s.testCatalogValidationAccepted},
+		}},
+		{"Declared", []testCase{
+			{"DefaultTTL", s.testDeclaredDefaultTTL},
+			{"MaxTTL", s.testDeclaredMaxTTL},
+			{"Required", s.testDeclaredRequired},
+		}},
+		{"Catalog", []testCase{
+			{"Unavailable", s.testCatalogUnavailable},
+			{"DriverErrors", s.testCatalogDriverErrors},
+		}},
+		{"History", []testCase{
+			{"AcquiredOnceNotPerRenewal", s.testHistoryAcquired},
+			{"Released", s.testHistoryReleased},
+			{"ExpiredThenSameOwner", s.testHistoryExpired},
+			{"TakenOver", s.testHistoryTakenOver},
+			{"LostOnce", s.testHistoryLost},
+			{"OrderAndLimit", s.testHistoryOrderAndLimit},
+			{"NeverClaimedIsEmpty", s.testHistoryNeverClaimed},
+			{"RaceRecordsTheWinner", s.testHistoryRace},
+		}},
+		{"Prune", []testCase{
+			{"KeepLast", s.testPruneKeepLast},
+			{"KeepFor", s.testPruneKeepFor},
+			{"DefaultPolicy", s.testPruneDefaultPolicy},
+		}},
+		{"Pruner", []testCase{
+			{"TwoRacingOnePrunesOneSkips", s.testPrunerTwoRacing},
+			{"BrokenLockPrunesAnyway", s.testPrunerBrokenLockPrunesAnyway},
 		}},
 	}
 }

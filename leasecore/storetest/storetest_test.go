@@ -19,17 +19,17 @@ const mutantEnv = "STORETEST_MUTANT"
 func TestMemoryConformance(t *testing.T) {
 	t.Parallel()
 	mutant := os.Getenv(mutantEnv)
-	shared := &memData{migrated: true, rows: map[string]*memRow{}}
+	shared := newMemData(true)
 	Exercise(t, Driver{
 		Open: func(*testing.T) leasecore.Store {
 			data := shared
 			if mutant == "reopenLosesData" {
-				data = &memData{migrated: true, rows: map[string]*memRow{}}
+				data = newMemData(true)
 			}
 			return &memStore{data: data, mutant: mutant}
 		},
 		OpenUnmigrated: func(*testing.T) leasecore.Store {
-			return &memStore{data: &memData{rows: map[string]*memRow{}}, mutant: mutant}
+			return &memStore{data: newMemData(false), mutant: mutant}
 		},
 		OpenUnreachable: func(*testing.T) leasecore.Store {
 			return &memStore{data: shared, mutant: mutant, unreachable: true}
@@ -49,33 +49,45 @@ func TestMutants(t *testing.T) {
 	}
 	t.Parallel()
 	for mutant, wantFailing := range map[string][]string{
-		"refreshNewToken":      {"Claim/SameOwnerRefreshes"},
-		"refreshMovesAcquired": {"Claim/SameOwnerRefreshes"},
-		"refreshResetsCount":   {"Claim/SameOwnerRefreshes"},
-		"refreshKeepsNote":     {"Claim/SameOwnerRefreshes"},
-		"heldTouches":          {"Claim/OtherOwnerWhileLiveIsHeld"},
-		"expiredIsRefresh":     {"Claim/SameOwnerAfterExpiryGetsNewToken"},
-		"nonAtomicClaim":       {"Claim/RaceOnFreeTask", "Claim/RaceOnExpiredTask", "Claim/RaceAcrossStores"},
-		"renewResurrects":      {"Renew/AfterExpiryIsExpiredAndNotResurrected"},
-		"expiredIsNotHeld":     {"Renew/AfterExpiryIsExpiredAndNotResurrected"},
-		"renewIgnoresToken":    {"Renew/TokenMismatch"},
-		"renewIgnoresTTL":      {"Renew/TTL"},
-		"renewKeepsRenewedAt":  {"Renew/Extends"},
-		"releaseExpired":       {"Release/Expired"},
-		"releaseIgnoresOwner":  {"Release/NotOwner", "Release/StaleAfterRegrant"},
-		"releaseIgnoresToken":  {"Release/WrongToken"},
-		"releaseDeletesRow":    {"Release/CounterSurvives", "Claim/SameOwnerAfterRelease", "Token/MonotonicAcrossReopen"},
-		"getExpired":           {"Read/GetExpiredIsNil"},
-		"listReleased":         {"Read/ListLiveOrderedByTask", "Release/Idempotent"},
-		"listFoldsCase":        {"Read/ListLiveOrderedByTask"},
-		"ttlRemainingConstant": {"Read/TTLRemainingMeasuredByStore"},
-		"unmigratedIsHeld":     {"Unavailable/Unmigrated"},
-		"closedStillWorks":     {"Unavailable/Closed"},
-		"ignoresContext":       {"Unavailable/CancelledContext"},
-		"renewLostUpdate":      {"Renew/ConcurrentRenewalsOrdered"},
-		"readStaleNow":         {"Read/ConsistentDuringRenewals"},
-		"migrateWipes":         {"Migrate/Idempotent"},
-		"reopenLosesData":      {"Token/MonotonicAcrossReopen", "Token/SharedBetweenStores"},
+		"refreshNewToken":        {"Claim/SameOwnerRefreshes"},
+		"refreshMovesAcquired":   {"Claim/SameOwnerRefreshes"},
+		"refreshResetsCount":     {"Claim/SameOwnerRefreshes"},
+		"refreshKeepsNote":       {"Claim/SameOwnerRefreshes"},
+		"heldTouches":            {"Claim/OtherOwnerWhileLiveIsHeld"},
+		"expiredIsRefresh":       {"Claim/SameOwnerAfterExpiryGetsNewToken"},
+		"nonAtomicClaim":         {"Claim/RaceOnFreeTask", "Claim/RaceOnExpiredTask", "Claim/RaceAcrossStores"},
+		"renewResurrects":        {"Renew/AfterExpiryIsExpiredAndNotResurrected"},
+		"expiredIsNotHeld":       {"Renew/AfterExpiryIsExpiredAndNotResurrected"},
+		"renewIgnoresToken":      {"Renew/TokenMismatch"},
+		"renewIgnoresTTL":        {"Renew/TTL"},
+		"renewKeepsRenewedAt":    {"Renew/Extends"},
+		"releaseExpired":         {"Release/Expired"},
+		"releaseIgnoresOwner":    {"Release/NotOwner", "Release/StaleAfterRegrant"},
+		"releaseIgnoresToken":    {"Release/WrongToken"},
+		"releaseDeletesRow":      {"Release/CounterSurvives", "Claim/SameOwnerAfterRelease", "Token/MonotonicAcrossReopen"},
+		"getExpired":             {"Read/GetExpiredIsNil"},
+		"listReleased":           {"Read/ListLiveOrderedByTask", "Release/Idempotent"},
+		"listFoldsCase":          {"Read/ListLiveOrderedByTask"},
+		"ttlRemainingConstant":   {"Read/TTLRemainingMeasuredByStore"},
+		"unmigratedIsHeld":       {"Unavailable/Unmigrated"},
+		"closedStillWorks":       {"Unavailable/Closed"},
+		"ignoresContext":         {"Unavailable/CancelledContext"},
+		"renewLostUpdate":        {"Renew/ConcurrentRenewalsOrdered"},
+		"readStaleNow":           {"Read/ConsistentDuringRenewals"},
+		"migrateWipes":           {"Migrate/Idempotent"},
+		"reopenLosesData":        {"Token/MonotonicAcrossReopen", "Token/SharedBetweenStores"},
+		"refreshRecordsAcquired": {"History/AcquiredOnceNotPerRenewal"},
+		"takeoverIsExpired":      {"History/TakenOver", "History/RaceRecordsTheWinner"},
+		"lostEveryRenewal":       {"History/LostOnce"},
+		"historyOldestFirst":     {"History/OrderAndLimit"},
+		"idsReused":              {"Prune/KeepFor"},
+		"pruneSkipsUndeclared":   {"Prune/DefaultPolicy"},
+		"pruneKeepsOneMore":      {"Prune/KeepLast"},
+		"deletePolicyInUse":      {"Policy/DeleteInUse"},
+		"updateMovesCreated":     {"Task/Update"},
+		"createOverwrites":       {"Task/CreateExisting"},
+		"missingPolicyAccepted":  {"Task/MissingPolicy"},
+		"migrateResetsDefault":   {"Policy/DefaultAfterMigrate"},
 	} {
 		t.Run(mutant, func(t *testing.T) {
 			t.Parallel()

@@ -1,0 +1,256 @@
+package leasecore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// The catalog: task declarations, retention policies and lease history.
+// Infra teams declare (in Terraform, through this package) which tasks
+// exist, their ttls and how long their history is kept; every sidecar reads
+// the declarations, and the pruner applies the policies.
+
+// TaskDecl declares a task.
+type TaskDecl struct {
+	// Name is the task's name, by the rules of ValidateTask.
+	Name string
+	// TTL is the ttl of a claim of the task that gives none.
+	TTL time.Duration
+	// MaxTTL bounds the ttl a claim or renewal of the task may ask for.
+	// Zero means no bound beyond the model's MaxTTL. When set, TTL ≤ MaxTTL.
+	MaxTTL time.Duration
+	// Description is free text for people, at most MaxDescriptionLen bytes.
+	Description string
+	// RetentionPolicy names the policy for the task's history. Empty means
+	// DefaultPolicy. The policy must exist.
+	RetentionPolicy string
+	// CreatedAt and UpdatedAt are set by the store.
+	CreatedAt, UpdatedAt time.Time
+}
+
+// RetentionPolicy says how much lease history of a task the pruner keeps.
+// An event is deleted when it is older than KeepFor or not among the task's
+// newest KeepLast events; a zero bound does not apply.
+type RetentionPolicy struct {
+	// Name by the rules of ValidatePolicyName.
+	Name     string
+	KeepFor  time.Duration
+	KeepLast int64
+	// CreatedAt and UpdatedAt are set by the store.
+	CreatedAt, UpdatedAt time.Time
+}
+
+// DefaultPolicy is the policy of tasks that name none, and of tasks that
+// are not declared. The store creates it with DefaultKeepFor and
+// DefaultKeepLast; it can be changed but never deleted.
+const DefaultPolicy = "default"
+
+// The default policy's bounds, as created by the first migration.
+const (
+	DefaultKeepFor  = 30 * 24 * time.Hour
+	DefaultKeepLast = 1000
+)
+
+// Catalog bounds.
+const (
+	MaxPolicyNameLen  = 64
+	MaxDescriptionLen = 1024
+	MaxKeepFor        = 100 * 365 * 24 * time.Hour
+	MaxKeepLast       = 1_000_000_000
+	MaxHistoryLimit   = 1000
+)
+
+// EventKind is what happened to a task's lease.
+type EventKind string
+
+// The kinds of history events. Renewals are not recorded: a lease's history
+// is one row when it is acquired and one when it ends.
+const (
+	// EventAcquired: a claim granted a new lease (a new token). A same-owner
+	// refresh of a live lease is not an event.
+	EventAcquired EventKind = "acquired"
+	// EventReleased: the owner released its live lease.
+	EventReleased EventKind = "released"
+	// EventExpired: the lease ran out unreleased, seen when its owner
+	// claimed the task again.
+	EventExpired EventKind = "expired"
+	// EventTakenOver: the lease ran out unreleased and another owner claimed
+	// the task. Owner and token are the expired lease's; Detail names the
+	// new owner.
+	EventTakenOver EventKind = "taken_over"
+	// EventLost: the owner tried to renew its lease after it had expired,
+	// and the renewal was refused.
+	EventLost EventKind = "lost"
+)
+
+// Event is one entry of a task's lease history.
+type Event struct {
+	ID     int64 // increases with every event of the store
+	Task   string
+	Kind   EventKind
+	Owner  string
+	Token  int64
+	At     time.Time // the store's clock
+	Detail string
+}
+
+// Catalog outcomes: what a catalog operation may answer besides success,
+// ErrInvalid and ErrUnavailable.
+var (
+	// ErrNotFound: the declaration or policy does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: a create named a declaration or policy that exists.
+	ErrExists = errors.New("already exists")
+	// ErrInUse: a policy still used by tasks cannot be deleted.
+	ErrInUse = errors.New("in use")
+	// ErrUndeclared: the task is not declared and declarations are
+	// required.
+	ErrUndeclared = errors.New("task not declared")
+)
+
+// NotFoundError says which declaration or policy does not exist.
+type NotFoundError struct {
+	Kind string // "task" or "retention policy"
+	Name string
+}
+
+func (e *NotFoundError) Error() string { return fmt.Sprintf("%s %q does not exist", e.Kind, e.Name) }
+func (e *NotFoundError) Unwrap() error { return ErrNotFound }
+
+// ExistsError says which declaration or policy exists already.
+type ExistsError struct {
+	Kind string
+	Name string
+}
+
+func (e *ExistsError) Error() string { return fmt.Sprintf("%s %q already exists", e.Kind, e.Name) }
+func (e *ExistsError) Unwrap() error { return ErrExists }
+
+// InUseError refuses to delete a policy that tasks still name, or the
+// default policy (Tasks empty).
+type InUseError struct {
+	Policy string
+	Tasks  []string
+}
+
+func (e *InUseError) Error() string {
+	if len(e.Tasks) == 0 {
+		return fmt.Sprintf("retention policy %q cannot be deleted: it is the default for undeclared tasks and tasks that name no policy", e.Policy)
+	}
+	return fmt.Sprintf("retention policy %q is used by tasks %s: point them at another policy first", e.Policy, strings.Join(e.Tasks, ", "))
+}
+func (e *InUseError) Unwrap() error { return ErrInUse }
+
+// UndeclaredError refuses a claim of a task that is not declared, when
+// declarations are required.
+type UndeclaredError struct{ Task string }
+
+func (e *UndeclaredError) Error() string {
+	return fmt.Sprintf("task %q is not declared, and this sidecar requires declared tasks (--require-declared)", e.Task)
+}
+func (e *UndeclaredError) Unwrap() error { return ErrUndeclared }
+
+// CatalogStore is the part of a Store that keeps declarations, policies and
+// history. Every Store is one (see Store). Inputs have passed Validate. A
+// task's history is written by the lease operations themselves, in the same
+// transaction as the change it records.
+type CatalogStore interface {
+	// CreateTask stores a new declaration: *ExistsError when the name is
+	// taken, *NotFoundError when its policy does not exist.
+	CreateTask(ctx context.Context, d TaskDecl) (*TaskDecl, error)
+	// UpdateTask replaces a declaration (CreatedAt kept): *NotFoundError
+	// when the task or its policy does not exist.
+	UpdateTask(ctx context.Context, d TaskDecl) (*TaskDecl, error)
+	// GetTask returns a declaration, or nil when there is none.
+	GetTask(ctx context.Context, name string) (*TaskDecl, error)
+	// ListTasks returns every declaration, ordered by name.
+	ListTasks(ctx context.Context) ([]TaskDecl, error)
+	// DeleteTask removes a declaration and reports whether there was one.
+	// The task's lease and history are left alone.
+	DeleteTask(ctx context.Context, name string) (bool, error)
+
+	// CreatePolicy, UpdatePolicy, GetPolicy, ListPolicies as for tasks.
+	CreatePolicy(ctx context.Context, p RetentionPolicy) (*RetentionPolicy, error)
+	UpdatePolicy(ctx context.Context, p RetentionPolicy) (*RetentionPolicy, error)
+	GetPolicy(ctx context.Context, name string) (*RetentionPolicy, error)
+	ListPolicies(ctx context.Context) ([]RetentionPolicy, error)
+	// DeletePolicy removes a policy and reports whether there was one. It
+	// returns *InUseError for the default policy, and for a policy that
+	// declarations name (listing them, by name).
+	DeletePolicy(ctx context.Context, name string) (bool, error)
+
+	// History returns the task's newest events, newest first, at most
+	// limit (1 ≤ limit ≤ MaxHistoryLimit).
+	History(ctx context.Context, task string, limit int) ([]Event, error)
+	// PruneHistory deletes, for every task with history, the events its
+	// policy does not keep (undeclared tasks: the default policy), by the
+	// store's clock, and returns how many it deleted.
+	PruneHistory(ctx context.Context) (int64, error)
+}
+
+// ValidatePolicyName checks a retention policy's name: the task charset,
+// 1 to MaxPolicyNameLen characters.
+func ValidatePolicyName(field, name string) error {
+	if name == "" || len(name) > MaxPolicyNameLen {
+		return &ValidationError{Field: field, Rule: fmt.Sprintf("must be 1 to %d characters of %s", MaxPolicyNameLen, taskCharsetMsg)}
+	}
+	for i := 0; i < len(name); i++ {
+		if !isTaskChar(name[i]) {
+			return &ValidationError{Field: field, Rule: fmt.Sprintf("must be 1 to %d characters of %s; %q at position %d is not", MaxPolicyNameLen, taskCharsetMsg, rune(name[i]), i+1)}
+		}
+	}
+	return nil
+}
+
+// Validate checks a declaration, and fills the default policy name.
+// Durations are kept to whole milliseconds.
+func (d *TaskDecl) Validate() error {
+	if err := ValidateTask(d.Name); err != nil {
+		return &ValidationError{Field: "name", Rule: err.(*ValidationError).Rule}
+	}
+	d.TTL = d.TTL.Truncate(time.Millisecond)
+	d.MaxTTL = d.MaxTTL.Truncate(time.Millisecond)
+	if d.TTL < MinTTL || d.TTL > MaxTTL {
+		return &ValidationError{Field: "ttl", Rule: fmt.Sprintf("must be between %s and %s", MinTTL, MaxTTL)}
+	}
+	if d.MaxTTL != 0 && (d.MaxTTL < MinTTL || d.MaxTTL > MaxTTL) {
+		return &ValidationError{Field: "max_ttl", Rule: fmt.Sprintf("must be between %s and %s, or unset", MinTTL, MaxTTL)}
+	}
+	if d.MaxTTL != 0 && d.TTL > d.MaxTTL {
+		return &ValidationError{Field: "ttl", Rule: fmt.Sprintf("must be at most max_ttl (%s), is %s", d.MaxTTL, d.TTL)}
+	}
+	if len(d.Description) > MaxDescriptionLen || !utf8.ValidString(d.Description) || strings.ContainsRune(d.Description, 0) {
+		return &ValidationError{Field: "description", Rule: fmt.Sprintf("must be valid UTF-8 without NUL, at most %d bytes", MaxDescriptionLen)}
+	}
+	if d.RetentionPolicy == "" {
+		d.RetentionPolicy = DefaultPolicy
+	}
+	return ValidatePolicyName("retention_policy", d.RetentionPolicy)
+}
+
+// Validate checks a policy. KeepFor is kept to whole seconds.
+func (p *RetentionPolicy) Validate() error {
+	if err := ValidatePolicyName("name", p.Name); err != nil {
+		return err
+	}
+	p.KeepFor = p.KeepFor.Truncate(time.Second)
+	if p.KeepFor < 0 || p.KeepFor > MaxKeepFor {
+		return &ValidationError{Field: "keep_for", Rule: fmt.Sprintf("must be between 0 (no age limit) and %s", MaxKeepFor)}
+	}
+	if p.KeepLast < 0 || p.KeepLast > MaxKeepLast {
+		return &ValidationError{Field: "keep_last", Rule: fmt.Sprintf("must be between 0 (no count limit) and %d", MaxKeepLast)}
+	}
+	return nil
+}
+
+// ValidateHistoryLimit checks the number of events asked for.
+func ValidateHistoryLimit(limit int) error {
+	if limit < 1 || limit > MaxHistoryLimit {
+		return &ValidationError{Field: "limit", Rule: fmt.Sprintf("must be between 1 and %d", MaxHistoryLimit)}
+	}
+	return nil
+}

@@ -1,0 +1,366 @@
+package leasecore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultDeclarationsMaxAge is how stale the declarations a Service applies
+// to claims may be: a declaration created, changed or deleted by another
+// process (Terraform, another sidecar) is honoured by every claim that
+// starts at least this long after the change was committed.
+const DefaultDeclarationsMaxAge = 5 * time.Second
+
+// WithDeclarations sets how the Service applies task declarations. Claims
+// get the declared ttl when they give none and are bounded by max_ttl, from
+// a copy of the declarations no older than maxAge (DefaultDeclarationsMaxAge
+// when zero or less); renewals that change the ttl are bounded by max_ttl
+// from the copy in hand. With require, a claim of an undeclared task is
+// refused with *UndeclaredError (tasks under ReservedPrefix excepted).
+func WithDeclarations(maxAge time.Duration, require bool) Option {
+	return func(s *Service) {
+		if maxAge <= 0 {
+			maxAge = DefaultDeclarationsMaxAge
+		}
+		s.decls.maxAge = maxAge
+		s.decls.require = require
+	}
+}
+
+// declarations is a Service's cached copy of the store's task declarations.
+// Claims read it without a round trip; when the copy is older than maxAge,
+// the first claim to notice reloads it with one ListTasks and the claims
+// arriving meanwhile wait for that load and use its result, so no claim
+// applies a copy older than maxAge, counted from when its load was sent.
+type declarations struct {
+	maxAge  time.Duration
+	require bool
+
+	snap atomic.Pointer[declSnapshot]
+
+	mu       sync.Mutex
+	inflight *declLoad // the load claims wait for, if one is running
+	gen      uint64    // bumped by invalidate: a load sent before must not be kept
+}
+
+type declSnapshot struct {
+	at    time.Time // when the load was sent
+	tasks map[string]TaskDecl
+}
+
+// get returns the task's declaration, or nil.
+func (s *declSnapshot) get(task string) *TaskDecl {
+	if d, ok := s.tasks[task]; ok {
+		return &d
+	}
+	return nil
+}
+
+// declLoad is one ListTasks, shared by the claims that wait for it.
+type declLoad struct {
+	done chan struct{}
+	snap *declSnapshot
+	err  error
+}
+
+// invalidate drops the copy after this Service changed a declaration
+// itself: claims that start afterwards load a fresh one, and a load already
+// in flight (which may have read the store before the change) is neither
+// kept nor joined.
+func (d *declarations) invalidate() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.gen++
+	d.inflight = nil
+	d.snap.Store(nil)
+}
+
+// lookupDecl returns the task's declaration (nil when undeclared), reloading
+// the copy when it is too old.
+func (s *Service) lookupDecl(ctx context.Context, op, task string) (*TaskDecl, error) {
+	d := &s.decls
+	if snap := d.snap.Load(); snap != nil && time.Since(snap.at) < d.maxAge {
+		return snap.get(task), nil
+	}
+	d.mu.Lock()
+	l := d.inflight
+	if l != nil {
+		d.mu.Unlock()
+		select {
+		case <-l.done:
+		case <-ctx.Done():
+			return nil, Unavailable(op, ctx.Err())
+		}
+	} else {
+		l = &declLoad{done: make(chan struct{})}
+		d.inflight = l
+		gen := d.gen
+		d.mu.Unlock()
+		s.loadDecls(ctx, l)
+		d.mu.Lock()
+		if d.inflight == l {
+			d.inflight = nil
+		}
+		if l.err == nil && d.gen == gen {
+			d.snap.Store(l.snap)
+		}
+		d.mu.Unlock()
+		close(l.done)
+	}
+	if l.err != nil {
+		return nil, Unavailable(op, fmt.Errorf("read task declarations: %w", l.err))
+	}
+	return l.snap.get(task), nil
+}
+
+// loadDecls runs one load. It belongs to no caller: the first caller giving
+// up must not fail the others waiting for it.
+func (s *Service) loadDecls(ctx context.Context, l *declLoad) {
+	sent := time.Now()
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.loadTimeout())
+	defer cancel()
+	list, err := s.store.ListTasks(lctx)
+	if err != nil {
+		l.err = err
+		return
+	}
+	tasks := make(map[string]TaskDecl, len(list))
+	for _, t := range list {
+		tasks[t.Name] = t
+	}
+	l.snap = &declSnapshot{at: sent, tasks: tasks}
+}
+
+func (s *Service) loadTimeout() time.Duration {
+	if s.opTimeout > 0 {
+		return s.opTimeout
+	}
+	return DefaultOpTimeout
+}
+
+// ReservedPrefix starts the names of leasehold's own tasks (PruneTask).
+// They may be claimed without a declaration even where declarations are
+// required.
+const ReservedPrefix = "leasehold:"
+
+// applyClaimDecl applies the task's declaration to a claim: the declared
+// ttl when none is given, the declared max_ttl as a bound, and, where
+// declarations are required, a refusal of an undeclared task. It reloads
+// the copy of the declarations when it is older than the staleness bound.
+func (s *Service) applyClaimDecl(ctx context.Context, task string, ttl *time.Duration) error {
+	decl, err := s.lookupDecl(ctx, "claim", task)
+	if err != nil {
+		return err
+	}
+	if decl == nil {
+		if s.decls.require && !strings.HasPrefix(task, ReservedPrefix) {
+			return &UndeclaredError{Task: task}
+		}
+		return nil
+	}
+	if *ttl == 0 {
+		*ttl = decl.TTL
+	}
+	return checkMaxTTL(decl, task, *ttl)
+}
+
+// checkRenewDecl bounds a renewal's new ttl by the task's declared max_ttl,
+// as the copy of the declarations in hand has it, however old. A renewal
+// never reads declarations from the store: it must not wait for, or fail
+// on, anything but its own statement (a keeper's renewals ride out a store
+// outage on that alone). Claims keep the copy fresh.
+func (s *Service) checkRenewDecl(task string, ttl time.Duration) error {
+	snap := s.decls.snap.Load()
+	if snap == nil {
+		return nil
+	}
+	if decl := snap.get(task); decl != nil {
+		return checkMaxTTL(decl, task, ttl)
+	}
+	return nil
+}
+
+func checkMaxTTL(decl *TaskDecl, task string, ttl time.Duration) error {
+	if decl.MaxTTL != 0 && ttl > decl.MaxTTL {
+		return &ValidationError{Field: "ttl_ms", Rule: fmt.Sprintf("must be at most %d, the max_ttl of task %q", decl.MaxTTL.Milliseconds(), task)}
+	}
+	return nil
+}
+
+// Outcomes a catalog operation may return besides success.
+var catalogOutcomes = []error{ErrNotFound, ErrExists, ErrInUse}
+
+// CreateTask declares a task; see CatalogStore.CreateTask.
+func (s *Service) CreateTask(ctx context.Context, d TaskDecl) (*TaskDecl, error) {
+	return s.putTask(ctx, "create_task", d, func(ctx context.Context, d TaskDecl) (*TaskDecl, error) {
+		return s.store.CreateTask(ctx, d)
+	})
+}
+
+// UpdateTask replaces a task's declaration; see CatalogStore.UpdateTask.
+func (s *Service) UpdateTask(ctx context.Context, d TaskDecl) (*TaskDecl, error) {
+	return s.putTask(ctx, "update_task", d, func(ctx context.Context, d TaskDecl) (*TaskDecl, error) {
+		return s.store.UpdateTask(ctx, d)
+	})
+}
+
+func (s *Service) putTask(ctx context.Context, op string, d TaskDecl, put func(context.Context, TaskDecl) (*TaskDecl, error)) (*TaskDecl, error) {
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	out, err := put(ctx, d)
+	s.decls.invalidate()
+	if err != nil {
+		return nil, outcome(op, err, catalogOutcomes...)
+	}
+	if out == nil {
+		return nil, Unavailable(op, errors.New("driver returned neither a declaration nor an error"))
+	}
+	return out, nil
+}
+
+// GetTask returns a task's declaration, or nil when it is not declared.
+func (s *Service) GetTask(ctx context.Context, name string) (*TaskDecl, error) {
+	if err := ValidateTask(name); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	d, err := s.store.GetTask(ctx, name)
+	if err != nil {
+		return nil, outcome("get_task", err)
+	}
+	return d, nil
+}
+
+// ListTasks returns every declaration, ordered by name.
+func (s *Service) ListTasks(ctx context.Context) ([]TaskDecl, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	ds, err := s.store.ListTasks(ctx)
+	if err != nil {
+		return nil, outcome("list_tasks", err)
+	}
+	return ds, nil
+}
+
+// DeleteTask removes a declaration and reports whether there was one.
+func (s *Service) DeleteTask(ctx context.Context, name string) (bool, error) {
+	if err := ValidateTask(name); err != nil {
+		return false, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	ok, err := s.store.DeleteTask(ctx, name)
+	s.decls.invalidate()
+	if err != nil {
+		return false, outcome("delete_task", err)
+	}
+	return ok, nil
+}
+
+// CreatePolicy stores a new retention policy; see CatalogStore.
+func (s *Service) CreatePolicy(ctx context.Context, p RetentionPolicy) (*RetentionPolicy, error) {
+	return s.putPolicy(ctx, "create_policy", p, func(ctx context.Context, p RetentionPolicy) (*RetentionPolicy, error) {
+		return s.store.CreatePolicy(ctx, p)
+	})
+}
+
+// UpdatePolicy replaces a retention policy; see CatalogStore.
+func (s *Service) UpdatePolicy(ctx context.Context, p RetentionPolicy) (*RetentionPolicy, error) {
+	return s.putPolicy(ctx, "update_policy", p, func(ctx context.Context, p RetentionPolicy) (*RetentionPolicy, error) {
+		return s.store.UpdatePolicy(ctx, p)
+	})
+}
+
+func (s *Service) putPolicy(ctx context.Context, op string, p RetentionPolicy, put func(context.Context, RetentionPolicy) (*RetentionPolicy, error)) (*RetentionPolicy, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	out, err := put(ctx, p)
+	if err != nil {
+		return nil, outcome(op, err, catalogOutcomes...)
+	}
+	if out == nil {
+		return nil, Unavailable(op, errors.New("driver returned neither a policy nor an error"))
+	}
+	return out, nil
+}
+
+// GetPolicy returns a retention policy, or nil when there is none.
+func (s *Service) GetPolicy(ctx context.Context, name string) (*RetentionPolicy, error) {
+	if err := ValidatePolicyName("name", name); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	p, err := s.store.GetPolicy(ctx, name)
+	if err != nil {
+		return nil, outcome("get_policy", err)
+	}
+	return p, nil
+}
+
+// ListPolicies returns every retention policy, ordered by name.
+func (s *Service) ListPolicies(ctx context.Context) ([]RetentionPolicy, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	ps, err := s.store.ListPolicies(ctx)
+	if err != nil {
+		return nil, outcome("list_policies", err)
+	}
+	return ps, nil
+}
+
+// DeletePolicy removes a retention policy and reports whether there was
+// one; *InUseError when it is the default or tasks name it.
+func (s *Service) DeletePolicy(ctx context.Context, name string) (bool, error) {
+	if err := ValidatePolicyName("name", name); err != nil {
+		return false, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	ok, err := s.store.DeletePolicy(ctx, name)
+	if err != nil {
+		return false, outcome("delete_policy", err, ErrInUse)
+	}
+	return ok, nil
+}
+
+// History returns the task's newest events, newest first, at most limit.
+func (s *Service) History(ctx context.Context, task string, limit int) ([]Event, error) {
+	if err := ValidateTask(task); err != nil {
+		return nil, err
+	}
+	if err := ValidateHistoryLimit(limit); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	evs, err := s.store.History(ctx, task, limit)
+	if err != nil {
+		return nil, outcome("history", err)
+	}
+	return evs, nil
+}
+
+// PruneHistory runs one pruning pass; see CatalogStore.PruneHistory. It is
+// not guarded by the prune lease: Pruner is.
+func (s *Service) PruneHistory(ctx context.Context) (int64, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	n, err := s.store.PruneHistory(ctx)
+	if err != nil {
+		return 0, outcome("prune", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,473 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/leasehold/leasehold/leasecore"
+)
+
+// The catalog: task declarations, retention policies and lease history
+// (leasecore.CatalogStore). Writes go through the writer's batches like the
+// lease operations, so they are serialised with them, and every
+// check-then-write (does the policy exist? does a task name it?) holds
+// within its transaction; catalog outcomes (exists, not found, in use) are
+// answers, never SQL errors, so they never fail a batch. Reads use the
+// reader pool.
+
+const taskColumns = `name, ttl_ms, max_ttl_ms, description, retention_policy, created_at, updated_at`
+
+const policyColumns = `name, keep_for_ms, keep_last, created_at, updated_at`
+
+const (
+	taskExistsSQL   = `SELECT EXISTS (SELECT 1 FROM leasehold_tasks WHERE name = :name)`
+	policyExistsSQL = `SELECT EXISTS (SELECT 1 FROM leasehold_retention_policies WHERE name = :name)`
+)
+
+const insertTaskSQL = `
+INSERT INTO leasehold_tasks (` + taskColumns + `)
+VALUES (:name, :ttl, :max_ttl, :description, :policy, ` + nowMS + `, ` + nowMS + `)
+RETURNING ` + taskColumns
+
+// updateTaskSQL keeps created_at, and never moves updated_at backwards.
+const updateTaskSQL = `
+UPDATE leasehold_tasks
+SET ttl_ms = :ttl, max_ttl_ms = :max_ttl, description = :description, retention_policy = :policy,
+    updated_at = max(updated_at, ` + nowMS + `)
+WHERE name = :name
+RETURNING ` + taskColumns
+
+const insertPolicySQL = `
+INSERT INTO leasehold_retention_policies (` + policyColumns + `)
+VALUES (:name, :keep_for, :keep_last, ` + nowMS + `, ` + nowMS + `)
+RETURNING ` + policyColumns
+
+const updatePolicySQL = `
+UPDATE leasehold_retention_policies
+SET keep_for_ms = :keep_for, keep_last = :keep_last, updated_at = max(updated_at, ` + nowMS + `)
+WHERE name = :name
+RETURNING ` + policyColumns
+
+// historySQL walks the task's chain of events from its newest (see the
+// migration), newest first, each step a lookup by id.
+const historySQL = `
+WITH RECURSIVE chain(id, task, kind, owner, token, at, detail, prev) AS (
+    SELECT h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail, h.prev_id
+    FROM leasehold_leases AS l JOIN leasehold_history AS h ON h.id = l.last_event AND h.task = l.task
+    WHERE l.task = :task
+    UNION ALL
+    SELECT h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail, h.prev_id
+    FROM chain AS c JOIN leasehold_history AS h ON h.id = c.prev AND h.task = :task
+    LIMIT :limit
+)
+SELECT id, task, kind, owner, token, at, detail FROM chain ORDER BY id DESC`
+
+// pruneTasksSQL lists the next tasks with history after :after, by name, with
+// the bounds of the policy each follows: its declaration's, or the default
+// policy's when it is not declared (NULL: no such policy).
+const pruneTasksSQL = `
+SELECT l.task, l.last_event, p.keep_for_ms, p.keep_last
+FROM leasehold_leases AS l
+LEFT JOIN leasehold_tasks AS t ON t.name = l.task
+LEFT JOIN leasehold_retention_policies AS p ON p.name = coalesce(t.retention_policy, 'default')
+WHERE l.task > :after AND l.last_event IS NOT NULL
+ORDER BY l.task
+LIMIT :limit`
+
+// pruneTaskSQL deletes the events of one task that its policy does not
+// keep: beyond its newest :keep_last, or older than :keep_for by the store's
+// clock (0: no such bound). It walks the chain from the newest event
+// (:newest) while the events are kept, finds the first that is not, and
+// deletes it and every event before it, so the chain stays whole for what
+// is left; each step is a lookup by id.
+const pruneTaskSQL = `
+WITH RECURSIVE
+kept(id, prev, n, at) AS (
+    SELECT id, prev_id, 1, at FROM leasehold_history WHERE id = :newest AND task = :task
+    UNION ALL
+    SELECT h.id, h.prev_id, k.n + 1, h.at
+    FROM kept AS k JOIN leasehold_history AS h ON h.id = k.prev AND h.task = :task
+    WHERE NOT ((:keep_last > 0 AND k.n > :keep_last) OR (:keep_for > 0 AND k.at < (SELECT ms FROM clock) - :keep_for))
+),
+clock(ms) AS (SELECT ` + nowMS + `),
+first(id) AS (
+    SELECT max(id) FROM kept
+    WHERE (:keep_last > 0 AND n > :keep_last) OR (:keep_for > 0 AND at < (SELECT ms FROM clock) - :keep_for)
+),
+doomed(id) AS (
+    SELECT id FROM first WHERE id IS NOT NULL
+    UNION ALL
+    SELECT h.prev_id FROM doomed AS d JOIN leasehold_history AS h ON h.id = d.id AND h.task = :task
+    WHERE h.prev_id IS NOT NULL
+)
+DELETE FROM leasehold_history WHERE task = :task AND id IN (SELECT id FROM doomed)`
+
+// pruneRoundTasks bounds the tasks one transaction of PruneHistory visits,
+// so that a large pass does not hold the file's write lock, and the
+// writer, for long: the lease operations queued meanwhile go in between.
+const pruneRoundTasks = 256
+
+// CreateTask stores a new declaration: *leasecore.ExistsError when the name
+// is taken, *leasecore.NotFoundError when its policy does not exist.
+func (s *Store) CreateTask(ctx context.Context, d leasecore.TaskDecl) (*leasecore.TaskDecl, error) {
+	res := s.submit(ctx, "create_task", func(ctx context.Context, st *txStmts) (answer, error) {
+		if taken, err := exists(ctx, st.tx, taskExistsSQL, d.Name); err != nil {
+			return answer{}, err
+		} else if taken {
+			return answer{err: &leasecore.ExistsError{Kind: "task", Name: d.Name}}, nil
+		}
+		if a, err := policyMissing(ctx, st.tx, d.RetentionPolicy); err != nil || a.err != nil {
+			return a, err
+		}
+		decl, err := scanTask(st.tx.QueryRowContext(ctx, insertTaskSQL, taskArgs(d)...))
+		return answer{task: decl}, err
+	})
+	return res.task, res.err
+}
+
+// UpdateTask replaces a declaration, keeping its created_at:
+// *leasecore.NotFoundError when the task or its policy does not exist.
+func (s *Store) UpdateTask(ctx context.Context, d leasecore.TaskDecl) (*leasecore.TaskDecl, error) {
+	res := s.submit(ctx, "update_task", func(ctx context.Context, st *txStmts) (answer, error) {
+		if found, err := exists(ctx, st.tx, taskExistsSQL, d.Name); err != nil {
+			return answer{}, err
+		} else if !found {
+			return answer{err: &leasecore.NotFoundError{Kind: "task", Name: d.Name}}, nil
+		}
+		if a, err := policyMissing(ctx, st.tx, d.RetentionPolicy); err != nil || a.err != nil {
+			return a, err
+		}
+		decl, err := scanTask(st.tx.QueryRowContext(ctx, updateTaskSQL, taskArgs(d)...))
+		return answer{task: decl}, err
+	})
+	return res.task, res.err
+}
+
+// GetTask returns a declaration, or nil when there is none.
+func (s *Store) GetTask(ctx context.Context, name string) (*leasecore.TaskDecl, error) {
+	var decl *leasecore.TaskDecl
+	err := s.read(ctx, "get_task", `SELECT `+taskColumns+` FROM leasehold_tasks WHERE name = :name`,
+		[]any{sql.Named("name", name)}, func(rows *sql.Rows) error {
+			d, err := scanTask(rows)
+			decl = d
+			return err
+		})
+	if err != nil {
+		return nil, err
+	}
+	return decl, nil
+}
+
+// ListTasks returns every declaration, ordered by name.
+func (s *Store) ListTasks(ctx context.Context) ([]leasecore.TaskDecl, error) {
+	decls := []leasecore.TaskDecl{}
+	err := s.read(ctx, "list_tasks", `SELECT `+taskColumns+` FROM leasehold_tasks ORDER BY name`, nil,
+		func(rows *sql.Rows) error {
+			d, err := scanTask(rows)
+			if err == nil {
+				decls = append(decls, *d)
+			}
+			return err
+		})
+	if err != nil {
+		return nil, err
+	}
+	return decls, nil
+}
+
+// DeleteTask removes a declaration and reports whether there was one. The
+// task's lease and history stay.
+func (s *Store) DeleteTask(ctx context.Context, name string) (bool, error) {
+	res := s.submit(ctx, "delete_task", func(ctx context.Context, st *txStmts) (answer, error) {
+		deleted, err := execDeleted(ctx, st.tx, `DELETE FROM leasehold_tasks WHERE name = :name`, sql.Named("name", name))
+		return answer{deleted: deleted}, err
+	})
+	return res.deleted, res.err
+}
+
+// CreatePolicy stores a new retention policy: *leasecore.ExistsError when
+// the name is taken.
+func (s *Store) CreatePolicy(ctx context.Context, p leasecore.RetentionPolicy) (*leasecore.RetentionPolicy, error) {
+	res := s.submit(ctx, "create_policy", func(ctx context.Context, st *txStmts) (answer, error) {
+		if taken, err := exists(ctx, st.tx, policyExistsSQL, p.Name); err != nil {
+			return answer{}, err
+		} else if taken {
+			return answer{err: &leasecore.ExistsError{Kind: "retention policy", Name: p.Name}}, nil
+		}
+		policy, err := scanPolicy(st.tx.QueryRowContext(ctx, insertPolicySQL, policyArgs(p)...))
+		return answer{policy: policy}, err
+	})
+	return res.policy, res.err
+}
+
+// UpdatePolicy replaces a retention policy, keeping its created_at:
+// *leasecore.NotFoundError when it does not exist.
+func (s *Store) UpdatePolicy(ctx context.Context, p leasecore.RetentionPolicy) (*leasecore.RetentionPolicy, error) {
+	res := s.submit(ctx, "update_policy", func(ctx context.Context, st *txStmts) (answer, error) {
+		policy, err := scanPolicy(st.tx.QueryRowContext(ctx, updatePolicySQL, policyArgs(p)...))
+		if errors.Is(err, sql.ErrNoRows) {
+			return answer{err: &leasecore.NotFoundError{Kind: "retention policy", Name: p.Name}}, nil
+		}
+		return answer{policy: policy}, err
+	})
+	return res.policy, res.err
+}
+
+// GetPolicy returns a retention policy, or nil when there is none.
+func (s *Store) GetPolicy(ctx context.Context, name string) (*leasecore.RetentionPolicy, error) {
+	var policy *leasecore.RetentionPolicy
+	err := s.read(ctx, "get_policy", `SELECT `+policyColumns+` FROM leasehold_retention_policies WHERE name = :name`,
+		[]any{sql.Named("name", name)}, func(rows *sql.Rows) error {
+			p, err := scanPolicy(rows)
+			policy = p
+			return err
+		})
+	if err != nil {
+		return nil, err
+	}
+	return policy, nil
+}
+
+// ListPolicies returns every retention policy, ordered by name.
+func (s *Store) ListPolicies(ctx context.Context) ([]leasecore.RetentionPolicy, error) {
+	policies := []leasecore.RetentionPolicy{}
+	err := s.read(ctx, "list_policies", `SELECT `+policyColumns+` FROM leasehold_retention_policies ORDER BY name`, nil,
+		func(rows *sql.Rows) error {
+			p, err := scanPolicy(rows)
+			if err == nil {
+				policies = append(policies, *p)
+			}
+			return err
+		})
+	if err != nil {
+		return nil, err
+	}
+	return policies, nil
+}
+
+// DeletePolicy removes a retention policy and reports whether there was
+// one. The default policy, and a policy that declarations name, are refused
+// with *leasecore.InUseError (naming those tasks, by name).
+func (s *Store) DeletePolicy(ctx context.Context, name string) (bool, error) {
+	res := s.submit(ctx, "delete_policy", func(ctx context.Context, st *txStmts) (answer, error) {
+		if name == leasecore.DefaultPolicy {
+			return answer{err: &leasecore.InUseError{Policy: name}}, nil
+		}
+		rows, err := st.tx.QueryContext(ctx,
+			`SELECT name FROM leasehold_tasks WHERE retention_policy = :name ORDER BY name`, sql.Named("name", name))
+		if err != nil {
+			return answer{}, err
+		}
+		var users []string
+		for rows.Next() {
+			var task string
+			if err := rows.Scan(&task); err != nil {
+				_ = rows.Close()
+				return answer{}, err
+			}
+			users = append(users, task)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return answer{}, err
+		}
+		if len(users) > 0 {
+			return answer{err: &leasecore.InUseError{Policy: name, Tasks: users}}, nil
+		}
+		deleted, err := execDeleted(ctx, st.tx, `DELETE FROM leasehold_retention_policies WHERE name = :name`, sql.Named("name", name))
+		return answer{deleted: deleted}, err
+	})
+	return res.deleted, res.err
+}
+
+// History returns the task's newest events, newest first, at most limit.
+func (s *Store) History(ctx context.Context, task string, limit int) ([]leasecore.Event, error) {
+	events := []leasecore.Event{}
+	err := s.read(ctx, "history", historySQL,
+		[]any{sql.Named("task", task), sql.Named("limit", limit)}, func(rows *sql.Rows) error {
+			var (
+				e    leasecore.Event
+				kind string
+				at   int64
+			)
+			if err := rows.Scan(&e.ID, &e.Task, &kind, &e.Owner, &e.Token, &at, &e.Detail); err != nil {
+				return err
+			}
+			e.Kind, e.At = leasecore.EventKind(kind), fromMS(at)
+			events = append(events, e)
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	return events, nil
+}
+
+// PruneHistory deletes, for every task with history, the events its policy
+// does not keep (undeclared tasks: the default policy's), by the store's
+// clock, and returns how many it deleted. It visits the tasks in rounds of
+// pruneRoundTasks, one writer transaction each; when it fails part way, the
+// rounds committed before stay done.
+func (s *Store) PruneHistory(ctx context.Context) (int64, error) {
+	var total int64
+	after := ""
+	for {
+		res := s.submit(ctx, "prune", func(ctx context.Context, st *txStmts) (answer, error) {
+			return pruneRound(ctx, st.tx, after, s.pruneRound)
+		})
+		if res.err != nil {
+			return 0, res.err
+		}
+		total += res.pruned
+		if res.next == "" {
+			return total, nil
+		}
+		after = res.next
+	}
+}
+
+// pruneRound prunes the next tasks (at most limit) with history after the
+// task named after.
+func pruneRound(ctx context.Context, tx *sql.Tx, after string, limit int) (answer, error) {
+	type bounds struct {
+		task              string
+		newest            int64
+		keepFor, keepLast int64
+		hasPolicy         bool
+	}
+	rows, err := tx.QueryContext(ctx, pruneTasksSQL, sql.Named("after", after), sql.Named("limit", limit))
+	if err != nil {
+		return answer{}, err
+	}
+	var tasks []bounds
+	for rows.Next() {
+		var (
+			b                 bounds
+			keepFor, keepLast sql.NullInt64
+		)
+		if err := rows.Scan(&b.task, &b.newest, &keepFor, &keepLast); err != nil {
+			_ = rows.Close()
+			return answer{}, err
+		}
+		b.keepFor, b.keepLast, b.hasPolicy = keepFor.Int64, keepLast.Int64, keepFor.Valid
+		tasks = append(tasks, b)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return answer{}, err
+	}
+	var a answer
+	for _, b := range tasks {
+		a.next = b.task
+		if !b.hasPolicy { // only if the default policy was deleted behind leasehold's back: keep all
+			continue
+		}
+		if b.keepFor == 0 && b.keepLast == 0 {
+			continue // keeps everything
+		}
+		n, err := execCount(ctx, tx, pruneTaskSQL, sql.Named("task", b.task), sql.Named("newest", b.newest),
+			sql.Named("keep_last", b.keepLast), sql.Named("keep_for", b.keepFor))
+		if err != nil {
+			return answer{}, err
+		}
+		a.pruned += n
+	}
+	return a, nil
+}
+
+// read runs a query on the reader pool and hands each row to scan; any
+// failure is unavailable for op.
+func (s *Store) read(ctx context.Context, op, query string, args []any, scan func(*sql.Rows) error) error {
+	if err := s.usable(op); err != nil {
+		return err
+	}
+	rows, err := s.reader.QueryContext(ctx, query, args...)
+	if err != nil {
+		return interpretError(op, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return interpretError(op, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return interpretError(op, err)
+	}
+	return nil
+}
+
+// policyMissing answers *leasecore.NotFoundError when the policy a
+// declaration names does not exist (the foreign key would fail the whole
+// batch instead).
+func policyMissing(ctx context.Context, tx *sql.Tx, policy string) (answer, error) {
+	found, err := exists(ctx, tx, policyExistsSQL, policy)
+	if err != nil || found {
+		return answer{}, err
+	}
+	return answer{err: &leasecore.NotFoundError{Kind: "retention policy", Name: policy}}, nil
+}
+
+// exists runs a SELECT EXISTS query for name.
+func exists(ctx context.Context, tx *sql.Tx, query, name string) (bool, error) {
+	var found bool
+	err := tx.QueryRowContext(ctx, query, sql.Named("name", name)).Scan(&found)
+	return found, err
+}
+
+// execDeleted runs a DELETE and reports whether it deleted a row.
+func execDeleted(ctx context.Context, tx *sql.Tx, query string, args ...any) (bool, error) {
+	n, err := execCount(ctx, tx, query, args...)
+	return n > 0, err
+}
+
+// execCount runs a statement and returns the rows it changed.
+func execCount(ctx context.Context, tx *sql.Tx, query string, args ...any) (int64, error) {
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func taskArgs(d leasecore.TaskDecl) []any {
+	return []any{
+		sql.Named("name", d.Name), sql.Named("ttl", d.TTL.Milliseconds()), sql.Named("max_ttl", d.MaxTTL.Milliseconds()),
+		sql.Named("description", d.Description), sql.Named("policy", d.RetentionPolicy),
+	}
+}
+
+func policyArgs(p leasecore.RetentionPolicy) []any {
+	return []any{sql.Named("name", p.Name), sql.Named("keep_for", p.KeepFor.Milliseconds()), sql.Named("keep_last", p.KeepLast)}
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+// scanTask reads taskColumns.
+func scanTask(row scanner) (*leasecore.TaskDecl, error) {
+	var (
+		d                             leasecore.TaskDecl
+		ttl, maxTTL, created, updated int64
+	)
+	if err := row.Scan(&d.Name, &ttl, &maxTTL, &d.Description, &d.RetentionPolicy, &created, &updated); err != nil {
+		return nil, err
+	}
+	d.TTL, d.MaxTTL = time.Duration(ttl)*time.Millisecond, time.Duration(maxTTL)*time.Millisecond
+	d.CreatedAt, d.UpdatedAt = fromMS(created), fromMS(updated)
+	return &d, nil
+}
+
+// scanPolicy reads policyColumns.
+func scanPolicy(row scanner) (*leasecore.RetentionPolicy, error) {
+	var (
+		p                         leasecore.RetentionPolicy
+		keepFor, created, updated int64
+	)
+	if err := row.Scan(&p.Name, &keepFor, &p.KeepLast, &created, &updated); err != nil {
+		return nil, err
+	}
+	p.KeepFor = time.Duration(keepFor) * time.Millisecond
+	p.CreatedAt, p.UpdatedAt = fromMS(created), fromMS(updated)
+	return &p, nil
+}
