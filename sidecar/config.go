@@ -10,7 +10,9 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
+	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 )
 
@@ -30,11 +32,17 @@ type Config struct {
 	LogFormat string
 	// MaxStreams caps concurrent keepalive streams; 0 means DefaultMaxStreams.
 	MaxStreams int
+	// RequireDeclared refuses claims of tasks that are not declared.
+	RequireDeclared bool
+	// PruneInterval is how often this sidecar tries to prune lease history
+	// (guarded by the lease leasehold:prune); 0 disables pruning here.
+	PruneInterval time.Duration
 }
 
 // DefaultConfig returns the configuration of `leasehold serve` with no flags.
 func DefaultConfig() Config {
-	return Config{Listen: DefaultListen, Store: storeurl.Default, LogFormat: "text", MaxStreams: DefaultMaxStreams}
+	return Config{Listen: DefaultListen, Store: storeurl.Default, LogFormat: "text", MaxStreams: DefaultMaxStreams,
+		PruneInterval: leasecore.DefaultPruneInterval}
 }
 
 // RegisterFlags defines the serve flags on fs, with c's values as defaults.
@@ -44,6 +52,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "`path` of a file holding the bearer token required on /v1/*")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log `format`: text or json")
 	fs.IntVar(&c.MaxStreams, "max-streams", c.MaxStreams, "most keepalive streams held at once; more are answered 503")
+	fs.BoolVar(&c.RequireDeclared, "require-declared", c.RequireDeclared, "refuse claims of tasks that are not declared (leasehold_task in Terraform)")
+	fs.DurationVar(&c.PruneInterval, "prune-interval", c.PruneInterval, "how often to prune lease history by the tasks' retention policies; 0 disables pruning in this sidecar")
 }
 
 // Validate checks the configuration before anything is opened or bound.
@@ -56,6 +66,9 @@ func (c Config) Validate() error {
 	}
 	if c.Store == "" {
 		return errors.New("--store must name a store: sqlite:PATH or postgres://…")
+	}
+	if c.PruneInterval < 0 || (c.PruneInterval > 0 && c.PruneInterval < time.Second) {
+		return fmt.Errorf("--prune-interval must be 0 (off) or at least 1s, not %s", c.PruneInterval)
 	}
 	return CheckListen(c.Listen, c.TokenFile != "")
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCheckListen(t *testing.T) {
@@ -54,6 +55,13 @@ func TestConfigValidate(t *testing.T) {
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "log-format") {
 		t.Errorf("log format xml: %v", err)
 	}
+	for d, ok := range map[time.Duration]bool{0: true, time.Second: true, 10 * time.Minute: true, -time.Second: false, 500 * time.Millisecond: false} {
+		c = DefaultConfig()
+		c.PruneInterval = d
+		if err := c.Validate(); (err == nil) != ok || (err != nil && !strings.Contains(err.Error(), "--prune-interval")) {
+			t.Errorf("prune interval %s: %v, want accepted=%v (a refusal names --prune-interval)", d, err, ok)
+		}
+	}
 	c = DefaultConfig()
 	c.Listen = ":7411"
 	if err := c.Validate(); err == nil {
@@ -68,10 +76,12 @@ func TestConfigValidate(t *testing.T) {
 func TestApplyEnv(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{
-		"LEASEHOLD_LISTEN":     "127.0.0.1:9999",
-		"LEASEHOLD_STORE":      "sqlite:/from/env.db",
-		"LEASEHOLD_TOKEN_FILE": "/env/token",
-		"LEASEHOLD_TOKEN":      "not-the-bearer-token",
+		"LEASEHOLD_LISTEN":           "127.0.0.1:9999",
+		"LEASEHOLD_STORE":            "sqlite:/from/env.db",
+		"LEASEHOLD_TOKEN_FILE":       "/env/token",
+		"LEASEHOLD_TOKEN":            "not-the-bearer-token",
+		"LEASEHOLD_REQUIRE_DECLARED": "true",
+		"LEASEHOLD_PRUNE_INTERVAL":   "30m",
 	}
 	cfg := DefaultConfig()
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
@@ -82,7 +92,8 @@ func TestApplyEnv(t *testing.T) {
 	if err := ApplyEnv(fs, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
-	want := Config{Listen: "127.0.0.1:9999", Store: "sqlite:/from/flag.db", TokenFile: "/env/token", LogFormat: "text", MaxStreams: DefaultMaxStreams}
+	want := Config{Listen: "127.0.0.1:9999", Store: "sqlite:/from/flag.db", TokenFile: "/env/token", LogFormat: "text", MaxStreams: DefaultMaxStreams,
+		RequireDeclared: true, PruneInterval: 30 * time.Minute}
 	if cfg != want {
 		t.Fatalf("config %+v, want %+v (flag wins over env, env over default)", cfg, want)
 	}

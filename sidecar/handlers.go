@@ -77,6 +77,35 @@ func (h *handlers) ListLeases(c echo.Context) error {
 	return respondList(c, leases, err)
 }
 
+// defaultHistoryLimit is the number of events GET …/history answers when
+// the request gives no limit, as openapi.yaml documents.
+const defaultHistoryLimit = 100
+
+// GetLeaseHistory answers GET /v1/leases/{task}/history.
+func (h *handlers) GetLeaseHistory(c echo.Context, task api.Task, params api.GetLeaseHistoryParams) error {
+	limit := defaultHistoryLimit
+	if params.Limit != nil {
+		limit = *params.Limit
+	}
+	events, err := h.svc.History(c.Request().Context(), task, limit)
+	return respondHistory(c, events, err)
+}
+
+// ListTasks answers GET /v1/tasks.
+func (h *handlers) ListTasks(c echo.Context) error {
+	decls, err := h.svc.ListTasks(c.Request().Context())
+	return respondTasks(c, decls, err)
+}
+
+// GetTask answers GET /v1/tasks/{task}.
+func (h *handlers) GetTask(c echo.Context, task api.Task) error {
+	decl, err := h.svc.GetTask(c.Request().Context(), task)
+	if err == nil && decl == nil {
+		err = &leasecore.NotFoundError{Kind: "task", Name: task}
+	}
+	return respondTask(c, decl, err)
+}
+
 // GetHealth answers GET /healthz: the process serves HTTP.
 func (h *handlers) GetHealth(c echo.Context) error {
 	return c.JSON(http.StatusOK, api.Status{Status: api.Ok})
@@ -126,6 +155,40 @@ func apiLease(l *leasecore.Lease) api.Lease {
 		TtlRemainingMs: millis(l.TTLRemaining),
 		RenewCount:     l.RenewCount,
 		Note:           l.Note,
+	}
+}
+
+// apiTask converts a declaration for the wire; max_ttl_ms is left out when
+// the task declares none.
+func apiTask(d *leasecore.TaskDecl) api.TaskDeclaration {
+	out := api.TaskDeclaration{
+		Name:            d.Name,
+		TtlMs:           d.TTL.Milliseconds(),
+		Description:     d.Description,
+		RetentionPolicy: d.RetentionPolicy,
+		CreatedAt:       timestamp(d.CreatedAt),
+		UpdatedAt:       timestamp(d.UpdatedAt),
+	}
+	if d.MaxTTL > 0 {
+		ms := d.MaxTTL.Milliseconds()
+		out.MaxTtlMs = &ms
+	}
+	if out.RetentionPolicy == "" {
+		out.RetentionPolicy = leasecore.DefaultPolicy
+	}
+	return out
+}
+
+// apiEvent converts a history event for the wire.
+func apiEvent(e *leasecore.Event) api.Event {
+	return api.Event{
+		Id:     e.ID,
+		Task:   e.Task,
+		Kind:   api.EventKind(e.Kind),
+		Owner:  e.Owner,
+		Token:  e.Token,
+		At:     timestamp(e.At),
+		Detail: e.Detail,
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3filter"
 
@@ -54,6 +55,7 @@ func openUnreachable(t *testing.T) *sqlite.Store {
 type testServer struct {
 	t      *testing.T
 	srv    *Server
+	store  leasecore.Store // the store the server was given
 	url    string
 	client *http.Client
 	token  string // sent as a bearer token when non-empty
@@ -64,6 +66,9 @@ type serverOption func(*Options)
 func withStore(s leasecore.Store) serverOption { return func(o *Options) { o.Store = s } }
 func withToken(tok string) serverOption {
 	return func(o *Options) { o.Token = []byte(tok) }
+}
+func withDeclarations(maxAge time.Duration, require bool) serverOption {
+	return func(o *Options) { o.DeclarationsMaxAge, o.RequireDeclared = maxAge, require }
 }
 
 // newTestServer starts a server over a migrated SQLite store (unless an
@@ -100,6 +105,7 @@ func startServer(t *testing.T, opts ...serverOption) *testServer {
 	return &testServer{
 		t:      t,
 		srv:    srv,
+		store:  o.Store,
 		url:    hs.URL,
 		client: &http.Client{Transport: &conformingTransport{t: t, spec: sp, base: hs.Client().Transport}},
 	}
@@ -277,8 +283,9 @@ func (s flakyMigrateStore) Migrate(ctx context.Context) error {
 }
 
 // eachStore runs f once over a server on a fresh SQLite file and once over a
-// server on a fresh PostgreSQL database, as parallel subtests.
-func eachStore(t *testing.T, f func(t *testing.T, ts *testServer)) {
+// server on a fresh PostgreSQL database, as parallel subtests; opts apply to
+// both servers.
+func eachStore(t *testing.T, f func(t *testing.T, ts *testServer), opts ...serverOption) {
 	t.Helper()
 	stores := []struct {
 		name string
@@ -290,7 +297,8 @@ func eachStore(t *testing.T, f func(t *testing.T, ts *testServer)) {
 	for _, s := range stores {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
-			f(t, newTestServer(t, withStore(s.open(t))))
+			o := append([]serverOption{withStore(s.open(t))}, opts...)
+			f(t, newTestServer(t, o...))
 		})
 	}
 }

@@ -39,10 +39,14 @@ const (
 	resultRenewed     = "renewed"
 	resultUnavailable = "unavailable"
 	resultInvalid     = "invalid"
+	resultUndeclared  = "undeclared" // refused: --require-declared and no declaration
 )
 
-// storeOps are the operations of leasecore.Store that are timed.
-var storeOps = []string{"claim", "renew", "renew_batch", "release", "get", "list", "ping", "migrate"}
+// storeOps are the operations of leasecore.Store whose series start at zero:
+// those the sidecar performs. (The other catalog operations are timed too,
+// under their own names, if anything calls them.)
+var storeOps = []string{"claim", "renew", "renew_batch", "release", "get", "list", "ping", "migrate",
+	"get_task", "list_tasks", "history", "prune"}
 
 func newMetrics() *metrics {
 	reg := prometheus.NewRegistry()
@@ -50,7 +54,7 @@ func newMetrics() *metrics {
 		registry: reg,
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leasehold_claims_total",
-			Help: "Claims answered, by result: acquired (new token), refreshed (own live lease), held, unavailable, invalid.",
+			Help: "Claims answered, by result: acquired (new token), refreshed (own live lease), held, unavailable, invalid, undeclared (refused by --require-declared).",
 		}, []string{"result"}),
 		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leasehold_renewals_total",
@@ -82,7 +86,7 @@ func newMetrics() *metrics {
 	reg.MustRegister(m.claims, m.renewals, m.releases, m.storeDuration, m.storeErrors, m.requests, m.requestDuration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Start every known series at zero so that rates work from the first scrape.
-	for _, r := range []string{resultAcquired, resultRefreshed, resultHeld, resultUnavailable, resultInvalid} {
+	for _, r := range []string{resultAcquired, resultRefreshed, resultHeld, resultUnavailable, resultInvalid, resultUndeclared} {
 		m.claims.WithLabelValues(r)
 	}
 	for _, r := range []string{resultRenewed, string(leasecore.LostNotHeld), string(leasecore.LostExpired),
@@ -158,6 +162,8 @@ func (m *metrics) claimed(lease *leasecore.Lease, err error) {
 	case err == nil:
 	case errors.Is(err, leasecore.ErrHeld):
 		result = resultHeld
+	case errors.Is(err, leasecore.ErrUndeclared):
+		result = resultUndeclared
 	default:
 		result = outcomeLabel(err)
 	}
@@ -205,9 +211,9 @@ func (m *metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // instrumentedStore times every store operation and logs each failure of a
-// lease operation once, where it happens (ping and migrate failures are
-// reported by readyz and the migration loop). It embeds the Store so that it
-// stays one.
+// lease or catalog operation once, where it happens (ping and migrate
+// failures are reported by readyz and the migration loop). It embeds the
+// Store so that it stays one.
 type instrumentedStore struct {
 	leasecore.Store
 	metrics *metrics
@@ -216,12 +222,23 @@ type instrumentedStore struct {
 
 func (s instrumentedStore) observe(op string, start time.Time, err error) {
 	s.metrics.storeDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
-	if err != nil && !errors.Is(err, leasecore.ErrHeld) && !errors.Is(err, leasecore.ErrLost) {
+	if err != nil && !isOutcome(err) {
 		s.metrics.storeErrors.WithLabelValues(op).Inc()
 		if op != "ping" && op != "migrate" {
 			s.log.Warn("lease store operation failed", "operation", op, "err", err)
 		}
 	}
+}
+
+// isOutcome says whether a store's error is an answer of the model rather
+// than a failure.
+func isOutcome(err error) bool {
+	for _, o := range []error{leasecore.ErrHeld, leasecore.ErrLost, leasecore.ErrNotFound, leasecore.ErrExists, leasecore.ErrInUse} {
+		if errors.Is(err, o) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s instrumentedStore) Claim(ctx context.Context, p leasecore.ClaimParams) (l *leasecore.Lease, err error) {
@@ -264,4 +281,67 @@ func (s instrumentedStore) Ping(ctx context.Context) (err error) {
 func (s instrumentedStore) Migrate(ctx context.Context) (err error) {
 	defer func(start time.Time) { s.observe("migrate", start, err) }(time.Now())
 	return s.Store.Migrate(ctx)
+}
+
+// The catalog's methods, timed as the lease operations are.
+
+func (s instrumentedStore) CreateTask(ctx context.Context, d leasecore.TaskDecl) (out *leasecore.TaskDecl, err error) {
+	defer func(start time.Time) { s.observe("create_task", start, err) }(time.Now())
+	return s.Store.CreateTask(ctx, d)
+}
+
+func (s instrumentedStore) UpdateTask(ctx context.Context, d leasecore.TaskDecl) (out *leasecore.TaskDecl, err error) {
+	defer func(start time.Time) { s.observe("update_task", start, err) }(time.Now())
+	return s.Store.UpdateTask(ctx, d)
+}
+
+func (s instrumentedStore) GetTask(ctx context.Context, name string) (out *leasecore.TaskDecl, err error) {
+	defer func(start time.Time) { s.observe("get_task", start, err) }(time.Now())
+	return s.Store.GetTask(ctx, name)
+}
+
+// ListTasks is also how the Service refreshes its copy of the declarations.
+func (s instrumentedStore) ListTasks(ctx context.Context) (out []leasecore.TaskDecl, err error) {
+	defer func(start time.Time) { s.observe("list_tasks", start, err) }(time.Now())
+	return s.Store.ListTasks(ctx)
+}
+
+func (s instrumentedStore) DeleteTask(ctx context.Context, name string) (out bool, err error) {
+	defer func(start time.Time) { s.observe("delete_task", start, err) }(time.Now())
+	return s.Store.DeleteTask(ctx, name)
+}
+
+func (s instrumentedStore) CreatePolicy(ctx context.Context, p leasecore.RetentionPolicy) (out *leasecore.RetentionPolicy, err error) {
+	defer func(start time.Time) { s.observe("create_policy", start, err) }(time.Now())
+	return s.Store.CreatePolicy(ctx, p)
+}
+
+func (s instrumentedStore) UpdatePolicy(ctx context.Context, p leasecore.RetentionPolicy) (out *leasecore.RetentionPolicy, err error) {
+	defer func(start time.Time) { s.observe("update_policy", start, err) }(time.Now())
+	return s.Store.UpdatePolicy(ctx, p)
+}
+
+func (s instrumentedStore) GetPolicy(ctx context.Context, name string) (out *leasecore.RetentionPolicy, err error) {
+	defer func(start time.Time) { s.observe("get_policy", start, err) }(time.Now())
+	return s.Store.GetPolicy(ctx, name)
+}
+
+func (s instrumentedStore) ListPolicies(ctx context.Context) (out []leasecore.RetentionPolicy, err error) {
+	defer func(start time.Time) { s.observe("list_policies", start, err) }(time.Now())
+	return s.Store.ListPolicies(ctx)
+}
+
+func (s instrumentedStore) DeletePolicy(ctx context.Context, name string) (out bool, err error) {
+	defer func(start time.Time) { s.observe("delete_policy", start, err) }(time.Now())
+	return s.Store.DeletePolicy(ctx, name)
+}
+
+func (s instrumentedStore) History(ctx context.Context, task string, limit int) (out []leasecore.Event, err error) {
+	defer func(start time.Time) { s.observe("history", start, err) }(time.Now())
+	return s.Store.History(ctx, task, limit)
+}
+
+func (s instrumentedStore) PruneHistory(ctx context.Context) (out int64, err error) {
+	defer func(start time.Time) { s.observe("prune", start, err) }(time.Now())
+	return s.Store.PruneHistory(ctx)
 }

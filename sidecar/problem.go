@@ -15,8 +15,9 @@ import (
 )
 
 // This file is the one place where outcomes become HTTP: the lease model's
-// results and errors (acquired, held, lost, unavailable, invalid) and every
-// error echo or a middleware raises. Handlers and middleware return errors;
+// results and errors (acquired, held, lost, unavailable, invalid,
+// undeclared), the catalog's (not found, exists, in use) and every error echo
+// or a middleware raises. Handlers and middleware return errors;
 // they never choose a status code for a domain error themselves.
 
 // Problem types (RFC 9457 "type" URIs). Problems whose HTTP status says it all
@@ -25,7 +26,13 @@ const (
 	problemMalformed   = "urn:leasehold:problem:malformed-request"
 	problemInvalid     = "urn:leasehold:problem:invalid-request"
 	problemUnavailable = "urn:leasehold:problem:unavailable"
+	problemUndeclared  = "urn:leasehold:problem:undeclared-task"
 	problemBlank       = "about:blank"
+	// Catalog outcomes the sidecar, being read-only, does not produce
+	// today; they are mapped so that one never turns into a 500.
+	problemNotFound = "urn:leasehold:problem:not-found"
+	problemExists   = "urn:leasehold:problem:exists"
+	problemInUse    = "urn:leasehold:problem:in-use"
 )
 
 const contentTypeProblem = "application/problem+json"
@@ -71,6 +78,12 @@ func unavailable(detail string) *problemError {
 	return newProblem(http.StatusServiceUnavailable, problemUnavailable, "Store unavailable", detail)
 }
 
+// undeclared is the 404 problem of a task without a declaration: asked for
+// (GET /v1/tasks/{task}), or claimed in --require-declared mode.
+func undeclared(detail string) *problemError {
+	return newProblem(http.StatusNotFound, problemUndeclared, "Task not declared", detail)
+}
+
 // errInternal is what a client sees of a bug; the cause goes to the log only.
 var errInternal = newProblem(http.StatusInternalServerError, problemBlank, "", "internal server error; the cause is in the sidecar's log")
 
@@ -81,6 +94,8 @@ func toProblem(err error, c echo.Context) (p *problemError, bug bool) {
 	var (
 		pe  *problemError
 		ve  *leasecore.ValidationError
+		ue  *leasecore.UndeclaredError
+		nfe *leasecore.NotFoundError
 		he  *echo.HTTPError
 		req = c.Request()
 	)
@@ -91,7 +106,21 @@ func toProblem(err error, c echo.Context) (p *problemError, bug bool) {
 	case errors.As(err, &ve):
 		return invalid([]api.InvalidParam{{Name: ve.Field, Reason: ve.Rule}}), false
 	case errors.Is(err, leasecore.ErrUnavailable):
+		// Before the catalog outcomes: an unavailable error may wrap
+		// anything a driver returned.
 		return unavailable(err.Error()), false
+
+	case errors.As(err, &ue):
+		return undeclared(ue.Error() + "; declare it (Terraform resource leasehold_task) or run the sidecar without --require-declared"), false
+	case errors.As(err, &nfe) && nfe.Kind == "task":
+		return undeclared(fmt.Sprintf("task %q is not declared", nfe.Name)), false
+	case errors.Is(err, leasecore.ErrNotFound):
+		return newProblem(http.StatusNotFound, problemNotFound, "Not found", err.Error()), false
+	case errors.Is(err, leasecore.ErrExists):
+		return newProblem(http.StatusConflict, problemExists, "Already exists", err.Error()), false
+	case errors.Is(err, leasecore.ErrInUse):
+		return newProblem(http.StatusConflict, problemInUse, "In use", err.Error()), false
+
 	case errors.As(err, &he):
 		switch he.Code {
 		case http.StatusNotFound:
@@ -231,4 +260,36 @@ func respondList(c echo.Context, leases []leasecore.Lease, err error) error {
 		out[i] = apiLease(&leases[i])
 	}
 	return c.JSON(http.StatusOK, api.LeaseList{Leases: out})
+}
+
+// The read-only catalog views. An error (unavailable, invalid, a task that is
+// not declared) goes on to the error handler.
+
+func respondTasks(c echo.Context, decls []leasecore.TaskDecl, err error) error {
+	if err != nil {
+		return err
+	}
+	out := make([]api.TaskDeclaration, len(decls))
+	for i := range decls {
+		out[i] = apiTask(&decls[i])
+	}
+	return c.JSON(http.StatusOK, api.TaskList{Tasks: out})
+}
+
+func respondTask(c echo.Context, decl *leasecore.TaskDecl, err error) error {
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, apiTask(decl))
+}
+
+func respondHistory(c echo.Context, events []leasecore.Event, err error) error {
+	if err != nil {
+		return err
+	}
+	out := make([]api.Event, len(events))
+	for i := range events {
+		out[i] = apiEvent(&events[i])
+	}
+	return c.JSON(http.StatusOK, api.EventList{Events: out})
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 )
 
@@ -44,7 +45,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			log.Warn("closing the store", "store", storeName, "err", err)
 		}
 	}()
-	srv, err := New(Options{Store: store, Token: token, Logger: log, MaxStreams: cfg.MaxStreams})
+	srv, err := New(Options{Store: store, Token: token, Logger: log, MaxStreams: cfg.MaxStreams, RequireDeclared: cfg.RequireDeclared})
 	if err != nil {
 		return err
 	}
@@ -56,7 +57,14 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	migrateCtx, stopMigrating := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = srv.MigrateUntilDone(migrateCtx, storeName) })
+	wg.Go(func() {
+		if err := srv.MigrateUntilDone(migrateCtx, storeName); err != nil || cfg.PruneInterval == 0 {
+			return
+		}
+		// The pruner starts once the schema is in place, on a Service of its
+		// own: its claims of leasehold:prune are not the API's.
+		leasecore.NewPruner(leasecore.New(store), cfg.PruneInterval, newOwner(), log).Run(migrateCtx)
+	})
 	defer wg.Wait()
 	defer stopMigrating()
 
@@ -82,6 +90,37 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log.Info("stopped")
+	return nil
+}
+
+// PruneTimeout bounds `leasehold prune`.
+const PruneTimeout = 10 * time.Minute
+
+// Prune runs `leasehold prune`: it opens the store at storeURL, migrates it,
+// and runs one pruning pass guarded by the prune lease (skipped when another
+// pruner holds it), then closes the store.
+func Prune(ctx context.Context, storeURL string, log *slog.Logger) error {
+	storeName := storeurl.Redact(storeURL)
+	ctx, cancel := context.WithTimeout(ctx, PruneTimeout)
+	defer cancel()
+	store, err := storeurl.Open(ctx, storeURL)
+	if err != nil {
+		return fmt.Errorf("open store %s: %w", storeName, err)
+	}
+	defer store.Close()
+	if err := store.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate store %s: %w", storeName, err)
+	}
+	result, n, err := leasecore.NewPruner(leasecore.New(store), 0, newOwner(), log).Once(ctx)
+	if err != nil {
+		return fmt.Errorf("prune store %s: %w", storeName, err)
+	}
+	switch result {
+	case leasecore.PruneSkipped:
+		log.Info("another pruner holds the prune lease; it prunes this round", "lease", leasecore.PruneTask, "store", storeName)
+	default:
+		log.Info("pruned lease history", "result", string(result), "deleted", n, "store", storeName)
+	}
 	return nil
 }
 

@@ -31,6 +31,14 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxStreams caps concurrent keepalive streams; 0 means DefaultMaxStreams.
 	MaxStreams int
+	// RequireDeclared refuses claims (and keepalive streams) of tasks that
+	// have no declaration, with a 404 undeclared-task problem.
+	RequireDeclared bool
+	// DeclarationsMaxAge bounds how stale the declarations applied to claims
+	// may be: a declaration changed elsewhere is honoured by the claims that
+	// start this long after the change. Zero or less means
+	// leasecore.DefaultDeclarationsMaxAge.
+	DeclarationsMaxAge time.Duration
 }
 
 // Server is the sidecar's HTTP API over one lease store: the routes of
@@ -68,7 +76,8 @@ func New(opts Options) (*Server, error) {
 	}
 	m.registerStoreCounts(opts.Store)
 	m.registerStreams(s.streams)
-	svc := leasecore.New(gatedStore{Store: s.store, migrated: &s.migrated})
+	gated := gatedStore{Store: s.store, migrated: &s.migrated}
+	svc := leasecore.New(gated, leasecore.WithDeclarations(opts.DeclarationsMaxAge, opts.RequireDeclared))
 	// The coalescer has goroutines only while renewals wait in it, so it
 	// needs no Close of its own.
 	renewals := leasecore.NewCoalescer(svc, leasecore.DefaultCoalesceWindow, nil)
@@ -279,4 +288,90 @@ func (g gatedStore) List(ctx context.Context) ([]leasecore.Lease, error) {
 		return nil, err
 	}
 	return g.Store.List(ctx)
+}
+
+// The catalog's methods, gated as the lease operations are.
+
+func (g gatedStore) CreateTask(ctx context.Context, d leasecore.TaskDecl) (*leasecore.TaskDecl, error) {
+	if err := g.check("create_task"); err != nil {
+		return nil, err
+	}
+	return g.Store.CreateTask(ctx, d)
+}
+
+func (g gatedStore) UpdateTask(ctx context.Context, d leasecore.TaskDecl) (*leasecore.TaskDecl, error) {
+	if err := g.check("update_task"); err != nil {
+		return nil, err
+	}
+	return g.Store.UpdateTask(ctx, d)
+}
+
+func (g gatedStore) GetTask(ctx context.Context, name string) (*leasecore.TaskDecl, error) {
+	if err := g.check("get_task"); err != nil {
+		return nil, err
+	}
+	return g.Store.GetTask(ctx, name)
+}
+
+func (g gatedStore) ListTasks(ctx context.Context) ([]leasecore.TaskDecl, error) {
+	if err := g.check("list_tasks"); err != nil {
+		return nil, err
+	}
+	return g.Store.ListTasks(ctx)
+}
+
+func (g gatedStore) DeleteTask(ctx context.Context, name string) (bool, error) {
+	if err := g.check("delete_task"); err != nil {
+		return false, err
+	}
+	return g.Store.DeleteTask(ctx, name)
+}
+
+func (g gatedStore) CreatePolicy(ctx context.Context, p leasecore.RetentionPolicy) (*leasecore.RetentionPolicy, error) {
+	if err := g.check("create_policy"); err != nil {
+		return nil, err
+	}
+	return g.Store.CreatePolicy(ctx, p)
+}
+
+func (g gatedStore) UpdatePolicy(ctx context.Context, p leasecore.RetentionPolicy) (*leasecore.RetentionPolicy, error) {
+	if err := g.check("update_policy"); err != nil {
+		return nil, err
+	}
+	return g.Store.UpdatePolicy(ctx, p)
+}
+
+func (g gatedStore) GetPolicy(ctx context.Context, name string) (*leasecore.RetentionPolicy, error) {
+	if err := g.check("get_policy"); err != nil {
+		return nil, err
+	}
+	return g.Store.GetPolicy(ctx, name)
+}
+
+func (g gatedStore) ListPolicies(ctx context.Context) ([]leasecore.RetentionPolicy, error) {
+	if err := g.check("list_policies"); err != nil {
+		return nil, err
+	}
+	return g.Store.ListPolicies(ctx)
+}
+
+func (g gatedStore) DeletePolicy(ctx context.Context, name string) (bool, error) {
+	if err := g.check("delete_policy"); err != nil {
+		return false, err
+	}
+	return g.Store.DeletePolicy(ctx, name)
+}
+
+func (g gatedStore) History(ctx context.Context, task string, limit int) ([]leasecore.Event, error) {
+	if err := g.check("history"); err != nil {
+		return nil, err
+	}
+	return g.Store.History(ctx, task, limit)
+}
+
+func (g gatedStore) PruneHistory(ctx context.Context) (int64, error) {
+	if err := g.check("prune"); err != nil {
+		return 0, err
+	}
+	return g.Store.PruneHistory(ctx)
 }

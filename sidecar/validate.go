@@ -3,6 +3,7 @@ package sidecar
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -95,6 +96,12 @@ func validateRequests(s *specRouter) echo.MiddlewareFunc {
 					if i < len(c.ParamValues()) && c.ParamValues()[i] == "" {
 						return invalid([]api.InvalidParam{{Name: name, Reason: "is required: the path segment is empty"}})
 					}
+				}
+				// echo lets a parameter that ends a route take the rest of
+				// the path, slashes included (/v1/tasks/billing/nightly);
+				// the document's paths say {task} is one segment.
+				if errors.Is(err, routers.ErrPathNotFound) {
+					return echo.ErrNotFound
 				}
 				return next(c)
 			}

@@ -86,6 +86,33 @@ func (e ClaimUnavailableReason) Valid() bool {
 	}
 }
 
+// Defines values for EventKind.
+const (
+	EventKindAcquired  EventKind = "acquired"
+	EventKindExpired   EventKind = "expired"
+	EventKindLost      EventKind = "lost"
+	EventKindReleased  EventKind = "released"
+	EventKindTakenOver EventKind = "taken_over"
+)
+
+// Valid indicates whether the value is a known member of the EventKind enum.
+func (e EventKind) Valid() bool {
+	switch e {
+	case EventKindAcquired:
+		return true
+	case EventKindExpired:
+		return true
+	case EventKindLost:
+		return true
+	case EventKindReleased:
+		return true
+	case EventKindTakenOver:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for KeepaliveLostReason.
 const (
 	KeepaliveLostReasonDeadline      KeepaliveLostReason = "deadline"
@@ -324,6 +351,59 @@ type ClaimUnavailableAcquired bool
 // ClaimUnavailableReason defines model for ClaimUnavailable.Reason.
 type ClaimUnavailableReason string
 
+// Event One entry of a task's lease history.
+type Event struct {
+	// At RFC 3339 in UTC with exactly millisecond precision.
+	//
+	// Example: 2026-12-02T17:34:02.123Z
+	At Timestamp `json:"at"`
+
+	// Detail More about the event; empty when there is nothing to add.
+	Detail string `json:"detail"`
+
+	// Id Rises with every event the store records (for all tasks).
+	Id int64 `json:"id"`
+
+	// Kind What happened: `acquired` (a claim granted a new lease, with a new token), `released`
+	// (the owner released it), `expired` (it ran out unreleased; seen when its owner claimed
+	// again), `taken_over` (it ran out unreleased and another owner claimed the task; `owner`
+	// and `token` are the expired lease's, `detail` names the new owner), `lost` (the owner
+	// tried to renew after it had expired).
+	Kind EventKind `json:"kind"`
+
+	// Owner An opaque identity chosen by the client, stable for its process and distinct between
+	// replicas, e.g. `<hostname>#<pid>#<random>`. 1 to 256 printable characters.
+	//
+	//
+	// Example: web-1#4242#k3j9
+	Owner Owner `json:"owner"`
+
+	// Task 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`.
+	//
+	// Example: telescope:prune
+	Task TaskName `json:"task"`
+
+	// Token A fencing token: per task, it rises each time the task is granted to an owner who did
+	// not hold it live, and never goes down or repeats (not after release, expiry or restart).
+	// Pass it to whatever the lease protects so a stale holder can be refused.
+	//
+	//
+	// Example: 7
+	Token Token `json:"token"`
+}
+
+// EventKind What happened: `acquired` (a claim granted a new lease, with a new token), `released`
+// (the owner released it), `expired` (it ran out unreleased; seen when its owner claimed
+// again), `taken_over` (it ran out unreleased and another owner claimed the task; `owner`
+// and `token` are the expired lease's, `detail` names the new owner), `lost` (the owner
+// tried to renew after it had expired).
+type EventKind string
+
+// EventList A task's events, newest first.
+type EventList struct {
+	Events []Event `json:"events"`
+}
+
 // Holder The owner of a live lease, as seen by a refused claimant.
 type Holder struct {
 	// ExpiresAt RFC 3339 in UTC with exactly millisecond precision.
@@ -344,7 +424,7 @@ type Holder struct {
 
 // InvalidParam A field that broke a rule.
 type InvalidParam struct {
-	// Name The field, as the API spells it (`task`, `owner`, `ttl_ms`, `note`, `token`); a JSON pointer below the top level.
+	// Name The field, as the API spells it (`task`, `owner`, `ttl_ms`, `note`, `token`, `limit`); a JSON pointer below the top level.
 	Name string `json:"name"`
 
 	// Reason The rule it broke.
@@ -461,9 +541,10 @@ type Problem struct {
 	Title string `json:"title"`
 
 	// Type A URI reference naming the kind of problem: `urn:leasehold:problem:malformed-request`
-	// (400), `urn:leasehold:problem:invalid-request` (422),
-	// `urn:leasehold:problem:unavailable` (503), or `about:blank` when the HTTP status says
-	// it all (401, 404, 405, 413, 415, 500).
+	// (400), `urn:leasehold:problem:undeclared-task` (404: the task has no declaration),
+	// `urn:leasehold:problem:invalid-request` (422), `urn:leasehold:problem:unavailable`
+	// (503), or `about:blank` when the HTTP status says it all (401, 404, 405, 413, 415,
+	// 500).
 	Type string `json:"type"`
 }
 
@@ -589,6 +670,49 @@ type StatusStatus string
 // Example: 30000
 type TTLMillis = int64
 
+// TaskDeclaration A task's declaration, as the store keeps it.
+type TaskDeclaration struct {
+	// CreatedAt RFC 3339 in UTC with exactly millisecond precision.
+	//
+	// Example: 2026-12-02T17:34:02.123Z
+	CreatedAt Timestamp `json:"created_at"`
+
+	// Description Free text for operators; empty when none.
+	Description string `json:"description"`
+
+	// MaxTtlMs The largest `ttl_ms` a claim or renewal of the task may ask for. Present only when
+	// the task declares one; absent, the model's bound (24 h) applies.
+	//
+	//
+	// Example: 600000
+	MaxTtlMs *int64 `json:"max_ttl_ms,omitempty"`
+
+	// Name 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`.
+	//
+	// Example: telescope:prune
+	Name TaskName `json:"name"`
+
+	// RetentionPolicy The retention policy of the task's history (`default` unless another is named).
+	//
+	// Example: default
+	RetentionPolicy string `json:"retention_policy"`
+
+	// TtlMs Time to live in milliseconds, from 100 ms to 24 h.
+	//
+	// Example: 30000
+	TtlMs TTLMillis `json:"ttl_ms"`
+
+	// UpdatedAt RFC 3339 in UTC with exactly millisecond precision.
+	//
+	// Example: 2026-12-02T17:34:02.123Z
+	UpdatedAt Timestamp `json:"updated_at"`
+}
+
+// TaskList Task declarations ordered by name.
+type TaskList struct {
+	Tasks []TaskDeclaration `json:"tasks"`
+}
+
 // TaskName 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`.
 //
 // Example: telescope:prune
@@ -632,15 +756,24 @@ type StoreUnavailable = Problem
 // Unauthorized An RFC 9457 problem detail.
 type Unauthorized = Problem
 
+// UndeclaredTask An RFC 9457 problem detail.
+type UndeclaredTask = Problem
+
 // UnsupportedMediaType An RFC 9457 problem detail.
 type UnsupportedMediaType = Problem
+
+// GetLeaseHistoryParams defines parameters for GetLeaseHistory.
+type GetLeaseHistoryParams struct {
+	// Limit How many events to answer at most, from 1 to 1000 (default 100).
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
 
 // KeepaliveLeaseParams defines parameters for KeepaliveLease.
 type KeepaliveLeaseParams struct {
 	// Owner The owner to claim as. Omitted, the sidecar makes a unique one (`<hostname>#<pid>#<random>`) and sends it in the `acquired` event.
 	Owner *Owner `form:"owner,omitempty" json:"owner,omitempty"`
 
-	// TtlMs Lease TTL in milliseconds (default 30000); renewals happen every ttl × 0.4.
+	// TtlMs Lease TTL in milliseconds (default the task's declared ttl, else 30000); renewals happen every ttl × 0.4.
 	TtlMs *TTLMillis `form:"ttl_ms,omitempty" json:"ttl_ms,omitempty"`
 
 	// Note Free text stored with the lease.
@@ -682,6 +815,9 @@ type ServerInterface interface {
 	// ClaimLease Claim a task
 	// (POST /v1/leases/{task}/claim)
 	ClaimLease(ctx echo.Context, task Task) error
+	// GetLeaseHistory A task's lease history
+	// (GET /v1/leases/{task}/history)
+	GetLeaseHistory(ctx echo.Context, task Task, params GetLeaseHistoryParams) error
 	// KeepaliveLease Hold a lease for as long as the connection stays open
 	// (GET /v1/leases/{task}/keepalive)
 	KeepaliveLease(ctx echo.Context, task Task, params KeepaliveLeaseParams) error
@@ -691,6 +827,12 @@ type ServerInterface interface {
 	// RenewLease Renew a lease
 	// (POST /v1/leases/{task}/renew)
 	RenewLease(ctx echo.Context, task Task) error
+	// ListTasks List task declarations
+	// (GET /v1/tasks)
+	ListTasks(ctx echo.Context) error
+	// GetTask Get a task's declaration
+	// (GET /v1/tasks/{task})
+	GetTask(ctx echo.Context, task Task) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -775,6 +917,31 @@ func (w *ServerInterfaceWrapper) ClaimLease(ctx echo.Context) error {
 	return err
 }
 
+// GetLeaseHistory converts echo context to params.
+func (w *ServerInterfaceWrapper) GetLeaseHistory(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "task" -------------
+	var task Task
+
+	err = runtime.BindStyledParameterWithOptions("simple", "task", ctx.Param("task"), &task, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter task: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetLeaseHistoryParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetLeaseHistory(ctx, task, params)
+	return err
+}
+
 // KeepaliveLease converts echo context to params.
 func (w *ServerInterfaceWrapper) KeepaliveLease(ctx echo.Context) error {
 	var err error
@@ -853,6 +1020,31 @@ func (w *ServerInterfaceWrapper) RenewLease(ctx echo.Context) error {
 	return err
 }
 
+// ListTasks converts echo context to params.
+func (w *ServerInterfaceWrapper) ListTasks(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListTasks(ctx)
+	return err
+}
+
+// GetTask converts echo context to params.
+func (w *ServerInterfaceWrapper) GetTask(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "task" -------------
+	var task Task
+
+	err = runtime.BindStyledParameterWithOptions("simple", "task", ctx.Param("task"), &task, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter task: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetTask(ctx, task)
+	return err
+}
+
 // This is a simple interface which specifies echo.Route addition functions which
 // are present on both echo.Echo and echo.Group, since we want to allow using
 // either of them for path registration
@@ -906,6 +1098,9 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/leases/:task/keepalive", wrapper.KeepaliveLease, options.OperationMiddlewares["keepaliveLease"]...)
 	router.POST(options.BaseURL+"/v1/leases/:task/renew", wrapper.RenewLease, options.OperationMiddlewares["renewLease"]...)
 	router.POST(options.BaseURL+"/v1/leases/:task/release", wrapper.ReleaseLease, options.OperationMiddlewares["releaseLease"]...)
+	router.GET(options.BaseURL+"/v1/leases/:task/history", wrapper.GetLeaseHistory, options.OperationMiddlewares["getLeaseHistory"]...)
+	router.GET(options.BaseURL+"/v1/tasks", wrapper.ListTasks, options.OperationMiddlewares["listTasks"]...)
+	router.GET(options.BaseURL+"/v1/tasks/:task", wrapper.GetTask, options.OperationMiddlewares["getTask"]...)
 	router.GET(options.BaseURL+"/healthz", wrapper.GetHealth, options.OperationMiddlewares["getHealth"]...)
 	router.GET(options.BaseURL+"/readyz", wrapper.GetReadiness, options.OperationMiddlewares["getReadiness"]...)
 	router.GET(options.BaseURL+"/metrics", wrapper.GetMetrics, options.OperationMiddlewares["getMetrics"]...)

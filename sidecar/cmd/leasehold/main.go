@@ -1,8 +1,10 @@
 // Command leasehold is the leasehold sidecar and its command-line tools:
 //
 //	leasehold serve   [--listen 127.0.0.1:7411] [--store sqlite:./leasehold.db]
+//	                  [--require-declared] [--prune-interval 10m]
 //	                  [--token-file PATH] [--log-format text|json]
 //	leasehold migrate [--store URL] [--log-format text|json]
+//	leasehold prune   [--store URL] [--log-format text|json]
 //	leasehold run     [--addr URL | --store URL] --task T [--ttl 30s] [--owner O]
 //	                  [--wait 0s] [--grace 10s] -- COMMAND [ARG...]
 //
@@ -18,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -31,10 +34,13 @@ const usage = `leasehold hands named tasks to one owner at a time, for a TTL, wi
 
 Usage:
   leasehold serve   [--listen 127.0.0.1:7411] [--store sqlite:./leasehold.db]
+                    [--require-declared] [--prune-interval 10m]
                     [--token-file PATH] [--log-format text|json]
                     serve the HTTP API (migrates the store at start)
   leasehold migrate [--store URL] [--log-format text|json]
                     create or upgrade the store's schema, then exit
+  leasehold prune   [--store URL] [--log-format text|json]
+                    delete lease history beyond the retention policies (one pass), then exit
   leasehold run     [--addr URL | --store URL] --task T [--ttl 30s] [--owner O]
                     [--wait 0s] [--grace 10s] -- COMMAND [ARG...]
                     run COMMAND while holding the lease on task T
@@ -70,7 +76,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	case "serve":
 		return serve(rest, getenv, stderr)
 	case "migrate":
-		return migrate(rest, getenv, stderr)
+		return storeCommand("migrate", sidecar.Migrate, rest, getenv, stderr)
+	case "prune":
+		return storeCommand("prune", sidecar.Prune, rest, getenv, stderr)
 	case "run":
 		return leaserun.Main(context.Background(), rest, getenv, os.Stdin, stdout, stderr)
 	default:
@@ -105,9 +113,10 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) int {
 	return exitOK
 }
 
-func migrate(args []string, getenv func(string) string, stderr io.Writer) int {
+// storeCommand runs a one-shot command on a store: migrate or prune.
+func storeCommand(verb string, do func(context.Context, string, *slog.Logger) error, args []string, getenv func(string) string, stderr io.Writer) int {
 	storeURL, logFormat := storeurl.Default, "text"
-	fs := newFlagSet("migrate", stderr)
+	fs := newFlagSet(verb, stderr)
 	fs.StringVar(&storeURL, "store", storeURL, "store `URL`: sqlite:PATH or postgres://USER@HOST:PORT/DB")
 	fs.StringVar(&logFormat, "log-format", logFormat, "log `format`: text or json")
 	if code, ok := parse(fs, args, getenv, stderr); !ok {
@@ -115,12 +124,12 @@ func migrate(args []string, getenv func(string) string, stderr io.Writer) int {
 	}
 	log, err := sidecar.NewLogger(logFormat, stderr)
 	if err != nil {
-		return fail(stderr, "migrate", err)
+		return fail(stderr, verb, err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := sidecar.Migrate(ctx, storeURL, log); err != nil {
-		return fail(stderr, "migrate", err)
+	if err := do(ctx, storeURL, log); err != nil {
+		return fail(stderr, verb, err)
 	}
 	return exitOK
 }
