@@ -10,14 +10,24 @@ BENCHCOUNT ?= 6
 STREAMS   ?= 1000 10000
 STREAM_DURATION ?= 60s
 WITH_PG   := scripts/with-postgres.sh
+# The provider's version in a filesystem mirror (make mirror); Terraform needs a semver.
+PROVIDER_VERSION ?= 0.1.0
 
 .PHONY: help
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/leasehold
+build: ## Build bin/leasehold and bin/terraform-provider-leasehold
 	$(GO) build -o $(BIN)/leasehold ./sidecar/cmd/leasehold
+	$(GO) build -o $(BIN)/terraform-provider-leasehold ./tfprovider/cmd/terraform-provider-leasehold
+
+.PHONY: mirror
+mirror: ## Lay the provider out as a Terraform filesystem mirror in bin/mirror (README: Terraform provider)
+	$(GO) build -ldflags "-X main.version=$(PROVIDER_VERSION)" -o $(BIN)/terraform-provider-leasehold ./tfprovider/cmd/terraform-provider-leasehold
+	@dir="$(BIN)/mirror/$$($(BIN)/terraform-provider-leasehold -address)/$(PROVIDER_VERSION)/$$($(GO) env GOOS)_$$($(GO) env GOARCH)"; \
+	  mkdir -p "$$dir" && cp $(BIN)/terraform-provider-leasehold "$$dir/terraform-provider-leasehold_v$(PROVIDER_VERSION)" && \
+	  echo "provider $(PROVIDER_VERSION) mirrored in $$(cd $(BIN)/mirror && pwd)"
 
 .PHONY: run
 run: build ## Build and serve the API on 127.0.0.1:7411 with the embedded SQLite store
@@ -60,6 +70,18 @@ generate: ## Regenerate code from openapi.yaml
 .PHONY: check-generated
 check-generated: generate ## Fail when generated files differ from what is committed
 	@if [[ -n "$$(git status --porcelain -- sidecar/api)" ]]; then git status --short -- sidecar/api; git diff -- sidecar/api | head -50; echo "generated code is stale: run make generate and commit"; exit 1; fi
+
+.PHONY: docs
+# tfplugindocs builds the provider with go build in --provider-dir, which is therefore the main
+# package; the docs, examples and templates directories are given relative to it.
+docs: ## Regenerate the Terraform provider's docs (tfprovider/docs) from its schema and examples
+	cd tfprovider && CHECKPOINT_DISABLE=1 TF_CLI_CONFIG_FILE=/dev/null $(GO) tool tfplugindocs generate \
+	  --provider-dir cmd/terraform-provider-leasehold --provider-name leasehold \
+	  --rendered-website-dir ../../docs --examples-dir ../../examples --website-source-dir ../../templates
+
+.PHONY: check-docs
+check-docs: docs ## Fail when tfprovider/docs differs from what is committed
+	@if [[ -n "$$(git status --porcelain -- tfprovider/docs)" ]]; then git status --short -- tfprovider/docs; git diff -- tfprovider/docs | head -50; echo "provider docs are stale: run make docs and commit"; exit 1; fi
 
 .PHONY: clean
 clean: ## Remove build output

@@ -1,0 +1,93 @@
+package tfprovider
+
+import (
+	"context"
+
+	"github.com/hashicorp/terraform-plugin-framework-timetypes/timetypes"
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+
+	"github.com/leasehold/leasehold/leasecore"
+)
+
+var _ datasource.DataSourceWithConfigure = (*tasksDataSource)(nil)
+
+type tasksDataSource struct{ svc *leasecore.Service }
+
+func newTasksDataSource() datasource.DataSource { return &tasksDataSource{} }
+
+type tasksModel struct {
+	Tasks []taskModel `tfsdk:"tasks"`
+}
+
+func (d *tasksDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_tasks"
+}
+
+func (d *tasksDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "Every task declared in the store, whoever declared it, ordered by name.",
+		Attributes: map[string]schema.Attribute{
+			"tasks": schema.ListNestedAttribute{
+				MarkdownDescription: "The declarations, ordered by name.",
+				Computed:            true,
+				NestedObject: schema.NestedAttributeObject{
+					Attributes: map[string]schema.Attribute{
+						"name": schema.StringAttribute{
+							MarkdownDescription: "The task's name.",
+							Computed:            true,
+						},
+						"ttl": schema.StringAttribute{
+							MarkdownDescription: "The ttl of a claim that gives none, as a Go duration.",
+							CustomType:          timetypes.GoDurationType{},
+							Computed:            true,
+						},
+						"max_ttl": schema.StringAttribute{
+							MarkdownDescription: "The longest ttl a claim or renewal may ask for, as a Go duration; null when unbounded.",
+							CustomType:          timetypes.GoDurationType{},
+							Computed:            true,
+						},
+						"description": schema.StringAttribute{
+							MarkdownDescription: "Free text for people.",
+							Computed:            true,
+						},
+						"retention_policy": schema.StringAttribute{
+							MarkdownDescription: "The name of the task's retention policy.",
+							Computed:            true,
+						},
+						"created_at": schema.StringAttribute{
+							MarkdownDescription: "When the task was declared (RFC 3339).",
+							CustomType:          timetypes.RFC3339Type{},
+							Computed:            true,
+						},
+						"updated_at": schema.StringAttribute{
+							MarkdownDescription: "When the declaration last changed (RFC 3339).",
+							CustomType:          timetypes.RFC3339Type{},
+							Computed:            true,
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func (d *tasksDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+	d.svc = service(req.ProviderData, &resp.Diagnostics)
+}
+
+func (d *tasksDataSource) Read(ctx context.Context, _ datasource.ReadRequest, resp *datasource.ReadResponse) {
+	if notConfigured(d.svc, &resp.Diagnostics) {
+		return
+	}
+	decls, err := d.svc.ListTasks(ctx)
+	if err != nil {
+		storeError(&resp.Diagnostics, "list tasks", err)
+		return
+	}
+	state := tasksModel{Tasks: make([]taskModel, 0, len(decls))}
+	for i := range decls {
+		state.Tasks = append(state.Tasks, taskState(&decls[i]))
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)
+}

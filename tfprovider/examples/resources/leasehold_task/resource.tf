@@ -1,0 +1,15 @@
+resource "leasehold_retention_policy" "audit" {
+  name      = "audit"
+  keep_for  = "720h"
+  keep_last = 1000
+}
+
+# Claims of telescope:prune that give no ttl get 90s, and none may ask for
+# more than 10m.
+resource "leasehold_task" "prune" {
+  name             = "telescope:prune"
+  ttl              = "90s"
+  max_ttl          = "10m"
+  description      = "entries pruner"
+  retention_policy = leasehold_retention_policy.audit.name
+}

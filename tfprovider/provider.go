@@ -1,0 +1,168 @@
+package tfprovider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
+	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	tfaddr "github.com/hashicorp/terraform-registry-address"
+
+	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/storeurl"
+)
+
+// EnvStore is the environment variable the provider reads the store URL
+// from when its store attribute is not set, as the sidecar does.
+const EnvStore = "LEASEHOLD_STORE"
+
+// Address is the provider's full address: Terraform's default registry
+// host, namespace leasehold, type leasehold. Configurations write the short
+// form, source = "leasehold/leasehold"; a filesystem mirror lays the
+// provider out under the full one (see `make mirror`).
+var Address = tfaddr.NewProvider(tfaddr.DefaultProviderRegistryHost, "leasehold", "leasehold").String()
+
+// opener opens the store a URL names; storeurl.Open outside tests.
+type opener func(ctx context.Context, url string) (leasecore.Store, error)
+
+var _ provider.Provider = (*leaseholdProvider)(nil)
+
+type leaseholdProvider struct {
+	version string
+	open    opener
+	getenv  func(string) string
+}
+
+// New returns a constructor of the provider, for providerserver.Serve.
+// version is reported to Terraform; "dev" for local builds.
+func New(version string) func() provider.Provider {
+	return newProvider(version, storeurl.Open, os.Getenv)
+}
+
+func newProvider(version string, open opener, getenv func(string) string) func() provider.Provider {
+	return func() provider.Provider {
+		return &leaseholdProvider{version: version, open: open, getenv: getenv}
+	}
+}
+
+type providerModel struct {
+	Store types.String `tfsdk:"store"`
+}
+
+func (p *leaseholdProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
+	resp.TypeName = "leasehold"
+	resp.Version = p.version
+}
+
+func (p *leaseholdProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "Declares [leasehold](https://github.com/leasehold/leasehold) tasks and retention policies, " +
+			"and reads who holds a lease. The provider talks to the lease store directly (the same database the " +
+			"sidecars use), creating or upgrading its schema as `leasehold migrate` does.",
+		Attributes: map[string]schema.Attribute{
+			"store": schema.StringAttribute{
+				MarkdownDescription: "The lease store: `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`, as given to " +
+					"`leasehold serve --store`. Falls back to the `" + EnvStore + "` environment variable. " +
+					"Sensitive, since a PostgreSQL URL may carry a password.",
+				Optional:  true,
+				Sensitive: true,
+			},
+		},
+	}
+}
+
+func (p *leaseholdProvider) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
+	var cfg providerModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if cfg.Store.IsUnknown() {
+		resp.Diagnostics.AddAttributeError(path.Root("store"), "Unknown store",
+			"The provider cannot open a store whose URL is only known after apply. Set store to a value known at plan time, or use the "+EnvStore+" environment variable.")
+		return
+	}
+	url := cfg.Store.ValueString()
+	if url == "" {
+		url = p.getenv(EnvStore)
+	}
+	if url == "" {
+		resp.Diagnostics.AddAttributeError(path.Root("store"), "Missing store",
+			"Set store in the provider block, or the "+EnvStore+" environment variable, to sqlite:PATH or postgres://USER@HOST:PORT/DB.")
+		return
+	}
+	store, err := p.open(ctx, url)
+	if err != nil {
+		detail := err.Error()
+		if redacted := storeurl.Redact(url); !strings.Contains(detail, redacted) {
+			detail = fmt.Sprintf("open %s: %s", redacted, detail)
+		}
+		resp.Diagnostics.AddAttributeError(path.Root("store"), "Cannot open store", detail)
+		return
+	}
+	if err := store.Migrate(ctx); err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("store"), "Cannot migrate store", fmt.Sprintf("Create or upgrade the schema of %s: %v", storeurl.Redact(url), err))
+		return
+	}
+	// The store stays open for the life of the provider process: the
+	// framework gives a provider no hook to close it, and Terraform ends the
+	// process when the command is done.
+	svc := leasecore.New(store)
+	resp.ResourceData = svc
+	resp.DataSourceData = svc
+}
+
+func (p *leaseholdProvider) Resources(context.Context) []func() resource.Resource {
+	return []func() resource.Resource{newTaskResource, newPolicyResource}
+}
+
+func (p *leaseholdProvider) DataSources(context.Context) []func() datasource.DataSource {
+	return []func() datasource.DataSource{newLeaseDataSource, newTasksDataSource}
+}
+
+// service takes the *leasecore.Service that Configure handed a resource or
+// data source. data is nil before the provider is configured (Terraform
+// validates configurations first), which is not an error.
+func service(data any, diags *diag.Diagnostics) *leasecore.Service {
+	if data == nil {
+		return nil
+	}
+	svc, ok := data.(*leasecore.Service)
+	if !ok {
+		diags.AddError("Unexpected provider data", fmt.Sprintf("Expected *leasecore.Service, got %T. This is a bug in the provider.", data))
+		return nil
+	}
+	return svc
+}
+
+// notConfigured reports a call that needs the store before the provider
+// was configured, and says whether it did.
+func notConfigured(svc *leasecore.Service, diags *diag.Diagnostics) bool {
+	if svc != nil {
+		return false
+	}
+	diags.AddError("Provider not configured", "The leasehold provider has no store yet. This is a bug in the provider or in Terraform.")
+	return true
+}
+
+// storeError turns an error of the Service into a diagnostic: what failed,
+// and the Service's words for why, which name the field, the policy's
+// tasks or the store fault.
+func storeError(diags *diag.Diagnostics, what string, err error) {
+	detail := err.Error()
+	switch {
+	case errors.Is(err, leasecore.ErrUnavailable):
+		detail = "The lease store did not answer: " + detail
+	case errors.Is(err, leasecore.ErrExists):
+		detail += ". To manage it with Terraform, import it (terraform import, or an import block) instead of creating it."
+	}
+	diags.AddError("Cannot "+what, detail)
+}

@@ -1,0 +1,58 @@
+package tfprovider
+
+import (
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+
+	"github.com/leasehold/leasehold/leasecore"
+)
+
+const oneTask = `
+resource "leasehold_task" "t" {
+  name = "env"
+  ttl  = "1s"
+}`
+
+// TestProviderStoreFromEnv reads the store from LEASEHOLD_STORE when the
+// provider block names none.
+func TestProviderStoreFromEnv(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, ts *testStore) {
+		resource.Test(t, resource.TestCase{
+			ProtoV6ProviderFactories: ts.factories(map[string]string{EnvStore: ts.url}),
+			CheckDestroy:             ts.checkDestroyed,
+			Steps: []resource.TestStep{{
+				Config: oneTask,
+				Check:  ts.checkTask(leasecore.TaskDecl{Name: "env", TTL: time.Second, RetentionPolicy: leasecore.DefaultPolicy}),
+			}},
+		})
+	})
+}
+
+// TestProviderStoreErrors: no store anywhere, or one that is no store URL.
+func TestProviderStoreErrors(t *testing.T) {
+	t.Parallel()
+	requireTerraform(t)
+	ts := newTestStore(t, "sqlite")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: ts.factories(nil),
+		Steps: []resource.TestStep{
+			{
+				Config:      oneTask,
+				PlanOnly:    true,
+				ExpectError: diagnostic("Missing store", "Set store in the provider block, or the LEASEHOLD_STORE environment variable"),
+			},
+			{
+				Config: `
+provider "leasehold" {
+  store = "mysql://root:hunter2@127.0.0.1/x"
+}
+` + oneTask,
+				PlanOnly:    true,
+				ExpectError: diagnostic("Cannot open store", `store "mysql://root:xxxxx@127.0.0.1/x": must be sqlite:PATH or postgres://`),
+			},
+		},
+	})
+}

@@ -1,0 +1,162 @@
+package tfprovider
+
+import (
+	"fmt"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+
+	"github.com/leasehold/leasehold/leasecore"
+)
+
+const policyAddr = "leasehold_retention_policy.p"
+
+func policyHCL(name, keepFor string, keepLast int) string {
+	return fmt.Sprintf(`
+resource "leasehold_retention_policy" "p" {
+  name      = %q
+  keep_for  = %q
+  keep_last = %d
+}`, name, keepFor, keepLast)
+}
+
+// TestPolicyLifecycle creates a policy, changes it in place, renames it (a
+// replacement) and imports it.
+func TestPolicyLifecycle(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, ts *testStore) {
+		resource.Test(t, resource.TestCase{
+			ProtoV6ProviderFactories: ts.factories(nil),
+			CheckDestroy:             ts.checkDestroyed,
+			Steps: []resource.TestStep{
+				{
+					// The store keeps 10080m as 168h; the state keeps the spelling.
+					Config: ts.config(policyHCL("audit", "10080m", 100)),
+					ConfigStateChecks: []statecheck.StateCheck{
+						expectString(policyAddr, "keep_for", "10080m"),
+						statecheck.ExpectKnownValue(policyAddr, tfjsonpath.New("keep_last"), knownvalue.Int64Exact(100)),
+					},
+					Check: ts.checkPolicy(leasecore.RetentionPolicy{Name: "audit", KeepFor: 7 * 24 * time.Hour, KeepLast: 100}),
+				},
+				{
+					Config:           ts.config(policyHCL("audit", "168h", 0)),
+					ConfigPlanChecks: expectAction(policyAddr, plancheck.ResourceActionUpdate),
+					Check:            ts.checkPolicy(leasecore.RetentionPolicy{Name: "audit", KeepFor: 7 * 24 * time.Hour, KeepLast: 0}),
+				},
+				{
+					Config:           ts.config(policyHCL("audit-2", "168h", 0)),
+					ConfigPlanChecks: expectAction(policyAddr, plancheck.ResourceActionDestroyBeforeCreate),
+					Check:            ts.checkPolicy(leasecore.RetentionPolicy{Name: "audit-2", KeepFor: 7 * 24 * time.Hour}),
+				},
+				{
+					ResourceName:                         policyAddr,
+					ImportState:                          true,
+					ImportStateId:                        "audit-2",
+					ImportStateVerify:                    true,
+					ImportStateVerifyIdentifierAttribute: "name",
+				},
+			},
+		})
+	})
+}
+
+// TestPolicyInUse refuses to delete a policy that a task names, naming the
+// task, and keeps the policy in state.
+func TestPolicyInUse(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, ts *testStore) {
+		withPolicy := ts.config(policyHCL("audit", "720h", 10) + `
+resource "leasehold_task" "t" {
+  name             = "billing/nightly"
+  ttl              = "1m"
+  retention_policy = leasehold_retention_policy.p.name
+}`)
+		resource.Test(t, resource.TestCase{
+			ProtoV6ProviderFactories: ts.factories(nil),
+			CheckDestroy:             ts.checkDestroyed,
+			Steps: []resource.TestStep{
+				{Config: withPolicy},
+				{
+					Config: ts.config(`
+resource "leasehold_task" "t" {
+  name             = "billing/nightly"
+  ttl              = "1m"
+  retention_policy = "audit"
+}`),
+					ExpectError: words(`retention policy "audit" is used by tasks billing/nightly`),
+				},
+				{
+					// The policy stayed in state: nothing to do.
+					Config:           withPolicy,
+					ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
+					Check:            ts.checkPolicy(leasecore.RetentionPolicy{Name: "audit", KeepFor: 720 * time.Hour, KeepLast: 10}),
+				},
+			},
+		})
+	})
+}
+
+// TestDefaultPolicy imports the default policy, changes it, and cannot
+// delete it; a removed block lets Terraform forget it.
+func TestDefaultPolicy(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, ts *testStore) {
+		resource.Test(t, resource.TestCase{
+			ProtoV6ProviderFactories: ts.factories(nil),
+			CheckDestroy:             ts.checkDestroyed,
+			Steps: []resource.TestStep{
+				{
+					Config: ts.config(`
+import {
+  to = leasehold_retention_policy.p
+  id = "default"
+}
+` + policyHCL("default", "720h", 500)),
+					Check: ts.checkPolicy(leasecore.RetentionPolicy{Name: "default", KeepFor: 720 * time.Hour, KeepLast: 500}),
+				},
+				{
+					Config:      ts.config(""),
+					ExpectError: words(`retention policy "default" cannot be deleted`),
+				},
+				{
+					Config: ts.config(`
+removed {
+  from = leasehold_retention_policy.p
+  lifecycle {
+    destroy = false
+  }
+}`),
+					Check: ts.checkPolicy(leasecore.RetentionPolicy{Name: "default", KeepFor: 720 * time.Hour, KeepLast: 500}),
+				},
+			},
+		})
+	})
+}
+
+// TestPolicyValidation refuses bad policies at plan time, naming the
+// attribute.
+func TestPolicyValidation(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		hcl    string
+		expect *regexp.Regexp
+	}{
+		{policyHCL("audit", "1500ms", 1), diagnostic("Invalid keep_for", "keep_for must be a whole number of seconds")},
+		{policyHCL("audit", "-1h", 1), diagnostic("Invalid keep_for", "keep_for must be between 0s and 876000h; -1h is not.")},
+		{policyHCL("audit", "1h", -1), words("keep_last value must be between 0 and 1000000000, got: -1")},
+		{policyHCL("au dit", "1h", 1), diagnostic("Invalid name", "name is not a valid retention policy name")},
+	}
+	eachStore(t, func(t *testing.T, ts *testStore) {
+		steps := make([]resource.TestStep, 0, len(cases))
+		for _, c := range cases {
+			steps = append(steps, resource.TestStep{Config: ts.config(c.hcl), PlanOnly: true, ExpectError: c.expect})
+		}
+		resource.Test(t, resource.TestCase{ProtoV6ProviderFactories: ts.factories(nil), Steps: steps})
+	})
+}

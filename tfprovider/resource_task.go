@@ -1,0 +1,244 @@
+package tfprovider
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-timetypes/timetypes"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/leasehold/leasehold/leasecore"
+)
+
+var (
+	_ resource.ResourceWithConfigure      = (*taskResource)(nil)
+	_ resource.ResourceWithImportState    = (*taskResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*taskResource)(nil)
+)
+
+type taskResource struct{ svc *leasecore.Service }
+
+func newTaskResource() resource.Resource { return &taskResource{} }
+
+type taskModel struct {
+	Name            types.String         `tfsdk:"name"`
+	TTL             timetypes.GoDuration `tfsdk:"ttl"`
+	MaxTTL          timetypes.GoDuration `tfsdk:"max_ttl"`
+	Description     types.String         `tfsdk:"description"`
+	RetentionPolicy types.String         `tfsdk:"retention_policy"`
+	CreatedAt       timetypes.RFC3339    `tfsdk:"created_at"`
+	UpdatedAt       timetypes.RFC3339    `tfsdk:"updated_at"`
+}
+
+func (r *taskResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_task"
+}
+
+func (r *taskResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "Declares a task: the ttl a claim of it gets when it asks for none, the longest ttl " +
+			"a claim or renewal may ask for, and the retention policy of its lease history. Sidecars apply " +
+			"declarations to claims within a few seconds of a change; with `--require-declared` they refuse " +
+			"claims of tasks that are not declared. Deleting the declaration leaves the task's lease and history alone.",
+		Attributes: map[string]schema.Attribute{
+			"name": schema.StringAttribute{
+				MarkdownDescription: fmt.Sprintf("The task's name, as claims give it: 1 to %d characters of "+
+					"`A-Z a-z 0-9 . _ : / @ -`. Changing it replaces the declaration.", leasecore.MaxTaskLen),
+				Required:      true,
+				Validators:    []validator.String{taskNameRule},
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			},
+			"ttl": schema.StringAttribute{
+				MarkdownDescription: "The ttl of a claim that gives none, as a Go duration (`90s`, `10m`, `1h30m`): " +
+					"whole milliseconds, from `100ms` to `24h`. At most `max_ttl` when that is set.",
+				CustomType: timetypes.GoDurationType{},
+				Required:   true,
+				Validators: []validator.String{ttlRule},
+			},
+			"max_ttl": schema.StringAttribute{
+				MarkdownDescription: "The longest ttl a claim or renewal of the task may ask for, as a Go duration: " +
+					"whole milliseconds, from `100ms` to `24h`. Unset, the only bound is leasehold's own (`24h`).",
+				CustomType: timetypes.GoDurationType{},
+				Optional:   true,
+				Validators: []validator.String{ttlRule},
+			},
+			"description": schema.StringAttribute{
+				MarkdownDescription: fmt.Sprintf("Free text for people, at most %d bytes. Defaults to empty.", leasecore.MaxDescriptionLen),
+				Optional:            true,
+				Computed:            true,
+				Default:             stringdefault.StaticString(""),
+				Validators:          []validator.String{descriptionRule{}},
+			},
+			"retention_policy": schema.StringAttribute{
+				MarkdownDescription: "The name of the retention policy that says how much of the task's lease history " +
+					"the pruner keeps. Defaults to `" + leasecore.DefaultPolicy + "`, the policy every store has. " +
+					"The policy must exist: refer to a `leasehold_retention_policy` resource's `name` so that it is created first.",
+				Optional:   true,
+				Computed:   true,
+				Default:    stringdefault.StaticString(leasecore.DefaultPolicy),
+				Validators: []validator.String{policyNameRule},
+			},
+			"created_at": schema.StringAttribute{
+				MarkdownDescription: "When the task was declared (RFC 3339, the store's clock).",
+				CustomType:          timetypes.RFC3339Type{},
+				Computed:            true,
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+			},
+			"updated_at": schema.StringAttribute{
+				MarkdownDescription: "When the declaration last changed (RFC 3339, the store's clock).",
+				CustomType:          timetypes.RFC3339Type{},
+				Computed:            true,
+			},
+		},
+	}
+}
+
+func (r *taskResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.svc = service(req.ProviderData, &resp.Diagnostics)
+}
+
+// ValidateConfig checks ttl ≤ max_ttl when both are known. Values that are
+// no duration at all are reported by the attributes' own validation, so the
+// errors of reading them here are dropped.
+func (r *taskResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var ttl, maxTTL timetypes.GoDuration
+	if diags := req.Config.GetAttribute(ctx, path.Root("ttl"), &ttl); diags.HasError() {
+		return
+	}
+	if diags := req.Config.GetAttribute(ctx, path.Root("max_ttl"), &maxTTL); diags.HasError() {
+		return
+	}
+	if ttl.IsNull() || ttl.IsUnknown() || maxTTL.IsNull() || maxTTL.IsUnknown() {
+		return
+	}
+	t, err1 := time.ParseDuration(ttl.ValueString())
+	m, err2 := time.ParseDuration(maxTTL.ValueString())
+	if err1 != nil || err2 != nil {
+		return
+	}
+	if t > m {
+		resp.Diagnostics.AddAttributeError(path.Root("ttl"), "Invalid ttl",
+			fmt.Sprintf("ttl must be at most max_ttl (%s); %s is not.", formatDuration(m), formatDuration(t)))
+	}
+}
+
+func (r *taskResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan taskModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() || notConfigured(r.svc, &resp.Diagnostics) {
+		return
+	}
+	decl := plan.decl(&resp.Diagnostics)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	got, err := r.svc.CreateTask(ctx, decl)
+	if err != nil {
+		storeError(&resp.Diagnostics, fmt.Sprintf("declare task %q", decl.Name), err)
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, taskState(got))...)
+}
+
+func (r *taskResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state taskModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || notConfigured(r.svc, &resp.Diagnostics) {
+		return
+	}
+	got, err := r.svc.GetTask(ctx, state.Name.ValueString())
+	if err != nil {
+		storeError(&resp.Diagnostics, fmt.Sprintf("read task %q", state.Name.ValueString()), err)
+		return
+	}
+	if got == nil {
+		// Deleted outside Terraform: forget it, so the plan creates it again.
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, taskState(got))...)
+}
+
+func (r *taskResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, state taskModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || notConfigured(r.svc, &resp.Diagnostics) {
+		return
+	}
+	decl := plan.decl(&resp.Diagnostics)
+	stored := state.decl(&resp.Diagnostics)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if decl == stored {
+		// Only the spelling of a duration changed (say 1m30s, as imported,
+		// to 90s): nothing to write.
+		plan.CreatedAt, plan.UpdatedAt = state.CreatedAt, state.UpdatedAt
+		resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
+		return
+	}
+	got, err := r.svc.UpdateTask(ctx, decl)
+	if err != nil {
+		storeError(&resp.Diagnostics, fmt.Sprintf("update task %q", decl.Name), err)
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, taskState(got))...)
+}
+
+func (r *taskResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state taskModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || notConfigured(r.svc, &resp.Diagnostics) {
+		return
+	}
+	// Already gone is as good as deleted.
+	if _, err := r.svc.DeleteTask(ctx, state.Name.ValueString()); err != nil {
+		storeError(&resp.Diagnostics, fmt.Sprintf("delete task %q", state.Name.ValueString()), err)
+	}
+}
+
+// ImportState imports a declaration by the task's name.
+func (r *taskResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	resource.ImportStatePassthroughID(ctx, path.Root("name"), req, resp)
+}
+
+// decl is the declaration a plan asks for.
+func (m taskModel) decl(diags *diag.Diagnostics) leasecore.TaskDecl {
+	d := leasecore.TaskDecl{
+		Name:            m.Name.ValueString(),
+		Description:     m.Description.ValueString(),
+		RetentionPolicy: m.RetentionPolicy.ValueString(),
+	}
+	var ds diag.Diagnostics
+	d.TTL, ds = m.TTL.ValueGoDuration()
+	diags.Append(ds...)
+	if !m.MaxTTL.IsNull() {
+		d.MaxTTL, ds = m.MaxTTL.ValueGoDuration()
+		diags.Append(ds...)
+	}
+	return d
+}
+
+// taskState is a stored declaration as state. Durations the user spelled
+// differently are kept as spelled by the framework's semantic equality.
+func taskState(d *leasecore.TaskDecl) taskModel {
+	return taskModel{
+		Name:            types.StringValue(d.Name),
+		TTL:             durationValue(d.TTL),
+		MaxTTL:          optionalDurationValue(d.MaxTTL),
+		Description:     types.StringValue(d.Description),
+		RetentionPolicy: types.StringValue(d.RetentionPolicy),
+		CreatedAt:       timestampValue(d.CreatedAt),
+		UpdatedAt:       timestampValue(d.UpdatedAt),
+	}
+}

@@ -1,0 +1,257 @@
+package tfprovider
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/compare"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+
+	"github.com/leasehold/leasehold/leasecore"
+)
+
+const taskAddr = "leasehold_task.t"
+
+func expectAction(addr string, action plancheck.ResourceActionType) resource.ConfigPlanChecks {
+	return resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, action)}}
+}
+
+func expectString(addr, attr, want string) statecheck.StateCheck {
+	return statecheck.ExpectKnownValue(addr, tfjsonpath.New(attr), knownvalue.StringExact(want))
+}
+
+// TestTaskLifecycle creates a task, changes it in place, renames it (a
+// replacement) and imports it, checking the store after each step.
+func TestTaskLifecycle(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, ts *testStore) {
+		createdAt := statecheck.CompareValue(compare.ValuesSame())
+		resource.Test(t, resource.TestCase{
+			ProtoV6ProviderFactories: ts.factories(nil),
+			CheckDestroy:             ts.checkDestroyed,
+			Steps: []resource.TestStep{
+				{
+					// The store prints 90s as 1m30s; the state keeps "90s".
+					Config: ts.config(`
+resource "leasehold_task" "t" {
+  name = "nightly"
+  ttl  = "90s"
+}`),
+					ConfigStateChecks: []statecheck.StateCheck{
+						expectString(taskAddr, "ttl", "90s"),
+						statecheck.ExpectKnownValue(taskAddr, tfjsonpath.New("max_ttl"), knownvalue.Null()),
+						expectString(taskAddr, "description", ""),
+						expectString(taskAddr, "retention_policy", leasecore.DefaultPolicy),
+						statecheck.ExpectKnownValue(taskAddr, tfjsonpath.New("created_at"), knownvalue.NotNull()),
+						createdAt.AddStateValue(taskAddr, tfjsonpath.New("created_at")),
+					},
+					Check: ts.checkTask(leasecore.TaskDecl{Name: "nightly", TTL: 90 * time.Second, RetentionPolicy: leasecore.DefaultPolicy}),
+				},
+				{
+					Config: ts.config(`
+resource "leasehold_retention_policy" "audit" {
+  name      = "audit"
+  keep_for  = "720h"
+  keep_last = 100
+}
+
+resource "leasehold_task" "t" {
+  name             = "nightly"
+  ttl              = "2m"
+  max_ttl          = "10m"
+  description      = "nightly report"
+  retention_policy = leasehold_retention_policy.audit.name
+}`),
+					ConfigPlanChecks: expectAction(taskAddr, plancheck.ResourceActionUpdate),
+					ConfigStateChecks: []statecheck.StateCheck{
+						expectString(taskAddr, "ttl", "2m"),
+						expectString(taskAddr, "max_ttl", "10m"),
+						expectString(taskAddr, "retention_policy", "audit"),
+						createdAt.AddStateValue(taskAddr, tfjsonpath.New("created_at")),
+					},
+					Check: ts.checkTask(leasecore.TaskDecl{Name: "nightly", TTL: 2 * time.Minute, MaxTTL: 10 * time.Minute, Description: "nightly report", RetentionPolicy: "audit"}),
+				},
+				{
+					Config: ts.config(`
+resource "leasehold_retention_policy" "audit" {
+  name      = "audit"
+  keep_for  = "720h"
+  keep_last = 100
+}
+
+resource "leasehold_task" "t" {
+  name             = "reports/nightly"
+  ttl              = "2m"
+  max_ttl          = "10m"
+  description      = "nightly report"
+  retention_policy = leasehold_retention_policy.audit.name
+}`),
+					ConfigPlanChecks: expectAction(taskAddr, plancheck.ResourceActionDestroyBeforeCreate),
+					Check: resource.ComposeAggregateTestCheckFunc(
+						ts.checkNoTask("nightly"),
+						ts.checkTask(leasecore.TaskDecl{Name: "reports/nightly", TTL: 2 * time.Minute, MaxTTL: 10 * time.Minute, Description: "nightly report", RetentionPolicy: "audit"}),
+					),
+				},
+				{
+					ResourceName:                         taskAddr,
+					ImportState:                          true,
+					ImportStateId:                        "reports/nightly",
+					ImportStateVerify:                    true,
+					ImportStateVerifyIdentifierAttribute: "name",
+				},
+				{
+					ResourceName:                         "leasehold_retention_policy.audit",
+					ImportState:                          true,
+					ImportStateId:                        "audit",
+					ImportStateVerify:                    true,
+					ImportStateVerifyIdentifierAttribute: "name",
+				},
+			},
+		})
+	})
+}
+
+// TestTaskChangedOutsideTerraform deletes and changes a declaration behind
+// Terraform's back: the plan creates it again, then puts it back.
+func TestTaskChangedOutsideTerraform(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, ts *testStore) {
+		config := ts.config(`
+resource "leasehold_task" "t" {
+  name    = "sync"
+  ttl     = "30s"
+  max_ttl = "5m"
+}`)
+		want := leasecore.TaskDecl{Name: "sync", TTL: 30 * time.Second, MaxTTL: 5 * time.Minute, RetentionPolicy: leasecore.DefaultPolicy}
+		resource.Test(t, resource.TestCase{
+			ProtoV6ProviderFactories: ts.factories(nil),
+			CheckDestroy:             ts.checkDestroyed,
+			Steps: []resource.TestStep{
+				{Config: config, Check: ts.checkTask(want)},
+				{
+					PreConfig: func() {
+						if ok, err := ts.svc.DeleteTask(context.Background(), "sync"); err != nil || !ok {
+							t.Fatalf("delete task outside Terraform: %v, %v", ok, err)
+						}
+					},
+					Config:           config,
+					ConfigPlanChecks: expectAction(taskAddr, plancheck.ResourceActionCreate),
+					Check:            ts.checkTask(want),
+				},
+				{
+					PreConfig: func() {
+						changed := want
+						changed.TTL = 4 * time.Minute
+						changed.Description = "changed by hand"
+						if _, err := ts.svc.UpdateTask(context.Background(), changed); err != nil {
+							t.Fatalf("update task outside Terraform: %v", err)
+						}
+					},
+					Config:           config,
+					ConfigPlanChecks: expectAction(taskAddr, plancheck.ResourceActionUpdate),
+					Check:            ts.checkTask(want),
+				},
+			},
+		})
+	})
+}
+
+// TestTaskValidation refuses bad configurations at plan time, naming the
+// attribute.
+func TestTaskValidation(t *testing.T) {
+	t.Parallel()
+	task := func(attrs string) string {
+		return fmt.Sprintf("resource \"leasehold_task\" \"t\" {\n%s\n}\n", attrs)
+	}
+	cases := []struct {
+		name   string
+		hcl    string
+		expect *regexp.Regexp
+	}{
+		{"not a duration", task(`name = "a"
+ttl = "ninety"`), regexp.MustCompile(`Invalid Time Duration String Value(?s:.*)ttl\s+=\s+"ninety"`)},
+		{"ttl above max_ttl", task(`name = "a"
+ttl = "10m"
+max_ttl = "1m"`), diagnostic("Invalid ttl", "ttl must be at most max_ttl (1m); 10m is not.")},
+		{"ttl too long", task(`name = "a"
+ttl = "48h"`), diagnostic("Invalid ttl", "ttl must be between 100ms and 24h; 48h is not.")},
+		{"ttl finer than a millisecond", task(`name = "a"
+ttl = "1500us"`), diagnostic("Invalid ttl", "ttl must be a whole number of milliseconds")},
+		{"max_ttl too short", task(`name = "a"
+ttl = "1s"
+max_ttl = "10ms"`), diagnostic("Invalid max_ttl", "max_ttl must be between 100ms and 24h")},
+		{"bad name", task(`name = "nightly report"
+ttl = "1m"`), diagnostic("Invalid name", `name is not a valid task name: it must be 1 to 200 characters of A-Z a-z 0-9 . _ : / @ -; ' ' at position 8 is not.`)},
+		{"bad policy name", task(`name = "a"
+ttl = "1m"
+retention_policy = "x!"`), diagnostic("Invalid retention_policy", "retention_policy is not a valid retention policy name")},
+		{"description too long", task(`name = "a"
+ttl = "1m"
+description = "` + strings.Repeat("é", 513) + `"`), diagnostic("Invalid description", "description must be valid UTF-8 without NUL, at most 1024 bytes; it has 1026 bytes.")},
+	}
+	eachStore(t, func(t *testing.T, ts *testStore) {
+		steps := make([]resource.TestStep, 0, len(cases))
+		for _, c := range cases {
+			steps = append(steps, resource.TestStep{Config: ts.config(c.hcl), PlanOnly: true, ExpectError: c.expect})
+		}
+		resource.Test(t, resource.TestCase{ProtoV6ProviderFactories: ts.factories(nil), Steps: steps})
+	})
+}
+
+// TestTaskImportSpelling imports a task declared outside Terraform whose
+// configuration spells its durations differently from leasehold: the plan
+// has an update, which writes nothing to the store.
+func TestTaskImportSpelling(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, ts *testStore) {
+		var before *leasecore.TaskDecl
+		resource.Test(t, resource.TestCase{
+			ProtoV6ProviderFactories: ts.factories(nil),
+			CheckDestroy:             ts.checkDestroyed,
+			Steps: []resource.TestStep{{
+				PreConfig: func() {
+					var err error
+					before, err = ts.svc.CreateTask(context.Background(), leasecore.TaskDecl{Name: "legacy", TTL: 90 * time.Second, MaxTTL: time.Hour})
+					if err != nil {
+						t.Fatalf("declare task outside Terraform: %v", err)
+					}
+				},
+				Config: ts.config(`
+import {
+  to = leasehold_task.t
+  id = "legacy"
+}
+
+resource "leasehold_task" "t" {
+  name    = "legacy"
+  ttl     = "90s"
+  max_ttl = "60m"
+}`),
+				ConfigPlanChecks: expectAction(taskAddr, plancheck.ResourceActionUpdate),
+				ConfigStateChecks: []statecheck.StateCheck{
+					expectString(taskAddr, "ttl", "90s"),
+					expectString(taskAddr, "max_ttl", "60m"),
+				},
+				Check: func(*terraform.State) error {
+					after, err := ts.svc.GetTask(context.Background(), "legacy")
+					if err != nil {
+						return err
+					}
+					if after == nil || !after.UpdatedAt.Equal(before.UpdatedAt) {
+						return fmt.Errorf("the declaration was written: before %+v, after %+v", before, after)
+					}
+					return nil
+				},
+			}},
+		})
+	})
+}
