@@ -1,0 +1,318 @@
+package deploy
+
+import (
+	"flag"
+	"io"
+	"net"
+	"net/url"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/leasehold/leasehold/sidecar"
+)
+
+// composeFile is the compose file under test, relative to this package.
+const composeFile = "../docker-compose.yml"
+
+// The services of docker-compose.yml.
+const (
+	postgresService = "postgres"
+	migrateService  = "migrate"
+)
+
+// sidecarServices run `leasehold serve`.
+var sidecarServices = []string{"leasehold-a", "leasehold-b"}
+
+// loadCompose loads docker-compose.yml the way `docker compose` does (schema
+// validation, the x-leasehold merge, YAML anchors, consistency checks, paths
+// resolved against the repository root), with an empty environment so that
+// the developer's shell cannot change what is checked.
+func loadCompose(t *testing.T) *types.Project {
+	t.Helper()
+	opts, err := cli.NewProjectOptions([]string{composeFile}, cli.WithWorkingDirectory(".."))
+	if err != nil {
+		t.Fatalf("compose options: %v", err)
+	}
+	p, err := opts.LoadProject(t.Context())
+	if err != nil {
+		t.Fatalf("load %s: %v", composeFile, err)
+	}
+	return p
+}
+
+func service(t *testing.T, p *types.Project, name string) types.ServiceConfig {
+	t.Helper()
+	s, err := p.GetService(name)
+	if err != nil {
+		t.Fatalf("%s: %v", composeFile, err)
+	}
+	return s
+}
+
+// serveConfig parses a sidecar service's command with `leasehold serve`'s own
+// flags, as the binary does, and validates the result.
+func serveConfig(t *testing.T, s types.ServiceConfig) sidecar.Config {
+	t.Helper()
+	if len(s.Entrypoint) != 0 {
+		t.Fatalf("%s overrides the image's entrypoint (%q): its command would not go to leasehold", s.Name, s.Entrypoint)
+	}
+	if len(s.Command) == 0 || s.Command[0] != "serve" {
+		t.Fatalf("%s: command %q, want leasehold serve", s.Name, s.Command)
+	}
+	cfg := sidecar.DefaultConfig()
+	fs := flag.NewFlagSet(s.Name+" serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfg.RegisterFlags(fs)
+	if err := fs.Parse(s.Command[1:]); err != nil {
+		t.Fatalf("%s: leasehold serve refuses its command %q: %v", s.Name, s.Command, err)
+	}
+	if fs.NArg() > 0 {
+		t.Fatalf("%s: leasehold serve refuses the extra argument %q", s.Name, fs.Arg(0))
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("%s: leasehold serve refuses its configuration: %v", s.Name, err)
+	}
+	return cfg
+}
+
+// migrateStore parses the migrate service's command and returns its --store.
+// `leasehold migrate` defines its flags in package main (storeCommand in
+// sidecar/cmd/leasehold), which cannot be imported: this replicates its flag
+// set (--store and --log-format), so an unknown flag or a stray argument
+// still fails here.
+func migrateStore(t *testing.T, s types.ServiceConfig) string {
+	t.Helper()
+	if len(s.Entrypoint) != 0 {
+		t.Fatalf("%s overrides the image's entrypoint (%q): its command would not go to leasehold", s.Name, s.Entrypoint)
+	}
+	if len(s.Command) == 0 || s.Command[0] != "migrate" {
+		t.Fatalf("%s: command %q, want leasehold migrate", s.Name, s.Command)
+	}
+	var store, logFormat string
+	fs := flag.NewFlagSet(s.Name+" migrate", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&store, "store", "", "")
+	fs.StringVar(&logFormat, "log-format", "text", "")
+	if err := fs.Parse(s.Command[1:]); err != nil {
+		t.Fatalf("%s: leasehold migrate refuses its command %q: %v", s.Name, s.Command, err)
+	}
+	if fs.NArg() > 0 {
+		t.Fatalf("%s: leasehold migrate refuses the extra argument %q", s.Name, fs.Arg(0))
+	}
+	if _, err := sidecar.NewLogger(logFormat, io.Discard); err != nil {
+		t.Fatalf("%s: %v", s.Name, err)
+	}
+	if store == "" {
+		t.Fatalf("%s: command %q has no --store: it would migrate the default SQLite file inside its container", s.Name, s.Command)
+	}
+	return store
+}
+
+// secretPath is where a service's secret appears inside its container.
+func secretPath(ref types.ServiceSecretConfig) string {
+	switch {
+	case ref.Target == "":
+		return "/run/secrets/" + ref.Source
+	case path.IsAbs(ref.Target):
+		return ref.Target
+	default:
+		return "/run/secrets/" + ref.Target
+	}
+}
+
+func TestComposeServices(t *testing.T) {
+	t.Parallel()
+	p := loadCompose(t)
+	want := append([]string{postgresService, migrateService}, sidecarServices...)
+	got := p.ServiceNames()
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("services %q, want %q", got, want)
+	}
+	// Every leasehold setting is on the command line, so that the same
+	// lines run outside Docker (e2e/compose_test.go runs them).
+	for _, name := range append([]string{migrateService}, sidecarServices...) {
+		for k := range service(t, p, name).Environment {
+			if strings.HasPrefix(k, sidecar.EnvPrefix) {
+				t.Errorf("%s sets %s in environment:, put it on the command line", name, k)
+			}
+		}
+	}
+}
+
+// Each sidecar's command is accepted by `leasehold serve`: it listens where
+// its published port and its healthcheck point, and its token file is the
+// secret it mounts.
+func TestComposeServeCommands(t *testing.T) {
+	t.Parallel()
+	p := loadCompose(t)
+	published := map[string]string{} // host port → service
+	for _, name := range sidecarServices {
+		t.Run(name, func(t *testing.T) {
+			s := service(t, p, name)
+			cfg := serveConfig(t, s)
+			host, port, err := net.SplitHostPort(cfg.Listen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+				t.Errorf("--listen %s: a published port reaches a container on its own interface, not on %s; listen on 0.0.0.0", cfg.Listen, host)
+			}
+
+			if cfg.TokenFile == "" {
+				t.Fatal("no --token-file") // Validate allows that only on loopback
+			}
+			mounted := slices.ContainsFunc(s.Secrets, func(ref types.ServiceSecretConfig) bool {
+				return secretPath(ref) == cfg.TokenFile
+			})
+			if !mounted {
+				t.Errorf("--token-file %s is none of the secrets the service mounts (%+v)", cfg.TokenFile, s.Secrets)
+			}
+
+			if len(s.Ports) == 0 {
+				t.Error("no published port")
+			}
+			for _, pc := range s.Ports {
+				if got := pc.Target; got == 0 || port != strconv.FormatUint(uint64(got), 10) {
+					t.Errorf("port %s:%s:%d publishes container port %d, but leasehold listens on %s", pc.HostIP, pc.Published, pc.Target, got, cfg.Listen)
+				}
+				if other, dup := published[pc.Published]; dup {
+					t.Errorf("host port %s is published by %s too", pc.Published, other)
+				}
+				published[pc.Published] = name
+			}
+
+			hc := s.HealthCheck
+			if hc == nil || hc.Disable || len(hc.Test) == 0 {
+				t.Fatal("no healthcheck")
+			}
+			if hc.Test[0] != "CMD" {
+				t.Errorf("healthcheck %q: want the exec form (CMD …); the image has no shell to rely on", hc.Test)
+			}
+			i := slices.IndexFunc(hc.Test, func(a string) bool { return strings.HasPrefix(a, "http://") })
+			if i < 0 {
+				t.Fatalf("healthcheck %q requests no http:// URL", hc.Test)
+			}
+			u, err := url.Parse(hc.Test[i])
+			if err != nil {
+				t.Fatalf("healthcheck URL: %v", err)
+			}
+			if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsLoopback() {
+				t.Errorf("healthcheck URL %s: want a loopback address inside the container", u)
+			}
+			if u.Port() != port || u.Path != "/readyz" {
+				t.Errorf("healthcheck URL %s: want /readyz on port %s, where leasehold listens", u, port)
+			}
+		})
+	}
+}
+
+// Every leasehold service uses the same store: the postgres service's
+// database, as its user, with its password.
+func TestComposeStoreMatchesPostgres(t *testing.T) {
+	t.Parallel()
+	p := loadCompose(t)
+	pg := service(t, p, postgresService)
+	env := func(k string) string {
+		if v := pg.Environment[k]; v != nil && *v != "" {
+			return *v
+		}
+		t.Fatalf("%s sets no %s", postgresService, k)
+		return ""
+	}
+	user, password, db := env("POSTGRES_USER"), env("POSTGRES_PASSWORD"), env("POSTGRES_DB")
+
+	stores := map[string]string{migrateService: migrateStore(t, service(t, p, migrateService))}
+	for _, name := range sidecarServices {
+		stores[name] = serveConfig(t, service(t, p, name)).Store
+	}
+	for name, store := range stores {
+		u, err := url.Parse(store)
+		if err != nil {
+			t.Errorf("%s: --store: %v", name, err)
+			continue
+		}
+		gotPassword, _ := u.User.Password()
+		switch {
+		case u.Scheme != "postgres" && u.Scheme != "postgresql":
+			t.Errorf("%s: --store %s is not a postgres:// URL", name, store)
+		case u.Hostname() != postgresService || (u.Port() != "" && u.Port() != "5432"):
+			t.Errorf("%s: --store host %s, want the %s service on 5432", name, u.Host, postgresService)
+		case u.User.Username() != user:
+			t.Errorf("%s: --store user %q, want POSTGRES_USER %q", name, u.User.Username(), user)
+		case gotPassword != password:
+			t.Errorf("%s: --store password %q, want POSTGRES_PASSWORD %q", name, gotPassword, password)
+		case strings.TrimPrefix(u.Path, "/") != db:
+			t.Errorf("%s: --store database %q, want POSTGRES_DB %q", name, strings.TrimPrefix(u.Path, "/"), db)
+		}
+		if store != stores[migrateService] {
+			t.Errorf("%s: --store %s, but migrate migrates %s", name, store, stores[migrateService])
+		}
+	}
+}
+
+// Nothing is published beyond the machine running compose.
+func TestComposePortsLoopbackOnly(t *testing.T) {
+	t.Parallel()
+	p := loadCompose(t)
+	for _, name := range p.ServiceNames() {
+		for _, pc := range service(t, p, name).Ports {
+			if pc.HostIP != "127.0.0.1" {
+				t.Errorf("%s publishes port %d on host address %q, want 127.0.0.1 only", name, pc.Target, pc.HostIP)
+			}
+		}
+	}
+}
+
+// The secret the sidecars mount exists and holds a token the sidecar accepts.
+func TestComposeSecretFile(t *testing.T) {
+	t.Parallel()
+	p := loadCompose(t)
+	for _, name := range sidecarServices {
+		for _, ref := range service(t, p, name).Secrets {
+			sec, ok := p.Secrets[ref.Source]
+			if !ok || sec.File == "" {
+				t.Errorf("%s mounts secret %q, which names no file", name, ref.Source)
+				continue
+			}
+			if _, err := sidecar.ReadTokenFile(sec.File); err != nil {
+				t.Errorf("%s mounts secret %q: %v", name, ref.Source, err)
+			}
+		}
+	}
+}
+
+// PostgreSQL is ready before migrate runs, and the sidecars start only after
+// migrate succeeded.
+func TestComposeStartupOrder(t *testing.T) {
+	t.Parallel()
+	p := loadCompose(t)
+	if hc := service(t, p, postgresService).HealthCheck; hc == nil || hc.Disable || len(hc.Test) == 0 {
+		t.Errorf("%s has no healthcheck: service_healthy would never hold", postgresService)
+	}
+	if r := service(t, p, migrateService).Restart; r != "" && r != types.RestartPolicyNo {
+		t.Errorf("%s restarts (%q): a one-shot job that restarts never completes", migrateService, r)
+	}
+	type dependency struct{ service, dependsOn, condition string }
+	cases := []dependency{{migrateService, postgresService, types.ServiceConditionHealthy}}
+	for _, name := range sidecarServices {
+		cases = append(cases, dependency{name, migrateService, types.ServiceConditionCompletedSuccessfully})
+	}
+	for _, c := range cases {
+		dep, ok := service(t, p, c.service).DependsOn[c.dependsOn]
+		if !ok {
+			t.Errorf("%s does not depend on %s", c.service, c.dependsOn)
+			continue
+		}
+		if dep.Condition != c.condition {
+			t.Errorf("%s depends on %s with condition %q, want %q", c.service, c.dependsOn, dep.Condition, c.condition)
+		}
+	}
+}
