@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
 
 	"github.com/leasehold/leasehold/sidecar"
@@ -29,19 +28,12 @@ const (
 // sidecarServices run `leasehold serve`.
 var sidecarServices = []string{"leasehold-a", "leasehold-b"}
 
-// loadCompose loads docker-compose.yml the way `docker compose` does (schema
-// validation, the x-leasehold merge, YAML anchors, consistency checks, paths
-// resolved against the repository root), with an empty environment so that
-// the developer's shell cannot change what is checked.
+// loadCompose loads docker-compose.yml with Load.
 func loadCompose(t *testing.T) *types.Project {
 	t.Helper()
-	opts, err := cli.NewProjectOptions([]string{composeFile}, cli.WithWorkingDirectory(".."))
+	p, err := Load(t.Context(), "..")
 	if err != nil {
-		t.Fatalf("compose options: %v", err)
-	}
-	p, err := opts.LoadProject(t.Context())
-	if err != nil {
-		t.Fatalf("load %s: %v", composeFile, err)
+		t.Fatal(err)
 	}
 	return p
 }

@@ -1,8 +1,9 @@
 // Package deploy holds what running leasehold with Docker Compose needs
 // besides docker-compose.yml and the Dockerfile at the repository root: the
 // development-only bearer token the compose file mounts as a secret
-// (dev-only-insecure.token; public, never for a real deployment), and the
-// test that checks the compose file with the leasehold binary's own flag
+// (dev-only-insecure.token; public, never for a real deployment), Load,
+// which reads the compose file as Docker Compose does, and the test that
+// checks the compose file with the leasehold binary's own flag
 // parsing, so that a typo in a service's command fails `go test`, not
 // `docker compose up`.
 //

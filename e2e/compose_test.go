@@ -1,10 +1,6 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -13,11 +9,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
-	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
 
+	"github.com/leasehold/leasehold/deploy"
 	"github.com/leasehold/leasehold/internal/pgtest"
 )
 
@@ -92,13 +87,9 @@ func TestComposeFleetRuns(t *testing.T) {
 // an empty environment so that the developer's shell changes nothing.
 func loadComposeProject(t *testing.T) *types.Project {
 	t.Helper()
-	opts, err := cli.NewProjectOptions([]string{composeFile}, cli.WithWorkingDirectory(".."))
+	p, err := deploy.Load(t.Context(), "..")
 	if err != nil {
-		t.Fatalf("compose options: %v", err)
-	}
-	p, err := opts.LoadProject(t.Context())
-	if err != nil {
-		t.Fatalf("load %s: %v", composeFile, err)
+		t.Fatal(err)
 	}
 	return p
 }
@@ -212,43 +203,4 @@ func testStore(t *testing.T, service, store, db string) string {
 	}
 	u.RawQuery = q.Encode()
 	return u.String()
-}
-
-// callWithToken is call with an Authorization: Bearer token header.
-func (s *sidecar) callWithToken(token, method, target string, body any) response {
-	s.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, s.base+target, rd)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatalf("%s %s: %v", method, target, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		s.t.Fatalf("%s %s: read body: %v", method, target, err)
-	}
-	r := response{Status: resp.StatusCode, Raw: string(raw)}
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &r.Body); err != nil {
-			s.t.Fatalf("%s %s: answer is not JSON (%v): %s", method, target, err, raw)
-		}
-	}
-	return r
 }

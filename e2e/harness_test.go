@@ -175,6 +175,13 @@ type response struct {
 // call sends a JSON request to the sidecar and decodes the JSON answer.
 func (s *sidecar) call(method, path string, body any) response {
 	s.t.Helper()
+	return s.callWithToken("", method, path, body)
+}
+
+// callWithToken is call with an Authorization: Bearer token header, unless
+// token is empty.
+func (s *sidecar) callWithToken(token, method, path string, body any) response {
+	s.t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -188,6 +195,9 @@ func (s *sidecar) call(method, path string, body any) response {
 	req, err := http.NewRequestWithContext(ctx, method, s.base+path, rd)
 	if err != nil {
 		s.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")

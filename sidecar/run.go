@@ -103,14 +103,11 @@ func Prune(ctx context.Context, storeURL string, log *slog.Logger) error {
 	storeName := storeurl.Redact(storeURL)
 	ctx, cancel := context.WithTimeout(ctx, PruneTimeout)
 	defer cancel()
-	store, err := storeurl.Open(ctx, storeURL)
+	store, err := openMigrated(ctx, storeURL)
 	if err != nil {
-		return fmt.Errorf("open store %s: %w", storeName, err)
+		return err
 	}
 	defer store.Close()
-	if err := store.Migrate(ctx); err != nil {
-		return fmt.Errorf("migrate store %s: %w", storeName, err)
-	}
 	result, n, err := leasecore.NewPruner(leasecore.New(store), 0, newOwner(), log).Once(ctx)
 	if err != nil {
 		return fmt.Errorf("prune store %s: %w", storeName, err)
@@ -124,6 +121,21 @@ func Prune(ctx context.Context, storeURL string, log *slog.Logger) error {
 	return nil
 }
 
+// openMigrated opens the store at storeURL and applies its migrations once
+// (no retry); the caller closes it.
+func openMigrated(ctx context.Context, storeURL string) (leasecore.Store, error) {
+	storeName := storeurl.Redact(storeURL)
+	store, err := storeurl.Open(ctx, storeURL)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", storeName, err)
+	}
+	if err := store.Migrate(ctx); err != nil {
+		store.Close()
+		return nil, fmt.Errorf("migrate store %s: %w", storeName, err)
+	}
+	return store, nil
+}
+
 // MigrateTimeout bounds `leasehold migrate`.
 const MigrateTimeout = time.Minute
 
@@ -133,14 +145,11 @@ func Migrate(ctx context.Context, storeURL string, log *slog.Logger) error {
 	storeName := storeurl.Redact(storeURL)
 	ctx, cancel := context.WithTimeout(ctx, MigrateTimeout)
 	defer cancel()
-	store, err := storeurl.Open(ctx, storeURL)
+	store, err := openMigrated(ctx, storeURL)
 	if err != nil {
-		return fmt.Errorf("open store %s: %w", storeName, err)
+		return err
 	}
-	defer store.Close()
-	if err := store.Migrate(ctx); err != nil {
-		return fmt.Errorf("migrate store %s: %w", storeName, err)
-	}
+	store.Close()
 	log.Info("store migrated", "store", storeName)
 	return nil
 }
