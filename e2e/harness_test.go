@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lockedbuf"
+	"github.com/leasehold/leasehold/leasecore"
 )
 
 // leaseholdBin is the leasehold binary built once for the whole package.
@@ -238,4 +239,22 @@ func (r response) token(t *testing.T) int64 {
 		t.Fatalf("lease has no numeric token: %s", r.Raw)
 	}
 	return int64(tok)
+}
+
+// claimUntil claims task through s as owner e2e (and releases what it got)
+// until the answer satisfies done, for at most the declarations' staleness
+// bound plus a margin for slow machines; it returns the last answer.
+func claimUntil(t *testing.T, s *sidecar, task string, done func(response) bool) response {
+	t.Helper()
+	deadline := time.Now().Add(leasecore.DefaultDeclarationsMaxAge + 20*time.Second)
+	for {
+		r := s.call("POST", "/v1/leases/"+task+"/claim", map[string]any{"owner": "e2e"})
+		if r.Status == 200 {
+			s.call("POST", "/v1/leases/"+task+"/release", map[string]any{"owner": "e2e", "token": r.token(t)})
+		}
+		if done(r) || time.Now().After(deadline) {
+			return r
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -129,15 +129,7 @@ func TestRequireDeclared(t *testing.T) {
 			if _, err := svc.CreateTask(t.Context(), leasecore.TaskDecl{Name: "report", TTL: 42 * time.Second, MaxTTL: time.Minute}); err != nil {
 				t.Fatal(err)
 			}
-			var r response
-			deadline := time.Now().Add(leasecore.DefaultDeclarationsMaxAge + 10*time.Second)
-			for {
-				r = s.call("POST", "/v1/leases/report/claim", map[string]any{"owner": "w"})
-				if r.Status != 404 || time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
+			r := claimUntil(t, s, "report", func(r response) bool { return r.Status != 404 })
 			if r.Status != 200 || r.lease(t)["ttl_ms"] != float64(42000) {
 				t.Fatalf("claim after the declaration: %d %s, want 200 with the declared ttl 42000", r.Status, r.Raw)
 			}

@@ -10,9 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/leasehold/leasehold/leasecore"
 )
 
 // The provider as the README installs it: `make mirror` lays it out as a
@@ -145,24 +143,6 @@ func (w *workspace) run(ok []int, args ...string) int {
 	return code
 }
 
-// claimUntil claims nightly-report through s (and releases what it got)
-// until the answer satisfies done, for at most the declarations' staleness
-// bound plus a margin for slow machines; it returns the last answer.
-func claimUntil(t *testing.T, s *sidecar, done func(response) bool) response {
-	t.Helper()
-	deadline := time.Now().Add(leasecore.DefaultDeclarationsMaxAge + 20*time.Second)
-	for {
-		r := s.call("POST", "/v1/leases/nightly-report/claim", map[string]any{"owner": "e2e"})
-		if r.Status == 200 {
-			s.call("POST", "/v1/leases/nightly-report/release", map[string]any{"owner": "e2e", "token": r.token(t)})
-		}
-		if done(r) || time.Now().After(deadline) {
-			return r
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // Terraform declares a task while a sidecar in --require-declared mode
 // runs; the sidecar honours the declaration, a change to it and its
 // removal, each within the declarations' staleness bound and without a
@@ -184,7 +164,7 @@ func TestTerraformDeclaresSidecarHonours(t *testing.T) {
 			w.declare("45s")
 			w.run([]int{0}, "init", "-input=false")
 			w.run([]int{0}, "apply", "-auto-approve", "-input=false")
-			r := claimUntil(t, s, func(r response) bool { return r.Status != 404 })
+			r := claimUntil(t, s, "nightly-report", func(r response) bool { return r.Status != 404 })
 			if r.Status != 200 || r.lease(t)["ttl_ms"] != float64(45000) {
 				t.Fatalf("claim after terraform apply: %d %s, want 200 with the declared ttl 45000", r.Status, r.Raw)
 			}
@@ -200,14 +180,14 @@ func TestTerraformDeclaresSidecarHonours(t *testing.T) {
 
 			w.declare("50s") // an update in place
 			w.run([]int{0}, "apply", "-auto-approve", "-input=false")
-			r = claimUntil(t, s, func(r response) bool { return r.Status == 200 && r.lease(t)["ttl_ms"] == float64(50000) })
+			r = claimUntil(t, s, "nightly-report", func(r response) bool { return r.Status == 200 && r.lease(t)["ttl_ms"] == float64(50000) })
 			if r.Status != 200 || r.lease(t)["ttl_ms"] != float64(50000) {
 				t.Fatalf("claim after changing the ttl to 50s: %d %s, want 200 with ttl 50000", r.Status, r.Raw)
 			}
 
 			w.declare("") // the task removed from the configuration
 			w.run([]int{0}, "apply", "-auto-approve", "-input=false")
-			if r := claimUntil(t, s, func(r response) bool { return r.Status == 404 }); r.Status != 404 || !strings.Contains(r.Raw, "declared") {
+			if r := claimUntil(t, s, "nightly-report", func(r response) bool { return r.Status == 404 }); r.Status != 404 || !strings.Contains(r.Raw, "declared") {
 				t.Fatalf("claim after terraform removed the task: %d %s, want 404 (undeclared)", r.Status, r.Raw)
 			}
 			w.run([]int{0}, "destroy", "-auto-approve", "-input=false")
