@@ -105,11 +105,19 @@ func (p *leaseholdProvider) Configure(ctx context.Context, req provider.Configur
 		if redacted := storeurl.Redact(url); !strings.Contains(detail, redacted) {
 			detail = fmt.Sprintf("open %s: %s", redacted, detail)
 		}
-		resp.Diagnostics.AddAttributeError(path.Root("store"), "Cannot open store", detail)
+		summary := "Cannot open store"
+		if errors.Is(err, leasecore.ErrUnavailable) {
+			summary = "Cannot reach store"
+		}
+		configError(&resp.Diagnostics, cfg.Store.ValueString() == "", summary, detail)
 		return
 	}
 	if err := store.Migrate(ctx); err != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("store"), "Cannot migrate store", fmt.Sprintf("Create or upgrade the schema of %s: %v", storeurl.Redact(url), err))
+		summary, detail := "Cannot migrate store", fmt.Sprintf("Create or upgrade the schema of %s: %v", storeurl.Redact(url), err)
+		if errors.Is(err, leasecore.ErrUnavailable) {
+			summary, detail = "Cannot reach store", fmt.Sprintf("The store %s does not answer: %v", storeurl.Redact(url), err)
+		}
+		configError(&resp.Diagnostics, cfg.Store.ValueString() == "", summary, detail)
 		return
 	}
 	// The store stays open for the life of the provider process: the
@@ -118,6 +126,17 @@ func (p *leaseholdProvider) Configure(ctx context.Context, req provider.Configur
 	svc := leasecore.New(store)
 	resp.ResourceData = svc
 	resp.DataSourceData = svc
+}
+
+// configError reports a store that cannot be used: on the store attribute,
+// or, when the URL came from the environment, with no attribute to point
+// at (Terraform would show an empty provider block).
+func configError(diags *diag.Diagnostics, fromEnv bool, summary, detail string) {
+	if fromEnv {
+		diags.AddError(summary, detail+" (the store URL came from "+EnvStore+")")
+		return
+	}
+	diags.AddAttributeError(path.Root("store"), summary, detail)
 }
 
 func (p *leaseholdProvider) Resources(context.Context) []func() resource.Resource {

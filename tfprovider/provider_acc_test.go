@@ -53,6 +53,26 @@ provider "leasehold" {
 				PlanOnly:    true,
 				ExpectError: diagnostic("Cannot open store", `store "mysql://root:xxxxx@127.0.0.1/x": must be sqlite:PATH or postgres://`),
 			},
+			{
+				// Nothing listens on port 1.
+				Config: `
+provider "leasehold" {
+  store = "postgres://leasehold@127.0.0.1:1/leasehold?connect_timeout=5"
+}
+` + oneTask,
+				PlanOnly:    true,
+				ExpectError: diagnostic("Cannot reach store", "postgres://leasehold@127.0.0.1:1/leasehold"),
+			},
 		},
+	})
+	// The same from the environment: no attribute to point at, and the
+	// detail says where the URL came from.
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: ts.factories(map[string]string{EnvStore: "postgres://leasehold@127.0.0.1:1/leasehold?connect_timeout=5"}),
+		Steps: []resource.TestStep{{
+			Config:      oneTask,
+			PlanOnly:    true,
+			ExpectError: diagnostic("Cannot reach store", "came from LEASEHOLD_STORE"),
+		}},
 	})
 }

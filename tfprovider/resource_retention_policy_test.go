@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	"github.com/leasehold/leasehold/leasecore"
@@ -96,6 +97,56 @@ resource "leasehold_task" "t" {
 					Config:           withPolicy,
 					ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
 					Check:            ts.checkPolicy(leasecore.RetentionPolicy{Name: "audit", KeepFor: 720 * time.Hour, KeepLast: 10}),
+				},
+			},
+		})
+	})
+}
+
+// TestPolicyRenameMovesTasks renames a policy that a task refers to: with
+// create_before_destroy (as the examples and the README advise) the new
+// policy is created and the task moved to it before the old one, no longer
+// in use, is deleted.
+func TestPolicyRenameMovesTasks(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, ts *testStore) {
+		withPolicy := func(name string) string {
+			return ts.config(fmt.Sprintf(`
+resource "leasehold_retention_policy" "p" {
+  name      = %q
+  keep_for  = "720h"
+  keep_last = 10
+  lifecycle {
+    create_before_destroy = true
+  }
+}
+
+resource "leasehold_task" "t" {
+  name             = "billing/nightly"
+  ttl              = "1m"
+  retention_policy = leasehold_retention_policy.p.name
+}`, name))
+		}
+		resource.Test(t, resource.TestCase{
+			ProtoV6ProviderFactories: ts.factories(nil),
+			CheckDestroy:             ts.checkDestroyed,
+			Steps: []resource.TestStep{
+				{Config: withPolicy("audit")},
+				{
+					Config: withPolicy("audit-2"),
+					ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+						plancheck.ExpectResourceAction(policyAddr, plancheck.ResourceActionCreateBeforeDestroy),
+					}},
+					Check: resource.ComposeTestCheckFunc(
+						ts.checkTask(leasecore.TaskDecl{Name: "billing/nightly", TTL: time.Minute, RetentionPolicy: "audit-2"}),
+						ts.checkPolicy(leasecore.RetentionPolicy{Name: "audit-2", KeepFor: 720 * time.Hour, KeepLast: 10}),
+						func(*terraform.State) error {
+							if p, err := ts.svc.GetPolicy(t.Context(), "audit"); err != nil || p != nil {
+								return fmt.Errorf("old policy after the rename: %+v, %v; want it deleted", p, err)
+							}
+							return nil
+						},
+					),
 				},
 			},
 		})

@@ -81,7 +81,8 @@ func (r *taskResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"retention_policy": schema.StringAttribute{
 				MarkdownDescription: "The name of the retention policy that says how much of the task's lease history " +
 					"the pruner keeps. Defaults to `" + leasecore.DefaultPolicy + "`, the policy every store has. " +
-					"The policy must exist: refer to a `leasehold_retention_policy` resource's `name` so that it is created first.",
+					"The policy must exist: refer to a `leasehold_retention_policy` resource's `name` so that it is created first " +
+					"(and give that resource `lifecycle { create_before_destroy = true }`, so that renaming the policy moves the task before the old policy is deleted).",
 				Optional:   true,
 				Computed:   true,
 				Default:    stringdefault.StaticString(leasecore.DefaultPolicy),
@@ -209,6 +210,10 @@ func (r *taskResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 
 // ImportState imports a declaration by the task's name.
 func (r *taskResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	if err := leasecore.ValidateTask(req.ID); err != nil {
+		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("The import ID is a task's name, %q is not one: %v", req.ID, err))
+		return
+	}
 	resource.ImportStatePassthroughID(ctx, path.Root("name"), req, resp)
 }
 
