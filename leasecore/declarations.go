@@ -63,21 +63,24 @@ func (s *declSnapshot) get(task string) *TaskDecl {
 
 // declLoad is one ListTasks, shared by the claims that wait for it.
 type declLoad struct {
+	sent time.Time
 	done chan struct{}
 	snap *declSnapshot
 	err  error
 }
 
-// invalidate drops the copy after this Service changed a declaration
+// invalidate marks the copy stale after this Service changed a declaration
 // itself: claims that start afterwards load a fresh one, and a load already
 // in flight (which may have read the store before the change) is neither
-// kept nor joined.
+// kept nor joined. Renewals keep bounding ttls by the stale copy until then.
 func (d *declarations) invalidate() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.gen++
 	d.inflight = nil
-	d.snap.Store(nil)
+	if old := d.snap.Load(); old != nil {
+		d.snap.Store(&declSnapshot{tasks: old.tasks}) // at zero: too old for a claim
+	}
 }
 
 // lookupDecl returns the task's declaration (nil when undeclared), reloading
@@ -88,20 +91,42 @@ func (s *Service) lookupDecl(ctx context.Context, op, task string) (*TaskDecl, e
 		return snap.get(task), nil
 	}
 	d.mu.Lock()
-	l := d.inflight
-	if l != nil {
+	// A load sent longer than maxAge ago (a slow store) is too old to
+	// join: its answer may predate a change this claim must see.
+	if l := d.inflight; l != nil && time.Since(l.sent) < d.maxAge {
 		d.mu.Unlock()
 		select {
 		case <-l.done:
 		case <-ctx.Done():
 			return nil, Unavailable(op, ctx.Err())
 		}
-	} else {
-		l = &declLoad{done: make(chan struct{})}
-		d.inflight = l
-		gen := d.gen
-		d.mu.Unlock()
-		s.loadDecls(ctx, l)
+		return l.result(op, task)
+	}
+	l := &declLoad{sent: time.Now(), done: make(chan struct{})}
+	d.inflight = l
+	gen := d.gen
+	d.mu.Unlock()
+	s.loadDecls(ctx, l, gen)
+	return l.result(op, task)
+}
+
+func (l *declLoad) result(op, task string) (*TaskDecl, error) {
+	if l.err != nil {
+		return nil, Unavailable(op, fmt.Errorf("read task declarations: %w", l.err))
+	}
+	return l.snap.get(task), nil
+}
+
+// loadDecls runs one load and publishes it (unless the Service changed a
+// declaration meanwhile). It belongs to no caller: the first caller giving
+// up must not fail the others waiting for it. Whatever happens, the load
+// ends for its waiters.
+func (s *Service) loadDecls(ctx context.Context, l *declLoad, gen uint64) {
+	d := &s.decls
+	defer func() {
+		if l.snap == nil && l.err == nil {
+			l.err = errors.New("loading the declarations failed") // ListTasks panicked
+		}
 		d.mu.Lock()
 		if d.inflight == l {
 			d.inflight = nil
@@ -111,17 +136,7 @@ func (s *Service) lookupDecl(ctx context.Context, op, task string) (*TaskDecl, e
 		}
 		d.mu.Unlock()
 		close(l.done)
-	}
-	if l.err != nil {
-		return nil, Unavailable(op, fmt.Errorf("read task declarations: %w", l.err))
-	}
-	return l.snap.get(task), nil
-}
-
-// loadDecls runs one load. It belongs to no caller: the first caller giving
-// up must not fail the others waiting for it.
-func (s *Service) loadDecls(ctx context.Context, l *declLoad) {
-	sent := time.Now()
+	}()
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.loadTimeout())
 	defer cancel()
 	list, err := s.store.ListTasks(lctx)
@@ -133,7 +148,7 @@ func (s *Service) loadDecls(ctx context.Context, l *declLoad) {
 	for _, t := range list {
 		tasks[t.Name] = t
 	}
-	l.snap = &declSnapshot{at: sent, tasks: tasks}
+	l.snap = &declSnapshot{at: l.sent, tasks: tasks}
 }
 
 func (s *Service) loadTimeout() time.Duration {
@@ -152,13 +167,19 @@ const ReservedPrefix = "leasehold:"
 // ttl when none is given, the declared max_ttl as a bound, and, where
 // declarations are required, a refusal of an undeclared task. It reloads
 // the copy of the declarations when it is older than the staleness bound.
+// leasehold's own tasks (ReservedPrefix) take their ttls from leasehold,
+// not from declarations, which cannot stop the pruner from taking its lease;
+// a declaration of one sets only its retention policy.
 func (s *Service) applyClaimDecl(ctx context.Context, task string, ttl *time.Duration) error {
+	if strings.HasPrefix(task, ReservedPrefix) {
+		return nil
+	}
 	decl, err := s.lookupDecl(ctx, "claim", task)
 	if err != nil {
 		return err
 	}
 	if decl == nil {
-		if s.decls.require && !strings.HasPrefix(task, ReservedPrefix) {
+		if s.decls.require {
 			return &UndeclaredError{Task: task}
 		}
 		return nil
@@ -175,6 +196,9 @@ func (s *Service) applyClaimDecl(ctx context.Context, task string, ttl *time.Dur
 // on, anything but its own statement (a keeper's renewals ride out a store
 // outage on that alone). Claims keep the copy fresh.
 func (s *Service) checkRenewDecl(task string, ttl time.Duration) error {
+	if strings.HasPrefix(task, ReservedPrefix) {
+		return nil
+	}
 	snap := s.decls.snap.Load()
 	if snap == nil {
 		return nil

@@ -95,9 +95,14 @@ type Keeper struct {
 	renewer Renewer
 	cfg     KeeperConfig
 	every   time.Duration // the pause between handing renewals over: RenewEvery − Lead
-	task    string
-	owner   string
-	token   int64
+	// renewTTL is what each renewal asks for: zero (keep the lease's ttl)
+	// unless the config asks for another. A renewal that keeps its ttl is
+	// never refused by a max_ttl declared since the claim: a holder in good
+	// standing keeps its lease; the next claim gets the new bound.
+	renewTTL time.Duration
+	task     string
+	owner    string
+	token    int64
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -132,10 +137,13 @@ func Keep(ctx context.Context, r Renewer, lease *Lease, cfg KeeperConfig) (*Keep
 	}
 	kctx, cancel := context.WithCancelCause(ctx)
 	k := &Keeper{
-		renewer: r, cfg: cfg, every: cfg.RenewEvery - cfg.Lead,
+		renewer: r, cfg: cfg, every: cfg.RenewEvery - cfg.Lead, renewTTL: cfg.TTL,
 		task: lease.Task, owner: lease.Owner, token: lease.Token,
 		ctx: kctx, cancel: cancel, done: make(chan struct{}),
 		lease: *lease, deadline: now.Add(lease.TTLRemaining),
+	}
+	if k.renewTTL == lease.TTL {
+		k.renewTTL = 0
 	}
 	k.mu.Lock()
 	k.schedule(k.every)
@@ -256,7 +264,7 @@ func (k *Keeper) renew() {
 	// The renewal may take until the deadline and no longer: an answer
 	// after it could not be trusted anyway.
 	rctx, cancel := context.WithTimeout(k.ctx, deadline.Sub(sent))
-	lease, err := k.renewer.Renew(rctx, RenewParams{Task: k.task, Owner: k.owner, TTL: k.cfg.TTL, Token: k.token})
+	lease, err := k.renewer.Renew(rctx, RenewParams{Task: k.task, Owner: k.owner, TTL: k.renewTTL, Token: k.token})
 	cancel()
 
 	k.mu.Lock()

@@ -214,8 +214,10 @@ func TestKeeperRenewsAtTheCadence(t *testing.T) {
 		}
 		clk.Advance(d)
 		call := r.nextRenew(t)
-		if call.p.Task != "nightly" || call.p.Owner != "w1" || call.p.Token != 7 || call.p.TTL != 10*time.Second {
-			t.Fatalf("renewal %d asked %+v, want the lease's task, owner, token and ttl", i, call.p)
+		// TTL zero: keep the lease's own ttl, so that a max_ttl declared
+		// since the claim cannot refuse the renewal.
+		if call.p.Task != "nightly" || call.p.Owner != "w1" || call.p.Token != 7 || call.p.TTL != 0 {
+			t.Fatalf("renewal %d asked %+v, want the lease's task, owner and token, and ttl 0 (keep it)", i, call.p)
 		}
 		sentAt := clk.Now()
 		// The store answers with 9.5 s left: the deadline is the send time
@@ -286,6 +288,19 @@ func TestKeeperRetriesTransientErrorsUntilTheLocalDeadline(t *testing.T) {
 		t.Fatalf("%d renewals tried, want 6 (one a second from 4 s to 9 s)", calls)
 	}
 	r.noRenewPending(t)
+}
+
+// A keeper configured with a ttl other than the lease's asks for it at
+// every renewal.
+func TestKeeperAsksForItsConfiguredTTL(t *testing.T) {
+	t.Parallel()
+	_, clk, r := startKeeper(t, KeeperConfig{TTL: 20 * time.Second})
+	clk.Advance(clk.nextWait(t))
+	call := r.nextRenew(t)
+	if call.p.TTL != 20*time.Second {
+		t.Fatalf("renewal asked ttl %s, want the configured 20s", call.p.TTL)
+	}
+	call.reply <- renewReply{lease: heldLease(20 * time.Second)}
 }
 
 func TestKeeperHasOneRenewalInFlight(t *testing.T) {

@@ -107,11 +107,12 @@ func (p *Pruner) Once(ctx context.Context) (PruneResult, int64, error) {
 	return Pruned, n, err
 }
 
-// prune runs the pruning itself, bounded by one interval: well inside the
-// prune lease's ttl, and far above the Service's per-operation timeout,
-// which a large backlog of history could outlast.
+// prune runs the pruning itself, bounded by one interval and by a third of
+// the prune lease's ttl (they differ when the ttl is capped at MaxTTL): well
+// inside the lease, and far above the Service's per-operation timeout, which
+// a large backlog of history could outlast.
 func (p *Pruner) prune(ctx context.Context) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.interval)
+	ctx, cancel := context.WithTimeout(ctx, min(p.interval, p.leaseTTL()/3))
 	defer cancel()
 	return p.svc.PruneHistory(ctx)
 }

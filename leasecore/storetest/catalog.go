@@ -924,6 +924,47 @@ func (s *suite) testDeclaredDefaultTTL(t *testing.T) {
 	})
 }
 
+// A max_ttl declared below a live lease's ttl does not end the lease: a
+// renewal that keeps its ttl (what a keeper sends) is granted; one asking
+// for more than the new bound is refused once the Service's copy of the
+// declarations has it (any claim reloads a stale copy); the next claim is
+// bounded.
+func (s *suite) testDeclaredMaxTTLLoweredUnderALiveLease(t *testing.T) {
+	svc := s.declService(false)
+	name := uniqueTask(t)
+	l := claimOK(t, svc, leasecore.ClaimParams{Task: name, Owner: "a", TTL: 2 * time.Minute})
+	createTask(t, svc, leasecore.TaskDecl{Name: name, TTL: 30 * time.Second, MaxTTL: time.Minute})
+	time.Sleep(2 * time.Millisecond) // past declService's staleness bound
+	if _, err := svc.Claim(t.Context(), leasecore.ClaimParams{Task: name, Owner: "b"}); !errors.Is(err, leasecore.ErrHeld) {
+		t.Fatalf("claim by another owner while the lease is live: %v, want held", err)
+	}
+	kept := renewOK(t, svc, leasecore.RenewParams{Task: name, Owner: "a", Token: l.Token})
+	if kept.TTL != 2*time.Minute {
+		t.Errorf("renewal keeping its ttl: ttl %s, want the lease's 2m", kept.TTL)
+	}
+	_, err := svc.Renew(t.Context(), leasecore.RenewParams{Task: name, Owner: "a", Token: l.Token, TTL: 2 * time.Minute})
+	mustInvalid(t, err, "ttl_ms")
+	releaseOK(t, svc, name, "a", l.Token)
+	_, err = svc.Claim(t.Context(), leasecore.ClaimParams{Task: name, Owner: "a", TTL: 2 * time.Minute})
+	mustInvalid(t, err, "ttl_ms")
+}
+
+// leasehold's own tasks take their ttls from leasehold: a declaration of
+// one (here with a max_ttl the pruner's lease would exceed) does not bound
+// their claims, and does not make them required.
+func (s *suite) testDeclaredReservedTasks(t *testing.T) {
+	svc := s.declService(true)
+	name := leasecore.ReservedPrefix + uniqueTask(t)
+	createTask(t, svc, leasecore.TaskDecl{Name: name, TTL: time.Second, MaxTTL: time.Second})
+	l := claimOK(t, svc, leasecore.ClaimParams{Task: name, Owner: "pruner", TTL: time.Hour})
+	if l.TTL != time.Hour {
+		t.Errorf("reserved task claimed with ttl %s, want the 1h asked for", l.TTL)
+	}
+	renewOK(t, svc, leasecore.RenewParams{Task: name, Owner: "pruner", Token: l.Token, TTL: time.Hour})
+	other := leasecore.ReservedPrefix + uniqueTask(t) + "-undeclared"
+	claimOK(t, svc, leasecore.ClaimParams{Task: other, Owner: "pruner", TTL: time.Minute})
+}
+
 // A claim or renewal asking for more than the declared max_ttl is refused
 // with a *ValidationError on ttl_ms that names the limit, and nothing is
 // written; at the limit it is granted.

@@ -239,6 +239,8 @@ func (s *suite) groups() []group {
 		{"Declared", []testCase{
 			{"DefaultTTL", s.testDeclaredDefaultTTL},
 			{"MaxTTL", s.testDeclaredMaxTTL},
+			{"MaxTTLLoweredUnderALiveLease", s.testDeclaredMaxTTLLoweredUnderALiveLease},
+			{"ReservedTasksIgnoreDeclarations", s.testDeclaredReservedTasks},
 			{"Required", s.testDeclaredRequired},
 		}},
 		{"Catalog", []testCase{
