@@ -51,8 +51,10 @@ type answer struct {
 	deleted bool                       // DeleteTask, DeletePolicy
 	pruned  int64                      // a round of PruneHistory: events deleted
 	// next is where the next round of PruneHistory starts: the last task
-	// this round visited, "" when no task was left.
-	next string
+	// this round visited, "" when no task was left; unfinished when that
+	// task has events left to delete.
+	next       string
+	unfinished bool
 
 	// err is an outcome (*leasecore.HeldError, *leasecore.LostError, or a
 	// catalog outcome such as *leasecore.ExistsError) or, when the batch

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -64,26 +65,27 @@ WITH RECURSIVE chain(id, task, kind, owner, token, at, detail, prev) AS (
 )
 SELECT id, task, kind, owner, token, at, detail FROM chain ORDER BY id DESC`
 
-// pruneTasksSQL lists the next tasks with history after :after, by name, with
-// the bounds of the policy each follows: its declaration's, or the default
-// policy's when it is not declared (NULL: no such policy).
+// pruneTasksSQL lists the next tasks with history from :after on (the task
+// :after itself only when :again, to finish it), by name, with the bounds of
+// the policy each follows: its declaration's, or the default policy's when
+// it is not declared (NULL: no such policy).
 const pruneTasksSQL = `
 SELECT l.task, l.last_event, p.keep_for_ms, p.keep_last
 FROM leasehold_leases AS l
 LEFT JOIN leasehold_tasks AS t ON t.name = l.task
 LEFT JOIN leasehold_retention_policies AS p ON p.name = coalesce(t.retention_policy, 'default')
-WHERE l.task > :after AND l.last_event IS NOT NULL
+WHERE (l.task > :after OR (:again AND l.task = :after)) AND l.last_event IS NOT NULL
 ORDER BY l.task
 LIMIT :limit`
 
-// pruneTaskSQL deletes the events of one task that its policy does not
-// keep: beyond its newest :keep_last, or older than :keep_for by the store's
-// clock (0: no such bound). It walks the chain from the newest event
-// (:newest) while the events are kept, finds the first that is not, and
-// deletes it and every event before it, so the chain stays whole for what
-// is left; each step is a lookup by id.
-const pruneTaskSQL = `
+// pruneBoundarySQL finds where one task's kept history ends: it walks the
+// chain from the newest event (:newest) while the events are kept (the
+// newest :keep_last, none older than :keep_for by the store's clock; 0: no
+// such bound), and returns the first event not kept (NULL: all are kept)
+// and the oldest kept (NULL: none is). Each step is a lookup by id.
+const pruneBoundarySQL = `
 WITH RECURSIVE
+clock(ms) AS (SELECT ` + nowMS + `),
 kept(id, prev, n, at) AS (
     SELECT id, prev_id, 1, at FROM leasehold_history WHERE id = :newest AND task = :task
     UNION ALL
@@ -91,23 +93,45 @@ kept(id, prev, n, at) AS (
     FROM kept AS k JOIN leasehold_history AS h ON h.id = k.prev AND h.task = :task
     WHERE NOT ((:keep_last > 0 AND k.n > :keep_last) OR (:keep_for > 0 AND k.at < (SELECT ms FROM clock) - :keep_for))
 ),
-clock(ms) AS (SELECT ` + nowMS + `),
-first(id) AS (
-    SELECT max(id) FROM kept
-    WHERE (:keep_last > 0 AND n > :keep_last) OR (:keep_for > 0 AND at < (SELECT ms FROM clock) - :keep_for)
-),
-doomed(id) AS (
-    SELECT id FROM first WHERE id IS NOT NULL
-    UNION ALL
-    SELECT h.prev_id FROM doomed AS d JOIN leasehold_history AS h ON h.id = d.id AND h.task = :task
-    WHERE h.prev_id IS NOT NULL
+judged(id, doomed) AS (
+    SELECT id, (:keep_last > 0 AND n > :keep_last) OR (:keep_for > 0 AND at < (SELECT ms FROM clock) - :keep_for)
+    FROM kept
 )
-DELETE FROM leasehold_history WHERE task = :task AND id IN (SELECT id FROM doomed)`
+SELECT (SELECT max(id) FROM judged WHERE doomed), (SELECT min(id) FROM judged WHERE NOT doomed)`
+
+// pruneChainSQL lists up to :limit events of the chain from :first back,
+// newest first.
+const pruneChainSQL = `
+WITH RECURSIVE doomed(id, prev) AS (
+    SELECT id, prev_id FROM leasehold_history WHERE id = :first AND task = :task
+    UNION ALL
+    SELECT h.id, h.prev_id FROM doomed AS d JOIN leasehold_history AS h ON h.id = d.prev AND h.task = :task
+    LIMIT :limit
+)
+SELECT id FROM doomed`
+
+// pruneDeleteSQL deletes the task's events whose ids are in the JSON array
+// :ids.
+const pruneDeleteSQL = `
+DELETE FROM leasehold_history WHERE task = :task AND id IN (SELECT value FROM json_each(:ids))`
+
+// When a task's doomed events do not fit in one round, what is left of them
+// is linked to what is kept (or, when nothing is, to the lease row), so the
+// next round finds them where this one stopped.
+const (
+	pruneRelinkEventSQL = `UPDATE leasehold_history SET prev_id = :next WHERE id = :boundary AND task = :task`
+	pruneRelinkLeaseSQL = `UPDATE leasehold_leases SET last_event = :next WHERE task = :task`
+)
 
 // pruneRoundTasks bounds the tasks one transaction of PruneHistory visits,
-// so that a large pass does not hold the file's write lock, and the
-// writer, for long: the lease operations queued meanwhile go in between.
-const pruneRoundTasks = 256
+// and pruneRoundEvents the events it deletes, so that a large pass (a
+// backlog of millions of events) does not hold the file's write lock, and
+// the writer, for long: the lease operations queued meanwhile go in
+// between. A round of 10,000 deletions takes some tens of milliseconds.
+const (
+	pruneRoundTasks  = 256
+	pruneRoundEvents = 10_000
+)
 
 // CreateTask stores a new declaration: *leasecore.ExistsError when the name
 // is taken, *leasecore.NotFoundError when its policy does not exist.
@@ -306,15 +330,16 @@ func (s *Store) History(ctx context.Context, task string, limit int) ([]leasecor
 
 // PruneHistory deletes, for every task with history, the events its policy
 // does not keep (undeclared tasks: the default policy's), by the store's
-// clock, and returns how many it deleted. It visits the tasks in rounds of
-// pruneRoundTasks, one writer transaction each; when it fails part way, the
-// rounds committed before stay done.
+// clock, and returns how many it deleted. It works in rounds of at most
+// pruneRoundTasks tasks and pruneRoundEvents deletions, one writer
+// transaction each; when it fails part way, the rounds committed before
+// stay done.
 func (s *Store) PruneHistory(ctx context.Context) (int64, error) {
 	var total int64
-	after := ""
+	after, again := "", false
 	for {
 		res := s.submit(ctx, "prune", func(ctx context.Context, st *txStmts) (answer, error) {
-			return pruneRound(ctx, st.tx, after, s.pruneRound)
+			return pruneRound(ctx, st.tx, after, again, s.pruneRound, s.pruneEvents)
 		})
 		if res.err != nil {
 			return 0, res.err
@@ -323,24 +348,24 @@ func (s *Store) PruneHistory(ctx context.Context) (int64, error) {
 		if res.next == "" {
 			return total, nil
 		}
-		after = res.next
+		after, again = res.next, res.unfinished
 	}
 }
 
-// pruneRound prunes the next tasks (at most limit) with history after the
-// task named after.
-func pruneRound(ctx context.Context, tx *sql.Tx, after string, limit int) (answer, error) {
+// pruneRound prunes the next tasks (at most tasks of them, deleting at most
+// events) from the task named after on.
+func pruneRound(ctx context.Context, tx *sql.Tx, after string, again bool, tasks, events int) (answer, error) {
 	type bounds struct {
 		task              string
 		newest            int64
 		keepFor, keepLast int64
 		hasPolicy         bool
 	}
-	rows, err := tx.QueryContext(ctx, pruneTasksSQL, sql.Named("after", after), sql.Named("limit", limit))
+	rows, err := tx.QueryContext(ctx, pruneTasksSQL, sql.Named("after", after), sql.Named("again", again), sql.Named("limit", tasks))
 	if err != nil {
 		return answer{}, err
 	}
-	var tasks []bounds
+	var todo []bounds
 	for rows.Next() {
 		var (
 			b                 bounds
@@ -351,13 +376,14 @@ func pruneRound(ctx context.Context, tx *sql.Tx, after string, limit int) (answe
 			return answer{}, err
 		}
 		b.keepFor, b.keepLast, b.hasPolicy = keepFor.Int64, keepLast.Int64, keepFor.Valid
-		tasks = append(tasks, b)
+		todo = append(todo, b)
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return answer{}, err
 	}
 	var a answer
-	for _, b := range tasks {
+	budget := events
+	for _, b := range todo {
 		a.next = b.task
 		if !b.hasPolicy { // only if the default policy was deleted behind leasehold's back: keep all
 			continue
@@ -365,14 +391,66 @@ func pruneRound(ctx context.Context, tx *sql.Tx, after string, limit int) (answe
 		if b.keepFor == 0 && b.keepLast == 0 {
 			continue // keeps everything
 		}
-		n, err := execCount(ctx, tx, pruneTaskSQL, sql.Named("task", b.task), sql.Named("newest", b.newest),
-			sql.Named("keep_last", b.keepLast), sql.Named("keep_for", b.keepFor))
+		n, done, err := pruneTask(ctx, tx, b.task, b.newest, b.keepFor, b.keepLast, budget)
 		if err != nil {
 			return answer{}, err
 		}
 		a.pruned += n
+		budget -= int(n)
+		if !done {
+			a.unfinished = true
+			return a, nil
+		}
+		if budget <= 0 {
+			return a, nil
+		}
 	}
 	return a, nil
+}
+
+// pruneTask deletes up to budget of the events of one task that its policy
+// does not keep, and reports whether it deleted them all.
+func pruneTask(ctx context.Context, tx *sql.Tx, task string, newest, keepFor, keepLast int64, budget int) (int64, bool, error) {
+	var first, boundary sql.NullInt64
+	err := tx.QueryRowContext(ctx, pruneBoundarySQL, sql.Named("task", task), sql.Named("newest", newest),
+		sql.Named("keep_last", keepLast), sql.Named("keep_for", keepFor)).Scan(&first, &boundary)
+	if err != nil || !first.Valid {
+		return 0, true, err
+	}
+	rows, err := tx.QueryContext(ctx, pruneChainSQL, sql.Named("task", task), sql.Named("first", first.Int64), sql.Named("limit", budget+1))
+	if err != nil {
+		return 0, false, err
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			_ = rows.Close()
+			return 0, false, err
+		}
+		ids = append(ids, id)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return 0, false, err
+	}
+	done := len(ids) <= budget
+	if !done {
+		next := ids[budget]
+		ids = ids[:budget]
+		relink, args := pruneRelinkLeaseSQL, []any{sql.Named("task", task), sql.Named("next", next)}
+		if boundary.Valid {
+			relink, args = pruneRelinkEventSQL, append(args, sql.Named("boundary", boundary.Int64))
+		}
+		if _, err := tx.ExecContext(ctx, relink, args...); err != nil {
+			return 0, false, err
+		}
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return 0, false, err
+	}
+	n, err := execCount(ctx, tx, pruneDeleteSQL, sql.Named("task", task), sql.Named("ids", string(list)))
+	return n, done, err
 }
 
 // read runs a query on the reader pool and hands each row to scan; any

@@ -108,3 +108,86 @@ func TestPruneVisitsTasksInRounds(t *testing.T) {
 		}
 	}
 }
+
+// TestPruneDeletesABacklogInRounds prunes a task whose doomed events do not
+// fit in one round: each round deletes at most its budget and links what is
+// left to what is kept, so the next round goes on where it stopped; the
+// kept events and their chain are intact, and so is the chain a task that
+// lost all its events grows afterwards.
+func TestPruneDeletesABacklogInRounds(t *testing.T) {
+	t.Parallel()
+	s := openMigrated(t, filepath.Join(t.TempDir(), "leasehold.db"))
+	s.pruneEvents = 3
+	svc := leasecore.New(s)
+	ctx := context.Background()
+	cycle := func(task string, times int) (last int64) {
+		t.Helper()
+		for range times {
+			l, err := svc.Claim(ctx, leasecore.ClaimParams{Task: task, Owner: "a", TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := svc.Release(ctx, leasecore.ReleaseParams{Task: task, Owner: "a", Token: l.Token}); err != nil {
+				t.Fatal(err)
+			}
+			last = l.Token
+		}
+		return last
+	}
+	prune := func(want int64) {
+		t.Helper()
+		before := s.batches.Load()
+		n, err := svc.PruneHistory(ctx)
+		if err != nil || n != want {
+			t.Fatalf("prune: %d, %v; want %d deleted", n, err, want)
+		}
+		if rounds, least := s.batches.Load()-before, (want+2)/3; rounds < least {
+			t.Errorf("%d events deleted in %d transactions, want at least %d of at most 3", want, rounds, least)
+		}
+	}
+	history := func(task string) []leasecore.Event {
+		t.Helper()
+		evs, err := svc.History(ctx, task, leasecore.MaxHistoryLimit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return evs
+	}
+
+	// keep_last: the newest two of ten events stay.
+	if _, err := svc.CreatePolicy(ctx, leasecore.RetentionPolicy{Name: "two", KeepLast: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.CreateTask(ctx, leasecore.TaskDecl{Name: "kept", TTL: time.Minute, RetentionPolicy: "two"}); err != nil {
+		t.Fatal(err)
+	}
+	token := cycle("kept", 5)
+	prune(8)
+	if evs := history("kept"); len(evs) != 2 || evs[0].Kind != leasecore.EventReleased || evs[1].Kind != leasecore.EventAcquired || evs[1].Token != token {
+		t.Fatalf("history after pruning: %+v, want the last lease's acquired and released (token %d)", evs, token)
+	}
+	cycle("kept", 1)
+	prune(2)
+	if evs := history("kept"); len(evs) != 2 || evs[1].Token != token+1 {
+		t.Fatalf("history after one more lease and pruning: %+v, want that lease's two events", evs)
+	}
+
+	// keep_for: every one of ten events is too old; the rounds take them
+	// all, and new events start a whole chain again.
+	if _, err := svc.CreatePolicy(ctx, leasecore.RetentionPolicy{Name: "second", KeepFor: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.CreateTask(ctx, leasecore.TaskDecl{Name: "gone", TTL: time.Minute, RetentionPolicy: "second"}); err != nil {
+		t.Fatal(err)
+	}
+	token = cycle("gone", 5)
+	time.Sleep(1100 * time.Millisecond) // the events are older than keep_for now
+	prune(10)
+	if evs := history("gone"); len(evs) != 0 {
+		t.Fatalf("history after pruning everything: %+v, want none", evs)
+	}
+	cycle("gone", 2)
+	if evs := history("gone"); len(evs) != 4 || evs[3].Token != token+1 || evs[0].Token != token+2 {
+		t.Fatalf("history of two new leases: %+v, want their four events", evs)
+	}
+}

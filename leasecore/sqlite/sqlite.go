@@ -77,6 +77,9 @@ type Store struct {
 	// pruneRound is how many tasks one transaction of PruneHistory visits:
 	// the constant pruneRoundTasks, which tests shorten.
 	pruneRound int
+	// pruneEvents is how many events one transaction of PruneHistory
+	// deletes at most: the constant pruneRoundEvents, which tests shorten.
+	pruneEvents int
 
 	// stmts are the writer's prepared statements, owned by the writer
 	// goroutine (see statements).
@@ -130,6 +133,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		writerDone:   make(chan struct{}),
 		batchTimeout: batchTimeout,
 		pruneRound:   pruneRoundTasks,
+		pruneEvents:  pruneRoundEvents,
 	}
 	go s.write()
 	return s, nil
