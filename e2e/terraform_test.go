@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
 )
 
 // The provider as the README installs it: `make mirror` lays it out as a

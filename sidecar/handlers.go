@@ -3,6 +3,7 @@ package sidecar
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -22,6 +23,7 @@ type handlers struct {
 	metrics  *metrics
 	ready    func(ctx context.Context) error
 	streams  *streams
+	log      *slog.Logger
 }
 
 var _ api.ServerInterface = (*handlers)(nil)

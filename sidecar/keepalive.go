@@ -177,7 +177,9 @@ func (h *handlers) KeepaliveLease(c echo.Context, task api.Task, params api.Keep
 		h.release(lease)
 		h.streams.remove(st)
 		if conn != nil {
-			return nil // the client is gone, or the configuration was refused (logged by start)
+			// The response is the connection's now: nothing more to answer.
+			h.log.Info("keepalive stream ended before it started; its lease was released", "task", lease.Task, "err", err)
+			return nil
 		}
 		return err
 	}

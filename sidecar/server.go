@@ -81,7 +81,7 @@ func New(opts Options) (*Server, error) {
 	// The coalescer has goroutines only while renewals wait in it, so it
 	// needs no Close of its own.
 	renewals := leasecore.NewCoalescer(svc, leasecore.DefaultCoalesceWindow, nil)
-	h := &handlers{svc: svc, renewals: renewals, metrics: m, ready: s.ready, streams: s.streams}
+	h := &handlers{svc: svc, renewals: renewals, metrics: m, ready: s.ready, streams: s.streams, log: log}
 
 	e := echo.New()
 	e.HideBanner = true
