@@ -35,14 +35,14 @@ const usage = `leasehold hands named tasks to one owner at a time, for a TTL, wi
 Usage:
   leasehold serve   [--listen 127.0.0.1:7411] [--store sqlite:./leasehold.db]
                     [--require-declared] [--prune-interval 10m]
-                    [--token-file PATH] [--log-format text|json]
+                    [--token-file PATH] [--log-format text|json] [--max-streams 20000]
                     serve the HTTP API (migrates the store at start)
   leasehold migrate [--store URL] [--log-format text|json]
                     create or upgrade the store's schema, then exit
   leasehold prune   [--store URL] [--log-format text|json]
                     delete lease history beyond the retention policies (one pass), then exit
   leasehold run     [--addr URL | --store URL] --task T [--ttl 30s] [--owner O]
-                    [--wait 0s] [--grace 10s] -- COMMAND [ARG...]
+                    [--wait 0s] [--grace 10s] [--token-file PATH] -- COMMAND [ARG...]
                     run COMMAND while holding the lease on task T
   leasehold help    print this help
 
