@@ -328,7 +328,7 @@ func mustInUse(t *testing.T, what string, err error, policy string, tasks []stri
 // declarations at most a millisecond old, so a change made through another
 // Service is honoured at once (polling absorbs the millisecond).
 func (s *suite) declService(require bool) *leasecore.Service {
-	return leasecore.New(s.store, leasecore.WithDeclarations(time.Millisecond, require))
+	return leasecore.New(s.store, leasecore.WithDeclarations(time.Millisecond, require), leasecore.WithOpTimeout(sharedOpTimeout))
 }
 
 // A declaration is stored as given, the default policy filled in when it

@@ -97,7 +97,7 @@ func (s *suite) testRenewBatchLarge(t *testing.T) {
 	// in a driver's queue for longer than the default op timeout; so may
 	// the batch, behind them. The case is about what a large batch does,
 	// not how fast: everything here gets a longer timeout.
-	setup := leasecore.New(s.store, leasecore.WithOpTimeout(time.Minute))
+	setup := leasecore.New(s.store, leasecore.WithOpTimeout(sharedOpTimeout))
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {

@@ -83,6 +83,7 @@ package storetest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/leasecore"
 )
@@ -106,6 +107,15 @@ type Driver struct {
 	OpenUnreachable func(t *testing.T) leasecore.Store
 }
 
+// sharedOpTimeout bounds one operation of the Services over the store all
+// cases share. The cases run in parallel and a store may serialise their
+// writes (SQLite has one writer): under the race detector on a small, busy
+// machine an operation can wait behind the others' for longer than
+// leasecore.DefaultOpTimeout. The suite checks what operations do, not how
+// fast; the benchmarks measure that. Cases about timeouts and unreachable
+// stores use Services of their own.
+const sharedOpTimeout = time.Minute
+
 // Exercise runs every conformance case against d, each as a named parallel
 // subtest of t. It fails t for every rule of the lease model the driver
 // breaks.
@@ -116,7 +126,7 @@ func Exercise(t *testing.T, d Driver) {
 	}
 	s := &suite{d: d}
 	s.store = s.open(t, d.Open)
-	s.svc = leasecore.New(s.store)
+	s.svc = leasecore.New(s.store, leasecore.WithOpTimeout(sharedOpTimeout))
 
 	for _, g := range s.groups() {
 		t.Run(g.name, func(t *testing.T) {
