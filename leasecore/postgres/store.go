@@ -86,7 +86,6 @@ type (
 
 var (
 	_ leasecore.Store        = (*Store)(nil)
-	_ leasecore.CatalogStore = (*Store)(nil)
 	_ leasecore.BatchRenewer = (*Store)(nil)
 	_ leasecore.WriteCounter = (*Store)(nil)
 )

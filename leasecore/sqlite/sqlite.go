@@ -26,7 +26,6 @@ var (
 	_ leasecore.Store        = (*Store)(nil)
 	_ leasecore.BatchRenewer = (*Store)(nil)
 	_ leasecore.WriteCounter = (*Store)(nil)
-	_ leasecore.CatalogStore = (*Store)(nil)
 )
 
 // BusyTimeout is how long a statement waits for another process's write

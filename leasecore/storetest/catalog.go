@@ -36,16 +36,6 @@ func uniquePolicy(t testing.TB, label string) string {
 	return name
 }
 
-// catalogOf returns the store's catalog, failing t when the driver has none.
-func catalogOf(t *testing.T, st leasecore.Store) leasecore.CatalogStore {
-	t.Helper()
-	cat, ok := st.(leasecore.CatalogStore)
-	if !ok {
-		t.Fatalf("the driver's store (%T) is no leasecore.CatalogStore", st)
-	}
-	return cat
-}
-
 // storeClock reads the store's clock through a lease of its own: every
 // reading is a same-owner refresh, whose renewed_at is the store's now. The
 // task is undeclared, so its refreshes record no history and no declaration
@@ -1101,7 +1091,7 @@ func catalogCalls(task, policy string) []catalogCall {
 // naming the operation.
 func checkCatalogUnavailable(t *testing.T, ctx context.Context, st leasecore.Store, what string) {
 	t.Helper()
-	cat := catalogOf(t, st)
+	cat := leasecore.CatalogStore(st) // the raw driver, below the Service
 	svc := leasecore.New(st)
 	for _, c := range catalogCalls(uniqueTask(t), uniquePolicy(t, "u")) {
 		if err := c.viaSvc(ctx, svc); !errIsUnavailableOnly(err) || errors.Is(err, leasecore.ErrNotFound) ||
@@ -1151,7 +1141,7 @@ func (s *suite) testCatalogUnavailable(t *testing.T) {
 // and an empty history for a task never claimed.
 func (s *suite) testCatalogDriverErrors(t *testing.T) {
 	ctx := opCtx(t)
-	cat := catalogOf(t, s.store)
+	cat := leasecore.CatalogStore(s.store) // the raw driver, below the Service
 	task, policy := uniqueTask(t), uniquePolicy(t, "raw")
 
 	if d, err := cat.GetTask(ctx, task); d != nil || err != nil {

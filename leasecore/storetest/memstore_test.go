@@ -70,10 +70,7 @@ type memRow struct {
 	ended bool
 }
 
-var (
-	_ leasecore.Store        = (*memStore)(nil)
-	_ leasecore.CatalogStore = (*memStore)(nil)
-)
+var _ leasecore.Store = (*memStore)(nil)
 
 var errMem = errors.New("memstore: unavailable")
 
