@@ -148,3 +148,26 @@ func claimEventually(t *testing.T, s *sidecar, task, owner string) response {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// With its synchronous standby gone, the primary cannot make a grant durable
+// on two servers: claims answer 503 unavailable (never acquired, never
+// held), and grants resume once the standby is back.
+func TestSynchronousStandbyDownPausesGrants(t *testing.T) {
+	t.Parallel()
+	primary := pgtest.StartServer(t, pgtest.WithSetting("synchronous_standby_names", "standby1"))
+	standby := primary.StartStandby("standby1")
+	a := startSidecar(t, primary.URL())
+	a.waitReady()
+	if r := a.call("POST", "/v1/leases/sync-paused/claim", map[string]any{"owner": "w1", "ttl_ms": 1000}); r.Status != http.StatusOK {
+		t.Fatalf("claim with the standby up: %d %s", r.Status, r.Raw)
+	}
+
+	standby.Kill()
+	r := a.call("POST", "/v1/leases/sync-paused-2/claim", map[string]any{"owner": "w1", "ttl_ms": 1000})
+	if r.Status != http.StatusServiceUnavailable || r.Body["reason"] != "unavailable" {
+		t.Fatalf("claim with the synchronous standby down: %d %s, want 503 unavailable", r.Status, r.Raw)
+	}
+
+	standby.Start()
+	claimEventually(t, a, "sync-paused-3", "w1")
+}
