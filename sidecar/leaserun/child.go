@@ -27,6 +27,14 @@ type child struct {
 	state *os.ProcessState
 }
 
+// The variables the command gets: outputs of leasehold run, which it never
+// reads itself.
+const (
+	outputTask  = "LEASEHOLD_TASK"
+	outputOwner = "LEASEHOLD_OWNER"
+	outputToken = "LEASEHOLD_TOKEN"
+)
+
 // startChild starts the command with the lease in its environment.
 func startChild(cfg *Config, lease leasecore.Lease) (*child, error) {
 	cmd := exec.Command(cfg.Command[0], cfg.Command[1:]...)
@@ -36,9 +44,9 @@ func startChild(cfg *Config, lease leasecore.Lease) (*child, error) {
 	}
 	// Later entries win over inherited ones of the same name.
 	cmd.Env = append(slices.Clip(env),
-		"LEASEHOLD_TASK="+lease.Task,
-		"LEASEHOLD_OWNER="+lease.Owner,
-		"LEASEHOLD_TOKEN="+strconv.FormatInt(lease.Token, 10),
+		outputTask+"="+lease.Task,
+		outputOwner+"="+lease.Owner,
+		outputToken+"="+strconv.FormatInt(lease.Token, 10),
 	)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = cfg.Stdin, cfg.Stdout, cfg.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -51,7 +51,9 @@ SIGTERM and SIGHUP are forwarded to COMMAND; the lease is released when it exits
 With --addr (the default) a sidecar holds the lease over a keepalive stream; with
 --store (sqlite:PATH or postgres://...) leasehold run holds it itself, with no sidecar.
 
-Flags (each also read from LEASEHOLD_<FLAG>, e.g. LEASEHOLD_TASK; the command line wins):
+Flags (each also read from LEASEHOLD_<FLAG>, e.g. LEASEHOLD_STORE; the command line wins),
+except --task and --owner: LEASEHOLD_TASK and LEASEHOLD_OWNER are what leasehold run gives
+COMMAND, never read, so a leasehold run inside COMMAND does not take over its parent's lease.
 `
 
 const usageTail = `
@@ -131,15 +133,20 @@ func parse(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	if onLine["addr"] && onLine["store"] {
 		return usageError("--addr and --store are exclusive: a sidecar holds the lease, or leasehold run does")
 	}
-	env := getenv
+	// LEASEHOLD_TASK and LEASEHOLD_OWNER are outputs (what the command
+	// gets), never inputs: a leasehold run inside the command must not claim
+	// its parent's task as its parent's owner, which would be a refresh of
+	// the parent's lease rather than a lease of its own.
+	ignored := map[string]bool{outputTask: true, outputOwner: true}
 	if onLine["addr"] || onLine["store"] {
-		ignored := map[string]bool{sidecar.EnvName("addr"): true, sidecar.EnvName("store"): true}
-		env = func(k string) string {
-			if ignored[k] {
-				return ""
-			}
-			return getenv(k)
+		ignored[sidecar.EnvName("addr")] = true
+		ignored[sidecar.EnvName("store")] = true
+	}
+	env := func(k string) string {
+		if ignored[k] {
+			return ""
 		}
+		return getenv(k)
 	}
 	if err := sidecar.ApplyEnv(fs, env); err != nil {
 		return usageError("%v", err)

@@ -77,7 +77,11 @@ func TestMainFlags(t *testing.T) {
 		{name: "without --", args: append([]string{"--task", "t1", "--store", "STORE"}, echoTask...), code: 0, stdout: "task=t1"},
 		{name: "exit status passed through", args: []string{"--task", "t", "--store", "STORE", "--", "sh", "-c", "exit 3"}, code: 3, stderr: "exit=3"},
 		{name: "killed by a signal", args: []string{"--task", "t", "--store", "STORE", "--", "sh", "-c", "kill -USR1 $$"}, code: 138},
-		{name: "task from env", args: append([]string{"--store", "STORE", "--"}, echoTask...), env: map[string]string{"LEASEHOLD_TASK": "from-env"}, code: 0, stdout: "task=from-env"},
+		// LEASEHOLD_TASK and LEASEHOLD_OWNER are what a parent leasehold run
+		// gave this process: never read, so a nested run holds a lease of
+		// its own.
+		{name: "task not read from env", args: []string{"--store", "STORE", "--", "true"}, env: map[string]string{"LEASEHOLD_TASK": "from-env"}, code: ExitUsage, stderr: "--task is required"},
+		{name: "owner not read from env", args: append([]string{"--task", "t4", "--store", "STORE", "--"}, shell(`echo "owner=$LEASEHOLD_OWNER"`)...), env: map[string]string{"LEASEHOLD_OWNER": "parent#1#aa"}, code: 0, stdout: "owner=" + hostPrefix()},
 		{name: "command line wins", args: append([]string{"--task", "good", "--store", "STORE", "--"}, echoTask...), env: map[string]string{"LEASEHOLD_TASK": "bad name!"}, code: 0, stdout: "task=good"},
 		{name: "store from env", args: append([]string{"--task", "t2", "--"}, echoTask...), env: map[string]string{"LEASEHOLD_STORE": "STORE"}, code: 0, stdout: "task=t2"},
 		{
@@ -157,4 +161,13 @@ func TestDefaultOwner(t *testing.T) {
 	if got := strings.TrimSpace(stdout.String()); !want.MatchString(got) {
 		t.Errorf("owner %q does not match %s", got, want)
 	}
+}
+
+// hostPrefix is how a default owner starts: "<hostname>#".
+func hostPrefix() string {
+	host, err := os.Hostname()
+	if err != nil {
+		panic(err)
+	}
+	return host + "#"
 }
