@@ -114,9 +114,6 @@ func start(t *testing.T, cfg Config) *run {
 	t.Helper()
 	r := &run{stdout: new(lockedbuf.Buffer), stderr: new(lockedbuf.Buffer), signals: make(chan os.Signal, 1), done: make(chan struct{})}
 	cfg.Stdout, cfg.Stderr, cfg.Signals = r.stdout, r.stderr, r.signals
-	if cfg.TTL == 0 {
-		cfg.TTL = DefaultTTL
-	}
 	if cfg.Grace == 0 {
 		cfg.Grace = DefaultGrace
 	}

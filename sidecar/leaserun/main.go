@@ -90,14 +90,14 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 // parse turns the command line and the environment into a checked Config, or
 // says with which status to stop.
 func parse(args []string, getenv func(string) string, stdout, stderr io.Writer) (Config, int, bool) {
-	cfg := Config{Addr: DefaultAddr, TTL: DefaultTTL, Grace: DefaultGrace}
+	cfg := Config{Addr: DefaultAddr, Grace: DefaultGrace}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {} // printed below, to stdout for -h
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "sidecar base `URL`; exclusive with --store")
 	fs.StringVar(&cfg.Store, "store", "", "store `URL` (sqlite:PATH or postgres://USER@HOST:PORT/DB) to hold the lease with no sidecar; exclusive with --addr")
 	fs.StringVar(&cfg.Task, "task", "", "`task` to hold (required)")
-	fs.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "lease `ttl`, from 100ms to 24h; renewed every ttl × 0.4")
+	fs.DurationVar(&cfg.TTL, "ttl", 0, "lease `ttl`, from 100ms to 24h; renewed every ttl × 0.4 (default: the task's declared ttl, else 30s)")
 	fs.StringVar(&cfg.Owner, "owner", "", "`owner` to claim as (default <hostname>#<pid>#<8 random hex digits>)")
 	fs.DurationVar(&cfg.Wait, "wait", 0, "how long (a `duration`) to wait for a held task before giving up with status 75")
 	fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "after SIGTERM on a lost lease, how long (a `duration`) before SIGKILL")
@@ -155,6 +155,9 @@ func parse(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if set["addr"] && set["store"] {
 		return usageError("%s and %s are exclusive: a sidecar holds the lease, or leasehold run does", sidecar.EnvName("addr"), sidecar.EnvName("store"))
+	}
+	if set["ttl"] && cfg.TTL == 0 { // zero in Config means "not given"
+		return usageError("%v", flagError("ttl", cfg.TTL, ttlRule))
 	}
 	cfg.Command = fs.Args()
 	if err := cfg.check(); err != nil {

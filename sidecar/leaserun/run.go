@@ -22,7 +22,8 @@ import (
 const (
 	// DefaultAddr is the sidecar asked when neither --addr nor --store is given.
 	DefaultAddr = "http://" + sidecar.DefaultListen
-	// DefaultTTL is the lease's TTL when --ttl is not given.
+	// DefaultTTL is the lease's TTL when --ttl is not given and the task
+	// declares none.
 	DefaultTTL = leasecore.DefaultTTL
 	// DefaultGrace is how long a command may take to exit after SIGTERM on a
 	// lost lease before it gets SIGKILL.
@@ -46,7 +47,8 @@ type Config struct {
 	Task string
 	// Owner to claim as; empty means a fresh <hostname>#<pid>#<8 hex digits>.
 	Owner string
-	// TTL of the lease, from leasecore.MinTTL to leasecore.MaxTTL.
+	// TTL of the lease, from leasecore.MinTTL to leasecore.MaxTTL; zero
+	// means the task's declared ttl, else DefaultTTL, as for any claim.
 	TTL time.Duration
 	// Wait is how long to keep trying while the task is held; 0 gives up at
 	// once.
@@ -78,6 +80,9 @@ type Config struct {
 	onHeld func()
 }
 
+// ttlRule is what --ttl must be, when given.
+var ttlRule = fmt.Sprintf("must be between %s and %s", leasecore.MinTTL, leasecore.MaxTTL)
+
 // check validates the configuration and fills the owner when none is set.
 func (c *Config) check() error {
 	if err := leasecore.ValidateTask(c.Task); err != nil {
@@ -89,8 +94,8 @@ func (c *Config) check() error {
 	if err := leasecore.ValidateOwner(c.Owner); err != nil {
 		return flagError("owner", c.Owner, rule(err))
 	}
-	if c.TTL < leasecore.MinTTL || c.TTL > leasecore.MaxTTL {
-		return flagError("ttl", c.TTL, fmt.Sprintf("must be between %s and %s", leasecore.MinTTL, leasecore.MaxTTL))
+	if c.TTL != 0 && (c.TTL < leasecore.MinTTL || c.TTL > leasecore.MaxTTL) {
+		return flagError("ttl", c.TTL, ttlRule)
 	}
 	if c.Wait < 0 {
 		return flagError("wait", c.Wait, "must not be negative")

@@ -32,7 +32,7 @@ func acquireStore(ctx context.Context, cfg *Config, log *slog.Logger) (hold, err
 		}
 		// The keeper outlives ctx, which ends with a signal: the lease is
 		// held until the command has exited.
-		k, err := leasecore.Keep(context.WithoutCancel(ctx), svc, lease, leasecore.KeeperConfig{TTL: cfg.TTL})
+		k, err := leasecore.Keep(context.WithoutCancel(ctx), svc, lease, leasecore.KeeperConfig{TTL: lease.TTL})
 		if err != nil {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leasecore.DefaultOpTimeout)
 			defer cancel()

@@ -1,6 +1,7 @@
 package leaserun
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lockedbuf"
+	"github.com/leasehold/leasehold/leasecore"
 )
 
 // TestStoreEnvironment: the command sees the task, the owner and the
@@ -254,4 +256,32 @@ func withoutLeaseholdEnv(env []string) []string {
 		}
 	}
 	return out
+}
+
+// TestStoreDeclaredTTL: with no --ttl the lease gets the task's declared
+// ttl, as any claim without one does; --ttl still wins.
+func TestStoreDeclaredTTL(t *testing.T) {
+	t.Parallel()
+	st := newTestStore(t)
+	if _, err := st.svc.CreateTask(context.Background(), leasecore.TaskDecl{Name: "declared-job", TTL: 45 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		ttl, want time.Duration
+	}{{0, 45 * time.Second}, {20 * time.Second, 20 * time.Second}} {
+		dir := t.TempDir()
+		running, proceed := filepath.Join(dir, "running"), filepath.Join(dir, "proceed")
+		r := start(t, Config{
+			Store: st.url, Task: "declared-job", Owner: "w1", TTL: c.ttl,
+			Command: shell(`: > "$1"; while [ ! -e "$2" ]; do sleep 0.01; done`, running, proceed),
+		})
+		waitForFile(t, running)
+		if l := st.get(t, "declared-job"); l == nil || l.TTL != c.want {
+			t.Errorf("--ttl %s: lease %+v, want ttl %s", c.ttl, l, c.want)
+		}
+		if err := os.WriteFile(proceed, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r.expect(t, 0)
+	}
 }

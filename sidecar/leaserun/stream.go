@@ -63,7 +63,9 @@ func acquireSidecar(ctx context.Context, cfg *Config, log *slog.Logger) (hold, e
 func openStream(ctx context.Context, cfg *Config, wait time.Duration) (hold, error) {
 	q := url.Values{}
 	q.Set("owner", cfg.Owner)
-	q.Set("ttl_ms", strconv.FormatInt(cfg.TTL.Milliseconds(), 10))
+	if cfg.TTL > 0 { // else the sidecar applies the declared ttl, or its default
+		q.Set("ttl_ms", strconv.FormatInt(cfg.TTL.Milliseconds(), 10))
+	}
 	waitMs := min(wait.Milliseconds(), maxWaitMs)
 	if waitMs > 0 {
 		q.Set("wait_ms", strconv.FormatInt(waitMs, 10))

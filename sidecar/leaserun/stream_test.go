@@ -112,7 +112,9 @@ func TestSidecarAcquired(t *testing.T) {
 	if out, want := strings.TrimSpace(r.stdout.String()), "billing/nightly|w 1|42"; out != want {
 		t.Errorf("command saw %q, want %q", out, want)
 	}
-	want := seen{"/v1/leases/billing%2Fnightly/keepalive", "w 1", "30000", "", "Bearer s3cret", "text/event-stream"}
+	// No --ttl: no ttl_ms, so that the sidecar applies the task's declared
+	// ttl (or its default), as for any claim.
+	want := seen{"/v1/leases/billing%2Fnightly/keepalive", "w 1", "", "", "Bearer s3cret", "text/event-stream"}
 	if s := <-got; s != want {
 		t.Errorf("request %+v, want %+v", s, want)
 	}
