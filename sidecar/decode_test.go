@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"bufio"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -238,5 +239,27 @@ func TestHeadOnGetRoutes(t *testing.T) {
 	}
 	if l := decode[api.LeaseState](t, ts.get("/v1/leases/free")); l.Held {
 		t.Error("HEAD on keepalive claimed the task")
+	}
+}
+
+// TestWholeNumber: the exact reading of number literals in integer fields.
+func TestWholeNumber(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		lit  string
+		want int64
+		ok   bool
+	}{
+		{"1e5", 100000, true}, {"100000.0", 100000, true}, {"1.5e1", 15, true}, {"-2.50e2", -250, true},
+		{"0.0e-99999999999999999999", 0, true}, {"-0.0", 0, true}, {"123456789e-9", 0, false},
+		{"1.05e1", 0, false}, {"9007199254740993.0", 9007199254740993, true},
+		{"9.223372036854775807e18", math.MaxInt64, true}, {"9.223372036854775808e18", 0, false},
+		{"-9.223372036854775808e18", math.MinInt64, true}, {"1e-99999999999999999999", 0, false},
+		{"10000000000000000000e-1", 1000000000000000000, true},
+	} {
+		got, ok := wholeNumber(c.lit)
+		if got != c.want || ok != c.ok {
+			t.Errorf("wholeNumber(%s) = %d, %v; want %d, %v", c.lit, got, ok, c.want, c.ok)
+		}
 	}
 }

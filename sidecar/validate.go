@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/big"
 	"net"
 	"net/http"
 	"net/url"
@@ -287,10 +286,10 @@ func strictJSON(body []byte, intField func(path []string) *openapi3.Schema) ([]b
 		}
 		if s, ok := tok.(string); ok && top != nil && top.object && top.wantKey {
 			if !validJSONString(raw) {
-				return nil, invalid([]api.InvalidParam{{Name: fieldName("", path[:len(stack)-1]), Reason: "has a key that is not valid UTF-8"}})
+				return nil, invalid([]api.InvalidParam{{Name: bodyField(path[:len(stack)-1]), Reason: "has a key that is not valid UTF-8"}})
 			}
 			if _, dup := top.keys[s]; dup {
-				return nil, invalid([]api.InvalidParam{{Name: fieldName("", append(path[:len(stack)-1:len(stack)-1], s)), Reason: "appears more than once in the same object"}})
+				return nil, invalid([]api.InvalidParam{{Name: bodyField(append(path[:len(stack)-1:len(stack)-1], s)), Reason: "appears more than once in the same object"}})
 			}
 			top.keys[s] = struct{}{}
 			top.wantKey = false
@@ -319,13 +318,13 @@ func strictJSON(body []byte, intField func(path []string) *openapi3.Schema) ([]b
 
 		case string:
 			if !validJSONString(raw) {
-				return nil, invalid([]api.InvalidParam{{Name: fieldName("", valuePath), Reason: "is not valid UTF-8 (nor may it hold a lone UTF-16 surrogate escape)"}})
+				return nil, invalid([]api.InvalidParam{{Name: bodyField(valuePath), Reason: "is not valid UTF-8 (nor may it hold a lone UTF-16 surrogate escape)"}})
 			}
 		case json.Number:
 			lit := strings.TrimLeft(string(raw), " \t\r\n:,")
 			text, reason := checkNumber(lit, intField(valuePath))
 			if reason != "" {
-				return nil, invalid([]api.InvalidParam{{Name: fieldName("", valuePath), Reason: reason}})
+				return nil, invalid([]api.InvalidParam{{Name: bodyField(valuePath), Reason: reason}})
 			}
 			if text != lit {
 				edits = append(edits, edit{from: cur - int64(len(lit)), to: cur, text: text})
@@ -351,6 +350,22 @@ func strictJSON(body []byte, intField func(path []string) *openapi3.Schema) ([]b
 	return append(out, body[at:]...), nil
 }
 
+// bodyField names the body field at path as invalid_params do ("owner",
+// "owner/0"); the body itself is "body", an empty key `""`.
+func bodyField(path []string) string {
+	if len(path) == 0 {
+		return "body"
+	}
+	parts := make([]string, len(path))
+	for i, p := range path {
+		if p == "" {
+			p = `""`
+		}
+		parts[i] = p
+	}
+	return strings.Join(parts, "/")
+}
+
 // syntaxDetail describes a JSON syntax error by its byte offset, without
 // the decoder's package prefix.
 func syntaxDetail(err error) string {
@@ -363,12 +378,6 @@ func syntaxDetail(err error) string {
 	}
 	return "it cannot be parsed"
 }
-
-// int64 bounds as exact rationals.
-var (
-	minInt64Rat = new(big.Rat).SetInt64(math.MinInt64)
-	maxInt64Rat = new(big.Rat).SetInt64(math.MaxInt64)
-)
 
 // checkNumber checks one JSON number literal; schema is the field's when it
 // is an integer, else nil. It returns the literal to use (a whole number in
@@ -387,16 +396,55 @@ func checkNumber(lit string, schema *openapi3.Schema) (text, reason string) {
 	if _, err := strconv.ParseInt(lit, 10, 64); err == nil {
 		return lit, "" // the plain spelling, in range
 	}
-	// |f| < 2^64 bounds the literal's exponent, so the exact rational
-	// below is cheap to build.
 	if math.Abs(f) >= 1<<64 {
 		return "", integerRule(schema)
 	}
-	r, ok := new(big.Rat).SetString(lit)
-	if !ok || !r.IsInt() || r.Cmp(minInt64Rat) < 0 || r.Cmp(maxInt64Rat) > 0 {
+	n, ok := wholeNumber(lit)
+	if !ok {
 		return "", integerRule(schema)
 	}
-	return r.Num().String(), ""
+	return strconv.FormatInt(n, 10), ""
+}
+
+// wholeNumber returns the value of a JSON number literal that is a whole
+// number within the int64 range, exactly (no float rounding), from its
+// decimal digits: 1.5e1 is 15, 100000.0 is 100000, 1.05e1 is not whole.
+// The caller has bounded the value below 2^64, so only a negative exponent
+// can be long, and it is never expanded.
+func wholeNumber(lit string) (int64, bool) {
+	mant, exp, hasExp := strings.Cut(strings.ToLower(lit), "e")
+	neg := strings.HasPrefix(mant, "-")
+	mant = strings.TrimPrefix(mant, "-")
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(intPart+frac, "0")
+	if digits == "" {
+		return 0, true // any spelling of zero
+	}
+	scale := -len(frac) // value = digits × 10^(scale + exp)
+	trimmed := strings.TrimRight(digits, "0")
+	scale += len(digits) - len(trimmed)
+	if hasExp {
+		e, err := strconv.ParseInt(exp, 10, 64)
+		if err != nil {
+			return 0, false // an exponent beyond int64 with a non-zero mantissa: not a whole int64
+		}
+		if e < -1<<20 || e > 1<<20 {
+			return 0, false
+		}
+		scale += int(e)
+	}
+	if scale < 0 || scale+len(trimmed) > 19 {
+		return 0, false // a fraction is left, or it has more than 19 digits
+	}
+	text := trimmed + strings.Repeat("0", scale)
+	if neg {
+		text = "-" + text
+	}
+	n, err := strconv.ParseInt(text, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return n, true
 }
 
 // integerRule says what an integer field accepts, with the schema's bounds
