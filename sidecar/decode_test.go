@@ -263,3 +263,38 @@ func TestWholeNumber(t *testing.T) {
 		}
 	}
 }
+
+// TestRepeatedParameters: a query parameter or a Content-Type given twice is
+// refused, naming it, rather than one of the values picked.
+func TestRepeatedParameters(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	for _, c := range []struct{ path, field string }{
+		{"/v1/leases/rep/keepalive?owner=a&owner=b&wait_ms=0", "owner"},
+		{"/v1/leases/rep/keepalive?owner=a&ttl_ms=1000&ttl_ms=2000", "ttl_ms"},
+		{"/v1/leases/rep/history?limit=1&limit=2", "limit"},
+	} {
+		p := expectProblem(t, ts.get(c.path), http.StatusUnprocessableEntity, problemInvalid)
+		if p.InvalidParams == nil || len(*p.InvalidParams) != 1 || (*p.InvalidParams)[0].Name != c.field ||
+			!strings.Contains((*p.InvalidParams)[0].Reason, "2 times") {
+			t.Errorf("%s: %+v, want %s named as given 2 times", c.path, p, c.field)
+		}
+	}
+	req, err := http.NewRequest("POST", ts.url+"/v1/leases/rep/claim", strings.NewReader(`{"owner":"w"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Add("Content-Type", "application/json")
+	req.Header.Add("Content-Type", "text/plain")
+	resp, err := ts.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Errorf("two Content-Types: %d, want 415", resp.StatusCode)
+	}
+	if l := decode[api.LeaseState](t, ts.get("/v1/leases/rep")); l.Held {
+		t.Error("a refused request claimed the task")
+	}
+}

@@ -112,6 +112,9 @@ func validateRequests(s *specRouter) echo.MiddlewareFunc {
 				}
 				return next(c)
 			}
+			if err := checkRepeatedQuery(req, route.Operation); err != nil {
+				return err
+			}
 			if rb := route.Operation.RequestBody; rb != nil && rb.Value != nil {
 				if err := checkBody(req, rb.Value); err != nil {
 					return err
@@ -124,6 +127,23 @@ func validateRequests(s *specRouter) echo.MiddlewareFunc {
 			return next(c)
 		}
 	}
+}
+
+// checkRepeatedQuery refuses a query parameter of the operation given more
+// than once (?owner=a&owner=b): each is one value, and which of two a
+// client, a proxy or the validator would take is anyone's guess.
+func checkRepeatedQuery(req *http.Request, op *openapi3.Operation) error {
+	query := req.URL.Query()
+	var params []api.InvalidParam
+	for _, p := range op.Parameters {
+		if p.Value != nil && p.Value.In == openapi3.ParameterInQuery && len(query[p.Value.Name]) > 1 {
+			params = append(params, api.InvalidParam{Name: p.Value.Name, Reason: fmt.Sprintf("is given %d times; give it once", len(query[p.Value.Name]))})
+		}
+	}
+	if len(params) > 0 {
+		return invalid(params)
+	}
+	return nil
 }
 
 // checkBody reads the body (at most maxBodyBytes), checks that it is present,
@@ -143,6 +163,10 @@ func checkBody(req *http.Request, rb *openapi3.RequestBody) error {
 	}
 	setBody(req, body)
 
+	if n := len(req.Header.Values(echo.HeaderContentType)); n > 1 {
+		return newProblem(http.StatusUnsupportedMediaType, problemBlank, "",
+			fmt.Sprintf("the request has %d Content-Type headers; give one: application/json", n))
+	}
 	ct := req.Header.Get(echo.HeaderContentType)
 	mt := rb.Content.Get(ct)
 	if (ct != "" || len(body) > 0) && mt == nil {
