@@ -39,6 +39,7 @@ func TestStrictBodies(t *testing.T) {
 			{"duplicate owner", "/v1/leases/a/claim", `{"owner":"a","owner":"b"}`, "owner", "more than once"},
 			{"duplicate token on release", "/v1/leases/a/release", `{"owner":"a","token":1,"token":2}`, "token", "more than once"},
 			{"duplicate key nested", "/v1/leases/a/claim", `{"owner":{"x":1,"x":2}}`, "owner/x", "more than once"},
+			{"deep nesting at the top", "/v1/leases/a/claim", strings.Repeat("[", 40) + strings.Repeat("]", 40), "body", "deeper than 16"},
 			{"deep nesting", "/v1/leases/a/claim", `{"owner":` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`, "owner", "deeper than 16"},
 			{"fractional ttl", "/v1/leases/a/claim", `{"owner":"a","ttl_ms":100.5}`, "ttl_ms", "from 100 to 86400000"},
 			{"ttl beyond float64", "/v1/leases/a/claim", `{"owner":"a","ttl_ms":1e400}`, "ttl_ms", "from 100 to 86400000"},

@@ -330,9 +330,9 @@ func strictJSON(body []byte, intField func(path []string) *openapi3.Schema) ([]b
 			switch t {
 			case '{', '[':
 				if len(stack) >= maxBodyDepth {
-					name := "body"
-					if len(valuePath) > 0 {
-						name = valuePath[0]
+					name := "body" // or the top-level field it is in
+					if len(valuePath) > 0 && stack[0].object {
+						name = bodyField(valuePath[:1])
 					}
 					return nil, invalid([]api.InvalidParam{{Name: name, Reason: fmt.Sprintf("nests arrays and objects deeper than %d levels", maxBodyDepth)}})
 				}
