@@ -303,7 +303,7 @@ func strictJSON(body []byte, intField func(path []string) *openapi3.Schema) ([]b
 		}
 		// The key of a value in an object, or the index in an array.
 		if top != nil && !top.object {
-			if d, ok := tok.(json.Delim); !ok || (d != ']') {
+			if d, ok := tok.(json.Delim); !ok || d != ']' {
 				path = append(path[:len(stack)-1], strconv.Itoa(top.index))
 				top.index++
 			}
