@@ -9,6 +9,7 @@ LISTEN    ?= 127.0.0.1:7411
 BENCHCOUNT ?= 6
 STREAMS   ?= 1000 10000
 STREAM_DURATION ?= 60s
+FUZZTIME  ?= 30s
 WITH_PG   := scripts/with-postgres.sh
 # The provider's version in a filesystem mirror (make mirror); Terraform needs a semver.
 PROVIDER_VERSION ?= 0.1.0
@@ -40,6 +41,16 @@ test: ## Run every test on both stores (starts a throwaway PostgreSQL when none 
 .PHONY: e2e
 e2e: ## Run only the end-to-end tests (real processes, both stores)
 	$(WITH_PG) $(GO) test -race -count=1 ./e2e/...
+
+.PHONY: fuzz
+# go test fuzzes one target at a time: each Fuzz function found in a _test.go file runs in turn.
+fuzz: ## Run every go test -fuzz target for FUZZTIME each (default 30s); their seeds run in make test
+	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \
+	  for name in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$f"); do \
+	    echo "== $$name in $$(dirname "$$f") for $(FUZZTIME)"; \
+	    $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$(dirname "$$f")"; \
+	  done; \
+	done
 
 .PHONY: bench
 bench: bench-go bench-streams ## Run every benchmark: bench-go, then bench-streams

@@ -3,6 +3,7 @@ package sidecar
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -139,7 +140,13 @@ func decodeBody(c echo.Context, v any) error {
 	dec := json.NewDecoder(c.Request().Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return malformed("request body cannot be decoded: " + err.Error())
+		// Not reached for a body checkBody accepted; the decoder's text
+		// (Go type names) is kept from the client all the same.
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return invalid([]api.InvalidParam{{Name: te.Field, Reason: "has a value of the wrong type or range"}})
+		}
+		return malformed("the request body cannot be decoded as this request")
 	}
 	return nil
 }

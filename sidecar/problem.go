@@ -126,7 +126,7 @@ func toProblem(err error, c echo.Context) (p *problemError, bug bool) {
 		case http.StatusNotFound:
 			return newProblem(he.Code, problemBlank, "", fmt.Sprintf("no route matches %s %s", req.Method, req.URL.EscapedPath())), false
 		case http.StatusMethodNotAllowed:
-			return newProblem(he.Code, problemBlank, "", fmt.Sprintf("%s is not allowed on %s", req.Method, req.URL.EscapedPath())), false
+			return newProblem(he.Code, problemBlank, "", fmt.Sprintf("%s is not allowed on %s", requestMethod(req), req.URL.EscapedPath())), false
 		case http.StatusRequestEntityTooLarge:
 			return tooLarge(), false
 		}
@@ -136,6 +136,13 @@ func toProblem(err error, c echo.Context) (p *problemError, bug bool) {
 		msg, ok := he.Message.(string)
 		if !ok {
 			msg = http.StatusText(he.Code)
+		}
+		// The generated parameter binding says "Invalid format for
+		// parameter X: " and a Go error; the validator runs first and
+		// refuses such values, but name the parameter without the error.
+		if rest, ok := strings.CutPrefix(msg, "Invalid format for parameter "); ok && he.Code == http.StatusBadRequest {
+			name, _, _ := strings.Cut(rest, ":")
+			return invalid([]api.InvalidParam{{Name: name, Reason: "has an invalid format"}}), false
 		}
 		return newProblem(he.Code, problemBlank, "", msg), false
 	default:

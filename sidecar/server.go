@@ -106,14 +106,57 @@ func New(opts Options) (*Server, error) {
 func (s *Server) CloseStreams(ctx context.Context) error { return s.streams.shutdown(ctx) }
 
 // Handler returns the HTTP handler serving every route.
-func (s *Server) Handler() http.Handler { return s.echo }
+func (s *Server) Handler() http.Handler { return headAsGet(s.echo) }
+
+// headAsGet answers HEAD on every GET route (health checks send it) as the
+// GET would be answered, without the body: the handler, the validator and
+// the metrics see a GET, and net/http, which still sees the HEAD of its own
+// request, drops what the handler writes after the headers. The keepalive
+// stream is left out, so HEAD never claims a lease there: it stays a HEAD,
+// and echo answers 405, as it does for HEAD on a POST route.
+func headAsGet(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodHead || isKeepalivePath(r.URL.EscapedPath()) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		get := r.WithContext(context.WithValue(r.Context(), headRequestKey{}, true))
+		get.Method = http.MethodGet
+		next.ServeHTTP(w, get)
+	})
+}
+
+// headRequestKey marks, in a request's context, a HEAD served as a GET.
+type headRequestKey struct{}
+
+// requestMethod is the method the client sent.
+func requestMethod(r *http.Request) string {
+	if head, _ := r.Context().Value(headRequestKey{}).(bool); head {
+		return http.MethodHead
+	}
+	return r.Method
+}
+
+// isKeepalivePath reports whether an escaped path is /v1/leases/{task}/keepalive.
+func isKeepalivePath(path string) bool {
+	parts := strings.Split(path, "/")
+	return len(parts) == 5 && parts[0] == "" && parts[1] == "v1" && parts[2] == "leases" && parts[4] == "keepalive"
+}
+
+// The server's read timeouts. A client that sends its headers slower than
+// readHeaderTimeout is disconnected (net/http answers nothing); one whose
+// body has not arrived readTimeout after the request began is answered 408.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 30 * time.Second
+)
 
 // HTTPServer returns an *http.Server for Handler with the sidecar's timeouts.
 func (s *Server) HTTPServer() *http.Server {
 	return &http.Server{
-		Handler:           s.echo,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
 		IdleTimeout:       2 * time.Minute,
 		// WriteTimeout stays 0 on purpose: keepalive streams (a later
 		// endpoint) hold a response open for as long as the lease is held.

@@ -543,7 +543,7 @@ type Problem struct {
 	// Type A URI reference naming the kind of problem: `urn:leasehold:problem:malformed-request`
 	// (400), `urn:leasehold:problem:undeclared-task` (404: the task has no declaration),
 	// `urn:leasehold:problem:invalid-request` (422), `urn:leasehold:problem:unavailable`
-	// (503), or `about:blank` when the HTTP status says it all (401, 404, 405, 413, 415,
+	// (503), or `about:blank` when the HTTP status says it all (401, 404, 405, 408, 413, 415,
 	// 500).
 	Type string `json:"type"`
 }
@@ -749,6 +749,9 @@ type NotFound = Problem
 
 // PayloadTooLarge An RFC 9457 problem detail.
 type PayloadTooLarge = Problem
+
+// RequestTimeout An RFC 9457 problem detail.
+type RequestTimeout = Problem
 
 // StoreUnavailable An RFC 9457 problem detail.
 type StoreUnavailable = Problem

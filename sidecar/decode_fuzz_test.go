@@ -1,0 +1,155 @@
+package sidecar
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// FuzzStrictJSON checks the request-body check against the claim's schema:
+// it never panics; what it refuses is a 400 or a 422 naming a field; what
+// it accepts is valid UTF-8 without lone surrogates or repeated keys, decodes
+// to the same value as the body it was given, and has every integer field in
+// plain digits that fit an int64. The seeds run in `make test`; `make fuzz`
+// runs it for FUZZTIME.
+func FuzzStrictJSON(f *testing.F) {
+	sp, err := spec()
+	if err != nil {
+		f.Fatal(err)
+	}
+	schema := sp.doc.Components.Schemas["ClaimRequest"].Value
+	for _, s := range []string{
+		`{"owner":"w"}`, `{"owner":"w","ttl_ms":30000,"note":"n"}`, `{"owner":"w","ttl_ms":1e5}`,
+		`{"owner":"w","ttl_ms":100000.0}`, `{"owner":"w","ttl_ms":100.5}`, `{"owner":"w","ttl_ms":1e400}`,
+		`{"owner":"w","ttl_ms":9223372036854775808}`, `{"owner":"w","ttl_ms":-0.0e3}`, `{"owner":"a","owner":"b"}`,
+		"{\"owner\":\"a\xff\"}", `{"owner":"\ud800"}`, `{"owner":"\ud83d\ude00"}`, `{"owner":"\\ud800"}`,
+		`{"a":{"b":[1,{"c":2,"c":3}]}}`, `[` + strings.Repeat(`[`, 20), `{"owner":"w"}{}`, `{"owner":"w"} x`,
+		`"just a string"`, `5`, `null`, `{}`, `[]`, ``, ` `, `{"owner":"w",}`, `{"owner" "w"}`,
+		`{"\u0000":1}`, `{"owner":"w","ttl_ms":1E+5,"note":"\u00e9"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		out, err := strictJSON(body, integerFields(schema))
+		if err != nil {
+			var p *problemError
+			if !errors.As(err, &p) {
+				t.Fatalf("refusal %v is not a problem", err)
+			}
+			switch p.Status {
+			case http.StatusBadRequest:
+			case http.StatusUnprocessableEntity:
+				if p.InvalidParams == nil || len(*p.InvalidParams) == 0 || (*p.InvalidParams)[0].Name == "" {
+					t.Fatalf("422 names no field: %+v", p.Problem)
+				}
+			default:
+				t.Fatalf("refused with status %d: %+v", p.Status, p.Problem)
+			}
+			return
+		}
+
+		if !utf8.Valid(body) {
+			t.Fatalf("accepted invalid UTF-8: %q", body)
+		}
+		var before, after any
+		if err := json.Unmarshal(body, &before); err != nil {
+			t.Fatalf("accepted %q, which encoding/json refuses: %v", body, err)
+		}
+		if err := json.Unmarshal(out, &after); err != nil {
+			t.Fatalf("accepted %q as %q, which encoding/json refuses: %v", body, out, err)
+		}
+		if !reflect.DeepEqual(before, after) {
+			t.Fatalf("accepted %q as %q, which decodes differently: %#v, %#v", body, out, before, after)
+		}
+		if n := keysInText(body); n != keysInValue(before) {
+			t.Fatalf("accepted %q, which repeats a key (%d keys, %d distinct)", body, n, keysInValue(before))
+		}
+		if hasReplacementChar(before) && !bytes.Contains(body, []byte("\uFFFD")) && !bytes.Contains(bytes.ToLower(body), []byte(`\ufffd`)) {
+			t.Fatalf("accepted %q, which encoding/json decodes with U+FFFD it does not contain (a lone surrogate)", body)
+		}
+		// Integer fields reach the handler as plain int64 digits.
+		if obj, ok := decodeNumbers(t, out).(map[string]any); ok {
+			for field := range obj {
+				if integerFields(schema)([]string{field}) == nil {
+					continue
+				}
+				if n, ok := obj[field].(json.Number); ok {
+					if _, err := n.Int64(); err != nil {
+						t.Fatalf("accepted %q with %s %q, not an int64", body, field, n)
+					}
+				}
+			}
+		}
+	})
+}
+
+func decodeNumbers(t *testing.T, b []byte) any {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("decoding %q: %v", b, err)
+	}
+	return v
+}
+
+// keysInText counts the keys of every object in a JSON text: the colons
+// outside strings.
+func keysInText(b []byte) int {
+	n, inString, escaped := 0, false, false
+	for _, c := range b {
+		switch {
+		case escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case !inString && c == ':':
+			n++
+		}
+	}
+	return n
+}
+
+// keysInValue counts the distinct keys of every object in a decoded value.
+func keysInValue(v any) int {
+	n := 0
+	switch v := v.(type) {
+	case map[string]any:
+		n += len(v)
+		for _, e := range v {
+			n += keysInValue(e)
+		}
+	case []any:
+		for _, e := range v {
+			n += keysInValue(e)
+		}
+	}
+	return n
+}
+
+func hasReplacementChar(v any) bool {
+	switch v := v.(type) {
+	case string:
+		return strings.ContainsRune(v, utf8.RuneError)
+	case map[string]any:
+		for k, e := range v {
+			if strings.ContainsRune(k, utf8.RuneError) || hasReplacementChar(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if hasReplacementChar(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
