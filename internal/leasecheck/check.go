@@ -180,7 +180,8 @@ func checkTask(task string, ops []*Op) []Violation {
 	// b: a grant starts no earlier than the last expiry confirmed to each
 	// earlier grant by then (by the store's clock: a confirmation later
 	// than the grant is rule c's), unless that grant may have been
-	// released first.
+	// released first. The last, not the largest: a same-owner claim with a
+	// shorter ttl moves the expiry closer.
 	for _, g := range grants {
 		for tok, cs := range confirms {
 			if tok >= g.Lease.Token {
@@ -188,7 +189,7 @@ func checkTask(task string, ops []*Op) []Violation {
 			}
 			var last *Op
 			for _, c := range cs {
-				if c.Lease.RenewedAt <= g.Lease.AcquiredAt && (last == nil || c.Lease.ExpiresAt > last.Lease.ExpiresAt) {
+				if c.Lease.RenewedAt <= g.Lease.AcquiredAt && (last == nil || later(c, last)) {
 					last = c
 				}
 			}
@@ -229,4 +230,13 @@ func releasedBefore(releases []*Op, tok int64, owner string, g *Op) bool {
 		}
 	}
 	return false
+}
+
+// later orders two confirmations of one grant: by the store's clock, then
+// by when their answers came.
+func later(a, b *Op) bool {
+	if a.Lease.RenewedAt != b.Lease.RenewedAt {
+		return a.Lease.RenewedAt > b.Lease.RenewedAt
+	}
+	return a.Return > b.Return
 }

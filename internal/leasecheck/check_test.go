@@ -71,6 +71,11 @@ func TestValidHistories(t *testing.T) {
 			release("A", 1, 1460, 1462, false),
 			grant("C", 3, 1900, 1903, 1901, 500),
 		}},
+		{"a same-owner claim with a shorter ttl brings the expiry closer", []Op{
+			grant("A", 1, 1000, 1005, 1002, 800),
+			refresh("A", 1, 1010, 1015, 1002, 1012, 300),
+			grant("B", 2, 1400, 1405, 1401, 500),
+		}},
 		{"a release answered after a concurrent grant it let through", []Op{
 			grant("A", 1, 1000, 1005, 1002, 500),
 			release("A", 1, 1100, 1150, true),
