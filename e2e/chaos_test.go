@@ -28,18 +28,23 @@ const chaosDurationEnv = "LEASEHOLD_CHAOS_DURATION"
 // defaultChaosDuration keeps the test within its share of `make test`.
 const defaultChaosDuration = 50 * time.Second
 
-// Grant targets: at least minGrants per store in any run, and in runs of
-// at least longRun (`make chaos`) longGrants per longRun of load, both
-// stores together.
+// Grant targets, both stores together: at least minGrants in any run, and
+// in runs of at least longRun (`make chaos`) longGrants per longRun of
+// load. Each store on its own must see at least minStoreGrants: SQLite,
+// three processes contending for one file's lock under -race, grants
+// several times fewer than PostgreSQL on a busy machine.
 const (
-	minGrants  = 1000
-	longGrants = 20000
-	longRun    = 10 * time.Minute
+	minGrants      = 1000
+	minStoreGrants = 250
+	longGrants     = 20000
+	longRun        = 10 * time.Minute
 )
 
-// linearizeLimit bounds porcupine's search; past it the verdict is Unknown
-// and the test fails rather than hang.
-const linearizeLimit = 30 * time.Second
+// linearizeLimit bounds porcupine's search over a run of dur: past it the
+// verdict is Unknown and the test fails rather than hang. The search grows
+// with the history, above all with its indeterminate ops (10 minutes of
+// SQLite under faults took 26 s on a busy 2-core machine).
+func linearizeLimit(dur time.Duration) time.Duration { return 30*time.Second + dur/4 }
 
 // Three sidecars on one store serve Go and python3 clients that claim,
 // renew, release and abandon short leases on many tasks while sidecars are
@@ -58,15 +63,16 @@ func TestChaos(t *testing.T) {
 	}
 	py := python3(t)
 	var total grantCount
+	want := minGrants
 	if dur >= longRun {
-		want := int(float64(longGrants) * dur.Seconds() / longRun.Seconds())
-		t.Cleanup(func() { // after both stores' runs
-			t.Logf("CHAOS %s: grants %d on both stores (target %d)", t.Name(), total.get(), want)
-			if total.get() < want {
-				t.Errorf("%d grants on both stores, want at least %d", total.get(), want)
-			}
-		})
+		want = int(float64(longGrants) * dur.Seconds() / longRun.Seconds())
 	}
+	t.Cleanup(func() { // after both stores' runs
+		t.Logf("CHAOS %s: grants %d on both stores (target %d)", t.Name(), total.get(), want)
+		if total.get() < want {
+			t.Errorf("%d grants on both stores, want at least %d", total.get(), want)
+		}
+	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
 		pg := pgtest.StartServer(t) // of its own: it is restarted
@@ -131,12 +137,13 @@ func runChaos(t *testing.T, f *fleet, py string, dur time.Duration, faults []cha
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := leasecheck.Check(res.Ops, linearizeLimit)
-	want := minGrants
+	rep := leasecheck.Check(res.Ops, linearizeLimit(dur))
+	want := minStoreGrants
 	t.Logf("CHAOS %s: load %s, wall %s", t.Name(), dur, time.Since(start).Round(time.Millisecond))
 	t.Logf("CHAOS %s: grants %d (target %d), renewals %d (+%d same-owner refreshes), releases %d, indeterminate %d",
 		t.Name(), rep.Grants, want, rep.Renewals, rep.Refreshes, rep.Releases, rep.Indeterminate)
 	t.Logf("CHAOS %s: %s", t.Name(), res.FaultSummary())
+	t.Logf("CHAOS %s: indeterminate ops by cause %v", t.Name(), res.IndeterminateCauses())
 	t.Logf("CHAOS %s: violations %d, porcupine %s", t.Name(), len(rep.Violations), rep.Linearizable)
 	t.Logf("CHAOS %s details: %s", t.Name(), rep.Summary())
 

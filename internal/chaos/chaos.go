@@ -133,6 +133,32 @@ type Result struct {
 	Took   time.Duration
 }
 
+// IndeterminateCauses counts the indeterminate ops by what made them so:
+// timeout, refused, broken (reset, EOF), HTTP status, or other.
+func (r *Result) IndeterminateCauses() map[string]int {
+	m := map[string]int{}
+	for _, op := range r.Ops {
+		if op.Out != leasecheck.Indeterminate {
+			continue
+		}
+		why := strings.ToLower(op.Reason)
+		switch {
+		case strings.Contains(why, "timeout") || strings.Contains(why, "timed out") || strings.Contains(why, "deadline"):
+			m["timeout"]++
+		case strings.Contains(why, "refused"):
+			m["refused"]++
+		case strings.Contains(why, "reset") || strings.Contains(why, "eof") || strings.Contains(why, "broken") ||
+			strings.Contains(why, "closed") || strings.Contains(why, "disconnect"):
+			m["broken"]++
+		case strings.HasPrefix(why, "http "):
+			m[why]++
+		default:
+			m["other"]++
+		}
+	}
+	return m
+}
+
 // FaultsByKind counts the injections that succeeded, by fault name.
 func (r *Result) FaultsByKind() map[string]int {
 	m := map[string]int{}
