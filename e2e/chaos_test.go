@@ -143,7 +143,7 @@ func runChaos(t *testing.T, f *fleet, py string, dur time.Duration, faults []cha
 	t.Logf("CHAOS %s: grants %d (target %d), renewals %d (+%d same-owner refreshes), releases %d, indeterminate %d",
 		t.Name(), rep.Grants, want, rep.Renewals, rep.Refreshes, rep.Releases, rep.Indeterminate)
 	t.Logf("CHAOS %s: %s", t.Name(), res.FaultSummary())
-	t.Logf("CHAOS %s: indeterminate ops by cause %v", t.Name(), res.IndeterminateCauses())
+	t.Logf("CHAOS %s: indeterminate ops by cause %v; ops by client %v", t.Name(), res.IndeterminateCauses(), res.OpsByClientKind())
 	t.Logf("CHAOS %s: violations %d, porcupine %s", t.Name(), len(rep.Violations), rep.Linearizable)
 	t.Logf("CHAOS %s details: %s", t.Name(), rep.Summary())
 
@@ -164,6 +164,9 @@ func runChaos(t *testing.T, f *fleet, py string, dur time.Duration, faults []cha
 	}
 	if rep.Linearizable != porcupine.Ok {
 		t.Errorf("porcupine: %s, want Ok", rep.Linearizable)
+	}
+	if by := res.OpsByClientKind(); by["python"] == 0 || by["go"] == 0 {
+		t.Errorf("ops by client %v: both the Go and the python3 clients should have run", by)
 	}
 	if rep.Grants < want {
 		t.Errorf("%d grants, want at least %d", rep.Grants, want)

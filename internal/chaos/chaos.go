@@ -2,11 +2,11 @@
 // are injected, and records every operation for internal/leasecheck.
 //
 // Clients, in Go and in python3's standard library (a script of its own,
-// so part of the load does not go through any Go HTTP code), pick tasks at
-// random from a shared pool and behave as lease users do: claim with a
-// short ttl, renew a few times with their token, then release, or abandon
-// the lease (stop renewing without releasing), sometimes renewing once
-// more after it must have expired. Requests time out quickly, so a fault
+// e2e/testdata/chaos_client.py, so part of the load does not go through
+// any Go HTTP code), pick tasks at random from a shared pool and behave as
+// lease users do: claim with a short ttl, renew a few times with their
+// token, then release, or abandon the lease (stop renewing without
+// releasing), sometimes renewing once more after it must have expired. Requests time out quickly, so a fault
 // turns into indeterminate ops rather than a stalled run; a client never
 // takes a lost answer as a fact (it may hold a lease it thinks it does
 // not), which is the checker's business, not the client's.
@@ -131,6 +131,20 @@ type Result struct {
 	// python clients that failed. A sound run has none.
 	Errors []string
 	Took   time.Duration
+}
+
+// OpsByClientKind counts the ops of the Go clients ("go") and of the
+// python3 clients ("python").
+func (r *Result) OpsByClientKind() map[string]int {
+	m := map[string]int{}
+	for _, op := range r.Ops {
+		if strings.HasPrefix(op.Client, "py-") {
+			m["python"]++
+		} else {
+			m["go"]++
+		}
+	}
+	return m
 }
 
 // IndeterminateCauses counts the indeterminate ops by what made them so:
