@@ -52,6 +52,16 @@ fuzz: ## Run every go test -fuzz target for FUZZTIME each (default 30s); their s
 	  done; \
 	done
 
+# DURATION is how long each store's chaos load runs (make chaos DURATION=10m): a Go duration of
+# h, m and s parts. The test timeout is twice that plus 10 minutes (the stores run side by side).
+DURATION  ?= 10m
+
+.PHONY: chaos
+chaos: ## Run only the chaos test, DURATION of load per store (default 10m); summary lines start with CHAOS
+	@secs=$$(( $$(echo '$(DURATION)' | sed -E 's/([0-9]+)h/\1*3600+/; s/([0-9]+)m/\1*60+/; s/([0-9]+)s/\1+/; s/\+$$//') )) && \
+	  echo "chaos: $(DURATION) of load per store, test timeout $$((2 * secs + 600))s" && \
+	  LEASEHOLD_CHAOS_DURATION=$(DURATION) $(WITH_PG) $(GO) test -race -count=1 -v -timeout $$((2 * secs + 600))s -run '^TestChaos$$' ./e2e/
+
 .PHONY: bench
 bench: bench-go bench-streams ## Run every benchmark: bench-go, then bench-streams
 

@@ -3,6 +3,7 @@ module github.com/leasehold/leasehold
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/compose-spec/compose-go/v2 v2.16.2
 	github.com/getkin/kin-openapi v0.153.0
 	github.com/hashicorp/terraform-plugin-framework v1.19.0

@@ -60,10 +60,21 @@ type sidecar struct {
 var listenRE = regexp.MustCompile(`127\.0\.0\.1:(\d+)`)
 
 // startSidecar runs `leasehold serve --listen 127.0.0.1:0 --store store` and
-// returns once the process has printed the address it listens on. The process
-// is killed at cleanup if the test did not stop it.
+// returns once the process has printed the address it listens on (extra
+// arguments come last, so `--listen ADDR` among them wins). The process is
+// killed at cleanup if the test did not stop it.
 func startSidecar(t *testing.T, store string, extra ...string) *sidecar {
 	t.Helper()
+	s, err := launchSidecar(t, store, extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// launchSidecar is startSidecar reporting failure as an error, for callers
+// outside the test's goroutine (a fault that restarts a sidecar).
+func launchSidecar(t *testing.T, store string, extra ...string) (*sidecar, error) {
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--store", store}, extra...)
 	cmd := exec.Command(leaseholdBin, args...)
 	cmd.Env = cleanEnv()
@@ -72,7 +83,7 @@ func startSidecar(t *testing.T, store string, extra ...string) *sidecar {
 	cmd.Stdout = logs
 	cmd.Stderr = io.MultiWriter(logs, pw)
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start leasehold serve: %v", err)
+		return nil, fmt.Errorf("start leasehold serve: %w", err)
 	}
 	s := &sidecar{t: t, cmd: cmd, logs: logs, done: make(chan struct{})}
 	go func() {
@@ -109,12 +120,13 @@ func startSidecar(t *testing.T, store string, extra ...string) *sidecar {
 	select {
 	case a := <-addr:
 		s.base = "http://" + a
+		return s, nil
 	case <-s.done:
-		t.Fatalf("leasehold serve exited before listening (%v):\n%s", s.err, logs.String())
+		return nil, fmt.Errorf("leasehold serve exited before listening (%v):\n%s", s.err, logs.String())
 	case <-time.After(60 * time.Second):
-		t.Fatalf("leasehold serve printed no listening address within 60s:\n%s", logs.String())
+		_ = cmd.Process.Kill()
+		return nil, fmt.Errorf("leasehold serve printed no listening address within 60s:\n%s", logs.String())
 	}
-	return s
 }
 
 // waitReady polls /readyz until it answers 200.

@@ -174,6 +174,25 @@ func (s *Server) Restart() {
 	s.Start()
 }
 
+// Bounce stops the server in pg_ctl's mode ("fast", or "immediate": no
+// checkpoint, the next start recovers from the WAL as after a crash) and
+// starts it again on the same port. Unlike Restart it reports failure as an
+// error instead of failing the test, so that a fault injector may call it
+// from a goroutine of its own; the test must not use the server's other
+// methods meanwhile.
+func (s *Server) Bounce(mode string) error {
+	if mode != "fast" && mode != "immediate" {
+		return fmt.Errorf("pgtest: stop mode %q, want fast or immediate", mode)
+	}
+	if err := s.run("pg_ctl.log", "pg_ctl", "-D", s.data(), "-m", mode, "-w", "-t", pgctlTimeout, "stop"); err != nil {
+		return fmt.Errorf("stop PostgreSQL on 127.0.0.1:%d (%s): %w", s.port, mode, err)
+	}
+	if err := s.pgctlStart(); err != nil {
+		return fmt.Errorf("start PostgreSQL again on 127.0.0.1:%d: %w", s.port, err)
+	}
+	return nil
+}
+
 func (s *Server) data() string { return filepath.Join(s.dir, "data") }
 
 func (s *Server) serverLog() string { return filepath.Join(s.dir, "server.log") }

@@ -50,6 +50,23 @@ func TestServerStopAndStart(t *testing.T) {
 
 	srv.Restart()
 	queryRow(t, srv.URL(), `SELECT v FROM kept`, &v)
+
+	// An immediate stop (a crash, as far as the data is concerned) loses
+	// nothing committed either.
+	execSQL(t, srv.URL(), `INSERT INTO kept VALUES (43)`)
+	for _, mode := range []string{"immediate", "fast"} {
+		if err := srv.Bounce(mode); err != nil {
+			t.Fatalf("Bounce(%s): %v", mode, err)
+		}
+		var n int
+		queryRow(t, srv.URL(), `SELECT count(*) FROM kept`, &n)
+		if n != 2 {
+			t.Fatalf("after Bounce(%s) the table holds %d rows, want 2", mode, n)
+		}
+	}
+	if err := srv.Bounce("smart"); err == nil {
+		t.Fatal("Bounce accepted a mode other than fast and immediate")
+	}
 }
 
 // Two dedicated servers at once get ports and directories of their own.

@@ -1,0 +1,276 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/leasehold/leasehold/internal/chaos"
+	"github.com/leasehold/leasehold/internal/faultproxy"
+	"github.com/leasehold/leasehold/internal/leasecheck"
+	"github.com/leasehold/leasehold/internal/pgtest"
+)
+
+// chaosDurationEnv overrides how long each chaos run's load lasts
+// (`make chaos DURATION=10m` sets it).
+const chaosDurationEnv = "LEASEHOLD_CHAOS_DURATION"
+
+// defaultChaosDuration keeps the test within its share of `make test`.
+const defaultChaosDuration = 50 * time.Second
+
+// Grant targets, both stores together: at least minGrants in any run, and
+// in runs of at least longRun (`make chaos`) longGrants per longRun of
+// load. Each store on its own must see at least minStoreGrants: SQLite,
+// three processes contending for one file's lock under -race, grants
+// several times fewer than PostgreSQL on a busy machine.
+const (
+	minGrants      = 1000
+	minStoreGrants = 250
+	longGrants     = 20000
+	longRun        = 10 * time.Minute
+)
+
+// linearizeLimit bounds porcupine's search over a run of dur: past it the
+// verdict is Unknown and the test fails rather than hang. The search grows
+// with the history, above all with its indeterminate ops (10 minutes of
+// SQLite under faults took 26 s on a busy 2-core machine).
+func linearizeLimit(dur time.Duration) time.Duration { return 30*time.Second + dur/4 }
+
+// Three sidecars on one store serve Go and python3 clients that claim,
+// renew, release and abandon short leases on many tasks while sidecars are
+// killed and frozen, PostgreSQL restarts (fast and immediate) and one
+// sidecar's link to PostgreSQL is cut; internal/leasecheck then checks the
+// whole history: no violation of the lease rules, and linearizable.
+func TestChaos(t *testing.T) {
+	t.Parallel()
+	dur := defaultChaosDuration
+	if v := os.Getenv(chaosDurationEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("%s=%q: want a positive Go duration such as 10m", chaosDurationEnv, v)
+		}
+		dur = d
+	}
+	py := python3(t)
+	var total grantCount
+	want := minGrants
+	if dur >= longRun {
+		want = int(float64(longGrants) * dur.Seconds() / longRun.Seconds())
+	}
+	t.Cleanup(func() { // after both stores' runs
+		t.Logf("CHAOS %s: grants %d on both stores (target %d)", t.Name(), total.get(), want)
+		if total.get() < want {
+			t.Errorf("%d grants on both stores, want at least %d", total.get(), want)
+		}
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		pg := pgtest.StartServer(t) // of its own: it is restarted
+		u, err := url.Parse(pg.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy, err := faultproxy.New(u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { proxy.Close() })
+		viaProxy := *u
+		viaProxy.Host = proxy.Addr()
+		f := startFleet(t, pg.URL(), pg.URL(), viaProxy.String())
+		faults := []chaos.Fault{
+			f.killRestart(0),
+			f.freeze(1),
+			chaos.NewFault("postgres-restart-immediate", func(context.Context) error { return pg.Bounce("immediate") }),
+			chaos.CutLink("proxy-cut", proxy, 1500*time.Millisecond),
+			f.killRestart(2),
+			chaos.NewFault("postgres-restart-fast", func(context.Context) error { return pg.Bounce("fast") }),
+			f.freeze(0),
+		}
+		total.add(runChaos(t, f, py, dur, faults))
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		store := "sqlite:" + filepath.Join(t.TempDir(), "leasehold.db")
+		f := startFleet(t, store, store, store)
+		total.add(runChaos(t, f, py, dur, []chaos.Fault{f.killRestart(0), f.freeze(1), f.killRestart(2), f.freeze(0)}))
+	})
+}
+
+// grantCount adds up the grants of parallel runs.
+type grantCount struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (g *grantCount) add(n int) { g.mu.Lock(); g.n += n; g.mu.Unlock() }
+
+func (g *grantCount) get() int { g.mu.Lock(); defer g.mu.Unlock(); return g.n }
+
+// runChaos runs the load and faults on f, checks the history, reports, and
+// returns the number of grants.
+func runChaos(t *testing.T, f *fleet, py string, dur time.Duration, faults []chaos.Fault) int {
+	t.Helper()
+	start := time.Now()
+	res, err := chaos.Run(t.Context(), chaos.Config{
+		URLs:          f.urls(),
+		GoClients:     32,
+		PythonClients: 6,
+		PythonScript:  "testdata/chaos_client.py",
+		Python:        py,
+		Tasks:         64,
+		TaskPrefix:    "chaos/" + t.Name() + "-",
+		Duration:      dur,
+		Faults:        faults,
+		Logf:          t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := leasecheck.Check(res.Ops, linearizeLimit(dur))
+	want := minStoreGrants
+	t.Logf("CHAOS %s: load %s, wall %s", t.Name(), dur, time.Since(start).Round(time.Millisecond))
+	t.Logf("CHAOS %s: grants %d (target %d), renewals %d (+%d same-owner refreshes), releases %d, indeterminate %d",
+		t.Name(), rep.Grants, want, rep.Renewals, rep.Refreshes, rep.Releases, rep.Indeterminate)
+	t.Logf("CHAOS %s: %s", t.Name(), res.FaultSummary())
+	t.Logf("CHAOS %s: indeterminate ops by cause %v; ops by client %v", t.Name(), res.IndeterminateCauses(), res.OpsByClientKind())
+	t.Logf("CHAOS %s: violations %d, porcupine %s", t.Name(), len(rep.Violations), rep.Linearizable)
+	t.Logf("CHAOS %s details: %s", t.Name(), rep.Summary())
+
+	for _, e := range res.Errors {
+		t.Errorf("harness: %s", e)
+	}
+	for _, ev := range res.Faults {
+		if ev.Err != nil {
+			t.Errorf("fault %s failed: %v", ev.Name, ev.Err)
+		}
+	}
+	for i, v := range rep.Violations {
+		if i == 20 {
+			t.Errorf("… and %d more violations", len(rep.Violations)-i)
+			break
+		}
+		t.Errorf("violation: %s", v)
+	}
+	if rep.Linearizable != porcupine.Ok {
+		t.Errorf("porcupine: %s, want Ok", rep.Linearizable)
+	}
+	if by := res.OpsByClientKind(); by["python"] == 0 || by["go"] == 0 {
+		t.Errorf("ops by client %v: both the Go and the python3 clients should have run", by)
+	}
+	if rep.Grants < want {
+		t.Errorf("%d grants, want at least %d", rep.Grants, want)
+	}
+	if kinds := res.FaultsByKind(); len(kinds) < len(uniqueNames(faults)) {
+		t.Errorf("faults injected by kind %v: every kind of %v should have been injected at least once", kinds, uniqueNames(faults))
+	}
+	return rep.Grants
+}
+
+func uniqueNames(fs []chaos.Fault) []string {
+	var names []string
+	seen := map[string]bool{}
+	for _, f := range fs {
+		if !seen[f.Name()] {
+			seen[f.Name()] = true
+			names = append(names, f.Name())
+		}
+	}
+	return names
+}
+
+// fleet is the sidecars of a chaos run. Each keeps its address across
+// restarts, so clients need not follow it.
+type fleet struct {
+	t      *testing.T
+	stores []string
+	addrs  []string // 127.0.0.1:PORT
+
+	mu    sync.Mutex
+	procs []*sidecar
+}
+
+// startFleet starts one sidecar per store URL and waits until all are
+// ready.
+func startFleet(t *testing.T, stores ...string) *fleet {
+	t.Helper()
+	f := &fleet{t: t, stores: stores}
+	for _, st := range stores {
+		s := startSidecar(t, st)
+		f.procs = append(f.procs, s)
+		f.addrs = append(f.addrs, s.base[len("http://"):])
+	}
+	for _, s := range f.procs {
+		s.waitReady()
+	}
+	return f
+}
+
+func (f *fleet) urls() []string {
+	var us []string
+	for _, a := range f.addrs {
+		us = append(us, "http://"+a)
+	}
+	return us
+}
+
+func (f *fleet) proc(i int) *sidecar {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.procs[i]
+}
+
+// killRestart is the fault "sidecar i dies (SIGKILL) and is started again at
+// its address".
+func (f *fleet) killRestart(i int) chaos.Fault {
+	return chaos.NewFault("sidecar-kill-restart", func(context.Context) error {
+		old := f.proc(i)
+		_ = old.cmd.Process.Signal(syscall.SIGKILL)
+		<-old.done
+		s, err := launchSidecar(f.t, f.stores[i], "--listen", f.addrs[i])
+		if err != nil {
+			return fmt.Errorf("restart sidecar %d: %w", i, err)
+		}
+		f.mu.Lock()
+		f.procs[i] = s
+		f.mu.Unlock()
+		return awaitReady(s.base, 30*time.Second)
+	})
+}
+
+// freeze is the fault "sidecar i stops (SIGSTOP) for longer than the
+// longest ttl, then resumes".
+func (f *fleet) freeze(i int) chaos.Fault {
+	return chaos.Freeze("sidecar-freeze", func() int { return f.proc(i).cmd.Process.Pid }, 1200*time.Millisecond)
+}
+
+// awaitReady polls base's /readyz until it answers 200, for up to d.
+func awaitReady(base string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	hc := &http.Client{Timeout: time.Second}
+	for {
+		resp, err := hc.Get(base + "/readyz")
+		status := 0
+		if err == nil {
+			status = resp.StatusCode
+			resp.Body.Close()
+			if status == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready within %s (last: status %s, %v)", base, d, strconv.Itoa(status), err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,135 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/leasehold/leasehold/internal/leasecheck"
+	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/sqlite"
+	"github.com/leasehold/leasehold/sidecar"
+)
+
+// ignoresHolder is a broken store: a claim that the real store refuses as
+// held is answered as a fresh grant (the holder's token + 1, from now for
+// the ttl), and nothing is written. The holder keeps its lease.
+type ignoresHolder struct{ leasecore.Store }
+
+func (m ignoresHolder) Claim(ctx context.Context, p leasecore.ClaimParams) (*leasecore.Lease, error) {
+	l, err := m.Store.Claim(ctx, p)
+	var held *leasecore.HeldError
+	if !errors.As(err, &held) {
+		return l, err
+	}
+	cur, gerr := m.Store.Get(ctx, p.Task)
+	if gerr != nil || cur == nil {
+		return l, err
+	}
+	now := time.Now()
+	return &leasecore.Lease{Task: p.Task, Owner: p.Owner, Token: cur.Token + 1, AcquiredAt: now, RenewedAt: now,
+		ExpiresAt: now.Add(p.TTL), TTL: p.TTL, TTLRemaining: p.TTL, Note: p.Note}, nil
+}
+
+// reusesToken is a broken store: every grant of an even token is reported
+// with the token before it, which the previous holder had.
+type reusesToken struct{ leasecore.Store }
+
+func (m reusesToken) Claim(ctx context.Context, p leasecore.ClaimParams) (*leasecore.Lease, error) {
+	l, err := m.Store.Claim(ctx, p)
+	if err == nil && l.RenewCount == 0 && l.Token%2 == 0 {
+		c := *l
+		c.Token--
+		return &c, nil
+	}
+	return l, err
+}
+
+// serve runs an in-process sidecar over store on 127.0.0.1.
+func serve(t *testing.T, store leasecore.Store) string {
+	t.Helper()
+	srv, err := sidecar.New(sidecar.Options{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Migrate(context.Background()); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// The checker finds what a broken store does under the harness's load, and
+// nothing in what the real store does.
+func TestCheckerCatchesMutantStores(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		mutate func(leasecore.Store) leasecore.Store
+		want   leasecheck.Rule // "" for none
+	}{
+		{"real store", func(s leasecore.Store) leasecore.Store { return s }, ""},
+		{"ignores the holder", func(s leasecore.Store) leasecore.Store { return ignoresHolder{s} }, leasecheck.RuleExclusion},
+		{"reuses tokens", func(s leasecore.Store) leasecore.Store { return reusesToken{s} }, leasecheck.RuleTokens},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "leasehold.db"))
+			if err != nil {
+				t.Fatalf("sqlite.Open: %v", err)
+			}
+			t.Cleanup(func() { store.Close() })
+			base := serve(t, tc.mutate(store))
+
+			res, err := Run(t.Context(), Config{
+				URLs: []string{base}, GoClients: 8, Tasks: 4, TaskPrefix: "mutant-",
+				Duration: 3 * time.Second, RequestTimeout: 5 * time.Second,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range res.Errors {
+				t.Errorf("harness: %s", e)
+			}
+			rep := leasecheck.Check(res.Ops, 30*time.Second)
+			t.Log(rep.Summary())
+			by := rep.ViolationsByRule()
+			if tc.want == "" {
+				for _, v := range rep.Violations {
+					t.Errorf("violation with the real store: %s", v)
+				}
+				if rep.Linearizable != porcupine.Ok {
+					t.Errorf("porcupine: %s with the real store, want Ok", rep.Linearizable)
+				}
+				if rep.Grants == 0 || rep.Held == 0 || rep.Renewals == 0 || rep.Releases == 0 {
+					t.Errorf("the load did not exercise grants, refusals, renewals and releases: %s", rep.Summary())
+				}
+				return
+			}
+			if by[tc.want] == 0 {
+				t.Errorf("no %s violation found in the history of a store that %s", tc.want, tc.name)
+			} else {
+				t.Logf("first: %s", firstOf(rep.Violations, tc.want))
+			}
+			if rep.Linearizable == porcupine.Ok {
+				t.Errorf("porcupine found the broken store's history linearizable")
+			}
+		})
+	}
+}
+
+func firstOf(vs []leasecheck.Violation, rule leasecheck.Rule) leasecheck.Violation {
+	for _, v := range vs {
+		if v.Rule == rule {
+			return v
+		}
+	}
+	return leasecheck.Violation{}
+}
