@@ -118,11 +118,12 @@ func (g *grantCount) add(n int) { g.mu.Lock(); g.n += n; g.mu.Unlock() }
 func (g *grantCount) get() int { g.mu.Lock(); defer g.mu.Unlock(); return g.n }
 
 // runChaos runs the load and faults on f, checks the history, reports, and
-// returns the number of grants.
-func runChaos(t *testing.T, f *fleet, py string, dur time.Duration, faults []chaos.Fault) int {
+// returns the number of grants. tweaks may change the load's configuration
+// (the fault schedule, say) before it runs.
+func runChaos(t *testing.T, f *fleet, py string, dur time.Duration, faults []chaos.Fault, tweaks ...func(*chaos.Config)) int {
 	t.Helper()
 	start := time.Now()
-	res, err := chaos.Run(t.Context(), chaos.Config{
+	cfg := chaos.Config{
 		URLs:          f.urls(),
 		GoClients:     32,
 		PythonClients: 6,
@@ -133,7 +134,11 @@ func runChaos(t *testing.T, f *fleet, py string, dur time.Duration, faults []cha
 		Duration:      dur,
 		Faults:        faults,
 		Logf:          t.Logf,
-	})
+	}
+	for _, tweak := range tweaks {
+		tweak(&cfg)
+	}
+	res, err := chaos.Run(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/chaos"
 	"github.com/leasehold/leasehold/internal/pgtest"
 )
 
@@ -14,28 +16,34 @@ import (
 // machine busy with the race detector.
 const failoverStreamTTL = 20 * time.Second
 
+// failoverLoad is how long the chaos load runs across a failover; the
+// failover comes at half time.
+const failoverLoad = 20 * time.Second
+
 // A fleet on a synchronously replicated PostgreSQL keeps its promises across
-// a failover: the primary is killed, the standby promoted, and
-//   - sidecars on a multi-host URL (target_session_attrs=read-write) find the
-//     new primary by themselves;
+// a failover. Three sidecars on a multi-host URL (target_session_attrs=
+// read-write) serve the chaos load (internal/chaos: Go and python3 clients,
+// short leases) while the primary is killed and the standby promoted, and
+//   - internal/leasecheck finds no violation in the whole history, and
+//     porcupine finds it linearizable: tokens never go backwards, no grant
+//     overlaps an acknowledged lease, no renewal succeeds after a later grant;
+//   - the sidecars find the new primary by themselves;
 //   - keepalive streams whose ttl outlasts the failover keep their leases,
-//     under the same token, with no `lost` event;
-//   - tokens never go backwards: a task granted before the failover is
-//     granted after it with a higher token;
+//     renewed by the new primary under the same token, with no `lost` event;
+//   - a task released before the failover is granted after it with a
+//     higher token;
 //   - a sidecar pointed at the standby alone is not ready and answers claims
 //     503 unavailable while the standby is read-only, and grants once it is
 //     promoted.
 func TestPostgresFailover(t *testing.T) {
 	t.Parallel()
+	py := python3(t)
 	primary := pgtest.StartServer(t, pgtest.WithSetting("synchronous_standby_names", "standby1"))
 	standby := primary.StartStandby("standby1")
 	fleetURL := fmt.Sprintf("postgres://postgres@%s,%s/postgres?sslmode=disable&target_session_attrs=read-write",
 		primary.HostPort(), standby.HostPort())
-
-	a := startSidecar(t, fleetURL)
-	b := startSidecar(t, fleetURL)
-	a.waitReady()
-	b.waitReady()
+	f := startFleet(t, fleetURL, fleetURL, fleetURL)
+	a, b := f.proc(0), f.proc(1)
 
 	// The standby-only sidecar starts after the schema is in place (and
 	// replicated), so what keeps it from serving is the standby being
@@ -43,7 +51,7 @@ func TestPostgresFailover(t *testing.T) {
 	onStandby := startSidecar(t, standby.URL())
 	assertNotReady(t, onStandby, "before the failover, on a read-only standby")
 
-	// Streams that must ride out the failover, on both sidecars.
+	// Streams that must ride out the failover, on two sidecars.
 	type held struct {
 		task  string
 		k     *keepalive
@@ -71,18 +79,31 @@ func TestPostgresFailover(t *testing.T) {
 		t.Fatalf("release before the failover: %d %s", r.Status, r.Raw)
 	}
 
-	killedAt := time.Now()
-	primary.Kill()
-	standby.Promote()
-	promotedAt := time.Now()
-	t.Logf("primary killed and standby promoted in %s", promotedAt.Sub(killedAt).Round(time.Millisecond))
+	// The load, with one fault at half time: the failover. Run returns
+	// after the fault goroutine has ended, so promotedAt is set by then.
+	var promotedAt time.Time
+	failover := chaos.NewFault("postgres-failover", func(context.Context) error {
+		killedAt := time.Now()
+		if err := pgtest.Failover(primary, standby); err != nil {
+			return err
+		}
+		promotedAt = time.Now()
+		t.Logf("primary killed and standby promoted in %s", promotedAt.Sub(killedAt).Round(time.Millisecond))
+		return nil
+	})
+	runChaos(t, f, py, failoverLoad, []chaos.Fault{failover}, func(c *chaos.Config) {
+		c.FaultGap = failoverLoad / 2 // once: the next turn would come after the load
+		c.TaskPrefix = "failover/"
+	})
+	if promotedAt.IsZero() {
+		t.Fatal("the failover was not injected")
+	}
 
-	// The fleet's sidecars reach the new primary on their own.
+	// The fleet is on the new primary.
 	after := claimEventually(t, b, "failover-token", "after")
 	if tok := after.token(t); tok <= tokenBefore {
 		t.Fatalf("token after the failover is %d, not above %d from before it", tok, tokenBefore)
 	}
-	claimEventually(t, a, "failover-after-a", "after")
 
 	// The standby-only sidecar is now on a primary: ready, and granting.
 	onStandby.waitReady()

@@ -44,8 +44,8 @@ func (s *Server) StartStandby(name string) *Server {
 // connections. Start brings it back, with crash recovery.
 func (s *Server) Kill() {
 	s.t.Helper()
-	if err := s.run("pg_ctl.log", "pg_ctl", "-D", s.data(), "-m", "immediate", "-w", "-t", pgctlTimeout, "stop"); err != nil {
-		s.t.Fatalf("kill PostgreSQL on 127.0.0.1:%d: %v\n%s", s.port, err, s.logs())
+	if err := s.kill(); err != nil {
+		s.t.Fatal(err)
 	}
 }
 
@@ -53,9 +53,34 @@ func (s *Server) Kill() {
 // writes.
 func (s *Server) Promote() {
 	s.t.Helper()
-	if err := s.run("pg_ctl.log", "pg_ctl", "-D", s.data(), "-w", "-t", pgctlTimeout, "promote"); err != nil {
-		s.t.Fatalf("promote PostgreSQL on 127.0.0.1:%d: %v\n%s", s.port, err, s.logs())
+	if err := s.promote(); err != nil {
+		s.t.Fatal(err)
 	}
+}
+
+// Failover kills primary and promotes standby, as a failover manager would
+// after losing the primary. Unlike Kill and Promote it reports failure as
+// an error, so that a fault injector may call it from a goroutine of its
+// own.
+func Failover(primary, standby *Server) error {
+	if err := primary.kill(); err != nil {
+		return err
+	}
+	return standby.promote()
+}
+
+func (s *Server) kill() error {
+	if err := s.run("pg_ctl.log", "pg_ctl", "-D", s.data(), "-m", "immediate", "-w", "-t", pgctlTimeout, "stop"); err != nil {
+		return fmt.Errorf("kill PostgreSQL on 127.0.0.1:%d: %w\n%s", s.port, err, s.logs())
+	}
+	return nil
+}
+
+func (s *Server) promote() error {
+	if err := s.run("pg_ctl.log", "pg_ctl", "-D", s.data(), "-w", "-t", pgctlTimeout, "promote"); err != nil {
+		return fmt.Errorf("promote PostgreSQL on 127.0.0.1:%d: %w\n%s", s.port, err, s.logs())
+	}
+	return nil
 }
 
 // HostPort returns "127.0.0.1:PORT", for multi-host URLs
