@@ -72,6 +72,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
+		s.noteReadOnly(err)
 		return interpretError(op, err)
 	}
 	return nil
