@@ -256,7 +256,10 @@ func (s *Store) inWriteTx(ctx context.Context, op string, fn func(*sql.Tx) error
 	if err := tx.Commit(); err != nil {
 		return interpretError(op, err)
 	}
-	if err := s.file.check(false); err != nil {
+	// Checked again now that a connection has opened the file: a Migrate
+	// with nothing left to write succeeds on a read-only file, but the
+	// Store could not grant a lease there.
+	if err := s.file.check(true); err != nil {
 		return interpretError(op, err)
 	}
 	return nil
