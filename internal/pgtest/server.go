@@ -53,6 +53,36 @@ const logTail = 8 << 10
 // root, the server runs as the postgres user, since initdb refuses root.
 func StartServer(t testing.TB) *Server {
 	t.Helper()
+	s := newServer(t)
+	if err := s.run("initdb.log", "initdb", "-D", s.data(), "--auth=trust", "--username=postgres",
+		"--encoding=UTF8", "--no-locale"); err != nil {
+		t.Fatalf("initdb: %v\n%s", err, tail(filepath.Join(s.dir, "initdb.log")))
+	}
+
+	s.startOnFreePort()
+	return s
+}
+
+// startOnFreePort starts the server at a free port, trying another when a
+// process took the one picked first.
+func (s *Server) startOnFreePort() {
+	s.t.Helper()
+	for attempt := 1; ; attempt++ {
+		s.port = freePort(s.t)
+		err := s.pgctlStart()
+		if err == nil {
+			return
+		}
+		if attempt == maxPortAttempts || !s.bindFailed() {
+			s.t.Fatalf("start PostgreSQL on 127.0.0.1:%d (attempt %d): %v\n%s", s.port, attempt, err, s.logs())
+		}
+	}
+}
+
+// newServer makes the directory of a server that is not initialised yet,
+// owned by the postgres user when we are root, and registers its cleanup.
+func newServer(t testing.TB) *Server {
+	t.Helper()
 	bin := findBinaries()
 	if d := os.Getenv("PGBIN"); d != "" && !executable(filepath.Join(d, "initdb")) {
 		t.Fatalf("PGBIN is %s, which holds no executable initdb", d)
@@ -93,22 +123,7 @@ func StartServer(t testing.TB) *Server {
 			t.Fatalf("chown %s to postgres: %v", dir, err)
 		}
 	}
-
-	if err := s.run("initdb.log", "initdb", "-D", s.data(), "--auth=trust", "--username=postgres",
-		"--encoding=UTF8", "--no-locale"); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, tail(filepath.Join(dir, "initdb.log")))
-	}
-
-	for attempt := 1; ; attempt++ {
-		s.port = freePort(t)
-		err := s.pgctlStart()
-		if err == nil {
-			return s
-		}
-		if attempt == maxPortAttempts || !s.bindFailed() {
-			t.Fatalf("start PostgreSQL on 127.0.0.1:%d (attempt %d): %v\n%s", s.port, attempt, err, s.logs())
-		}
-	}
+	return s
 }
 
 // URL returns the server's postgres:// URL, the same before and after a

@@ -108,3 +108,39 @@ func TestMultiHostSkipsTheHostThatIsDown(t *testing.T) {
 		t.Fatalf("Ping over %s: %v", multi, err)
 	}
 }
+
+// TestFailoverReconnects runs a store on a multi-host URL over a primary
+// and its synchronous standby. A store on the standby alone is not ready
+// and grants nothing; after the primary dies and the standby is promoted,
+// the multi-host store works again on the new primary, where the lease it
+// was granted before is still held with its token.
+func TestFailoverReconnects(t *testing.T) {
+	t.Parallel()
+	primary := pgtest.StartServer(t)
+	standby := primary.StartStandby(true)
+	st := mustMigrated(t, pgtest.MultiHostURL(primary, standby))
+	ctx := context.Background()
+	lease, err := st.Claim(ctx, leasecore.ClaimParams{Task: "t", Owner: "o", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onStandby := mustOpen(t, standby.URL())
+	assertReadOnly(t, onStandby)
+
+	primary.Kill()
+	standby.Promote()
+	poll(t, "the multi-host store ready on the promoted standby", func() bool { return st.Ping(ctx) == nil })
+	_, err = st.Claim(ctx, leasecore.ClaimParams{Task: "t", Owner: "o2", TTL: time.Minute})
+	if !errors.Is(err, leasecore.ErrHeld) {
+		t.Errorf("claim of the task granted before the failover: %v, want held", err)
+	}
+	renewed, err := st.Renew(ctx, leasecore.RenewParams{Task: "t", Owner: "o", Token: lease.Token, TTL: time.Minute})
+	if err != nil || renewed.Token != lease.Token {
+		t.Errorf("renew after the failover: %+v %v, want token %d", renewed, err, lease.Token)
+	}
+	// The store that was on the standby did not keep its read-only
+	// connections: it is ready now that the standby is primary.
+	if err := onStandby.Ping(ctx); err != nil {
+		t.Errorf("Ping on the promoted standby: %v", err)
+	}
+}
