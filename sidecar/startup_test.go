@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/leasehold/leasehold/internal/lockedbuf"
 	"github.com/leasehold/leasehold/internal/pgtest"
@@ -234,4 +237,70 @@ func waitForLog(t *testing.T, logs *lockedbuf.Buffer, text string) {
 		case <-tick.C:
 		}
 	}
+}
+
+// TestServeOnReadOnlyPostgres: a sidecar whose database turns read-only
+// (default_transaction_read_only, as on a standby) is not ready and answers
+// claims 503 saying so; once the database is writable again it serves
+// again without a restart.
+func TestServeOnReadOnlyPostgres(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabase(t)
+	if err := Migrate(context.Background(), url, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	var db string
+	if err := conn.QueryRow(context.Background(), `SELECT current_database()`).Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	alter := func(set string) {
+		t.Helper()
+		if _, err := conn.Exec(context.Background(), `ALTER DATABASE `+pgx.Identifier{db}.Sanitize()+` `+set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alter(`SET default_transaction_read_only = on`)
+
+	addr, logs, _ := serving(t, Config{Listen: "127.0.0.1:0", Store: url, LogFormat: "text"})
+	for _, c := range []struct{ method, path, body string }{
+		{http.MethodGet, "/readyz", ""},
+		{http.MethodPost, "/v1/leases/t/claim", `{"owner":"w1","ttl_ms":60000}`},
+	} {
+		code, body := answer(t, c.method, "http://"+addr+c.path, c.body)
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, "read-only") {
+			t.Errorf("%s %s on a read-only database: %d %s, want 503 saying read-only\n%s", c.method, c.path, code, body, logs.String())
+		}
+	}
+
+	alter(`RESET default_transaction_read_only`)
+	if code, body := answer(t, http.MethodGet, "http://"+addr+"/readyz", ""); code != http.StatusOK {
+		t.Errorf("readyz once the database is writable: %d %s", code, body)
+	}
+	if code, body := answer(t, http.MethodPost, "http://"+addr+"/v1/leases/t/claim", `{"owner":"w1","ttl_ms":60000}`); code != http.StatusOK {
+		t.Errorf("claim once the database is writable: %d %s", code, body)
+	}
+}
+
+func answer(t *testing.T, method, url, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
 }
