@@ -74,6 +74,14 @@ func TestCommandLine(t *testing.T) {
 			name: "serve URL that does not parse", code: 1, stderr: "postgres://u:xxxxx@",
 			args: []string{"serve", "--listen", "127.0.0.1:0", "--store", "postgres://u:s3cr3t pw@127.0.0.1:1/db"},
 		},
+		{
+			name: "run --store URL that does not parse", code: 69, stderr: "unavailable",
+			args: []string{"run", "--store", "postgres://u:s3cr3t pw@127.0.0.1:1/db?password=s3cr3t", "--task", "t", "--", "true"},
+		},
+		{
+			name: "run --store with a password parameter", code: 69, stderr: "unavailable",
+			args: []string{"run", "--store", "postgres://u@127.0.0.1:1/db?connect_timeout=1&password=s3cr3t", "--task", "t", "--", "true"},
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
