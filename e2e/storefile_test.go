@@ -70,7 +70,19 @@ func TestSQLiteFileDeletedWhileServing(t *testing.T) {
 		t.Errorf("claim on the new file: %d %s", r.Status, r.Raw)
 	}
 	refusesEverything(t, first, "job", token, "was deleted or replaced while open")
-	for _, s := range []*sidecar{first, second} {
+
+	// The first one's shutdown leaves the new file, and its -wal and -shm,
+	// alone: a third sidecar sees the second's grant.
+	if code := first.stop(syscall.SIGTERM); code != 0 {
+		t.Errorf("first sidecar exited %d after SIGTERM", code)
+	}
+	third := startSidecar(t, "sqlite:"+path)
+	third.waitReady()
+	r = third.call("POST", "/v1/leases/job/claim", map[string]any{"owner": "w4", "ttl_ms": 60000})
+	if holder, _ := r.Body["holder"].(map[string]any); r.Status != http.StatusConflict || holder["owner"] != "w3" {
+		t.Errorf("claim through a third sidecar: %d %s, want 409 held by w3", r.Status, r.Raw)
+	}
+	for _, s := range []*sidecar{second, third} {
 		if code := s.stop(syscall.SIGTERM); code != 0 {
 			t.Errorf("sidecar %s exited %d after SIGTERM", s.base, code)
 		}
