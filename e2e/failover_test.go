@@ -38,10 +38,9 @@ const failoverLoad = 20 * time.Second
 func TestPostgresFailover(t *testing.T) {
 	t.Parallel()
 	py := python3(t)
-	primary := pgtest.StartServer(t, pgtest.WithSetting("synchronous_standby_names", "standby1"))
-	standby := primary.StartStandby("standby1")
-	fleetURL := fmt.Sprintf("postgres://postgres@%s,%s/postgres?sslmode=disable&target_session_attrs=read-write",
-		primary.HostPort(), standby.HostPort())
+	primary := pgtest.StartServer(t)
+	standby := primary.StartStandby(true)
+	fleetURL := pgtest.MultiHostURL(primary, standby)
 	f := startFleet(t, fleetURL, fleetURL, fleetURL)
 	a, b := f.proc(0), f.proc(1)
 
@@ -175,8 +174,8 @@ func claimEventually(t *testing.T, s *sidecar, task, owner string) response {
 // held), and grants resume once the standby is back.
 func TestSynchronousStandbyDownPausesGrants(t *testing.T) {
 	t.Parallel()
-	primary := pgtest.StartServer(t, pgtest.WithSetting("synchronous_standby_names", "standby1"))
-	standby := primary.StartStandby("standby1")
+	primary := pgtest.StartServer(t)
+	standby := primary.StartStandby(true)
 	a := startSidecar(t, primary.URL())
 	a.waitReady()
 	if r := a.call("POST", "/v1/leases/sync-paused/claim", map[string]any{"owner": "w1", "ttl_ms": 1000}); r.Status != http.StatusOK {

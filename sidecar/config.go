@@ -164,9 +164,9 @@ func ApplyEnv(fs *flag.FlagSet, getenv func(string) string) error {
 func NewLogger(format string, w io.Writer) (*slog.Logger, error) {
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(w, nil)), nil
+		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{ReplaceAttr: storeurl.RedactAttr})), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, nil)), nil
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{ReplaceAttr: storeurl.RedactAttr})), nil
 	default:
 		return nil, fmt.Errorf("--log-format must be text or json, not %q", format)
 	}

@@ -31,7 +31,16 @@
 // operation (leasehold_store_operation_duration_seconds) and logs failures;
 // a gate answers unavailable until the start-up migration has succeeded, so
 // a lease is never read or written under an old or half-made schema. Serve
-// retries that migration in the background while readyz answers 503.
+// migrates once before it listens, so a store that answers is ready from the
+// first request; an SQLite file that waiting cannot fix ends Serve with the
+// reason; a store that is down is migrated in the background, retrying,
+// while readyz answers 503. Readiness is the store's Ping, which means "can
+// grant leases": a read-only PostgreSQL, or an SQLite file that is read-only
+// or was deleted or replaced under the sidecar, is not ready.
+//
+// Every log line goes through storeurl.RedactAttr, and every store error
+// through the drivers' redaction, so no credential of the store URL reaches
+// a log or an answer.
 //
 // # Security
 //

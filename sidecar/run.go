@@ -18,12 +18,23 @@ import (
 // it is asked to stop.
 const ShutdownTimeout = 15 * time.Second
 
+// StartupMigrateTimeout bounds Serve's one migration before it listens: an
+// SQLite file locked by another process (BusyTimeout, 10 s) or a first
+// PostgreSQL connection (its connect timeout, 5 s), with time to run.
+const StartupMigrateTimeout = 15 * time.Second
+
 // Serve runs `leasehold serve` until ctx ends: it checks cfg, opens the
-// store, listens (logging the actual address, useful with port 0), migrates
-// the store in the background (retrying until it succeeds; readyz answers
-// 503 meanwhile), and serves. When ctx ends it stops accepting connections,
-// lets in-flight requests finish, and closes the store. A clean stop returns
-// nil.
+// store, migrates it once (bounded by StartupMigrateTimeout), listens
+// (logging the actual address, useful with port 0), and serves. A store that
+// answers is thus migrated before the first request, and readyz says ready
+// from the start. A store that cannot be used and will not heal by waiting
+// (an SQLite file in a missing directory, not writable, or not a database;
+// see storeurl.Unrecoverable) fails Serve at once with that error. Any other
+// failure, a store that is down for now, is logged and migrated in the
+// background, retrying until it succeeds; readyz and lease operations answer
+// 503 meanwhile. When ctx ends Serve stops accepting connections, lets
+// in-flight requests finish, and closes the store. A clean stop returns nil.
+// No credential in cfg.Store reaches the log or the error.
 func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -49,24 +60,47 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+
+	startCtx, cancel := context.WithTimeout(ctx, StartupMigrateTimeout)
+	err = srv.Migrate(startCtx)
+	cancel()
+	migrated := err == nil
+	switch {
+	case migrated:
+		log.Info("store migrated", "store", storeName)
+	case ctx.Err() != nil:
+		log.Info("stopped before serving")
+		return nil
+	case storeurl.Unrecoverable(err):
+		return fmt.Errorf("store %s cannot be used: %w", storeName, storeurl.RedactError(err))
+	default:
+		log.Error("store unavailable at start; serving 503 until a migration in the background succeeds",
+			"store", storeName, "err", err)
+	}
+
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	log.Info("leasehold listening", "addr", ln.Addr().String(), "store", storeName, "auth", len(token) > 0)
 
-	migrateCtx, stopMigrating := context.WithCancel(ctx)
+	bgCtx, stopBackground := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := srv.MigrateUntilDone(migrateCtx, storeName); err != nil || cfg.PruneInterval == 0 {
+		if !migrated {
+			if err := srv.MigrateUntilDone(bgCtx, storeName); err != nil {
+				return
+			}
+		}
+		if cfg.PruneInterval == 0 {
 			return
 		}
 		// The pruner starts once the schema is in place, on a Service of its
 		// own: its claims of leasehold:prune are not the API's.
-		leasecore.NewPruner(leasecore.New(store), cfg.PruneInterval, newOwner(), log).Run(migrateCtx)
+		leasecore.NewPruner(leasecore.New(store), cfg.PruneInterval, newOwner(), log).Run(bgCtx)
 	})
 	defer wg.Wait()
-	defer stopMigrating()
+	defer stopBackground()
 
 	hs := srv.HTTPServer()
 	served := make(chan error, 1)

@@ -101,7 +101,7 @@ func (p *leaseholdProvider) Configure(ctx context.Context, req provider.Configur
 	}
 	store, err := p.open(ctx, url)
 	if err != nil {
-		detail := err.Error()
+		detail := storeurl.Redact(err.Error())
 		if redacted := storeurl.Redact(url); !strings.Contains(detail, redacted) {
 			detail = fmt.Sprintf("open %s: %s", redacted, detail)
 		}
@@ -113,9 +113,9 @@ func (p *leaseholdProvider) Configure(ctx context.Context, req provider.Configur
 		return
 	}
 	if err := store.Migrate(ctx); err != nil {
-		summary, detail := "Cannot migrate store", fmt.Sprintf("Create or upgrade the schema of %s: %v", storeurl.Redact(url), err)
+		summary, detail := "Cannot migrate store", fmt.Sprintf("Create or upgrade the schema of %s: %s", storeurl.Redact(url), storeurl.Redact(err.Error()))
 		if errors.Is(err, leasecore.ErrUnavailable) {
-			summary, detail = "Cannot reach store", fmt.Sprintf("The store %s does not answer: %v", storeurl.Redact(url), err)
+			summary, detail = "Cannot reach store", fmt.Sprintf("The store %s does not answer: %s", storeurl.Redact(url), storeurl.Redact(err.Error()))
 		}
 		configError(&resp.Diagnostics, cfg.Store.ValueString() == "", summary, detail)
 		return

@@ -63,6 +63,26 @@ provider "leasehold" {
 				PlanOnly:    true,
 				ExpectError: diagnostic("Cannot reach store", "postgres://leasehold@127.0.0.1:1/leasehold"),
 			},
+			{
+				// A password as a query parameter is masked too.
+				Config: `
+provider "leasehold" {
+  store = "postgres://leasehold@127.0.0.1:1/leasehold?connect_timeout=5&password=hunter2"
+}
+` + oneTask,
+				PlanOnly:    true,
+				ExpectError: diagnostic("Cannot reach store", "postgres://leasehold@127.0.0.1:1/leasehold?connect_timeout=5&password=xxxxx"),
+			},
+			{
+				// So is the password of a URL that does not parse.
+				Config: `
+provider "leasehold" {
+  store = "postgres://leasehold:hunter2%zz@127.0.0.1:1/leasehold"
+}
+` + oneTask,
+				PlanOnly:    true,
+				ExpectError: diagnostic("Cannot open store", "postgres://leasehold:xxxxx@127.0.0.1:1/leasehold"),
+			},
 		},
 	})
 	// The same from the environment: no attribute to point at, and the

@@ -29,8 +29,6 @@ type Server struct {
 	asPG  []string // runs a command as the postgres user (when we are root), or empty
 	port  int
 	start int64 // size of the server log when the last start began
-	// settings are name=value pairs given to the server as -c options.
-	settings []string
 
 	quoted bool // a failure message has quoted the logs already
 }
@@ -53,30 +51,37 @@ const logTail = 8 << 10
 // /usr/lib/postgresql/15/bin, /usr/lib/postgresql/*/bin, then PATH. Without
 // them the test is skipped with instructions, or fails if CI is set. Run as
 // root, the server runs as the postgres user, since initdb refuses root.
-func StartServer(t testing.TB, opts ...Option) *Server {
+func StartServer(t testing.TB) *Server {
 	t.Helper()
-	s := newServer(t, opts)
+	s := newServer(t)
 	if err := s.run("initdb.log", "initdb", "-D", s.data(), "--auth=trust", "--username=postgres",
 		"--encoding=UTF8", "--no-locale"); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, tail(filepath.Join(s.dir, "initdb.log")))
 	}
-	s.listen()
+
+	s.startOnFreePort()
 	return s
 }
 
-// Option changes how a server is started.
-type Option func(*Server)
-
-// WithSetting starts the server with `-c name=value` on its command line. The
-// setting is not written to the data directory, so a standby made from this
-// server's base backup does not inherit it.
-func WithSetting(name, value string) Option {
-	return func(s *Server) { s.settings = append(s.settings, name+"="+value) }
+// startOnFreePort starts the server at a free port, trying another when a
+// process took the one picked first.
+func (s *Server) startOnFreePort() {
+	s.t.Helper()
+	for attempt := 1; ; attempt++ {
+		s.port = freePort(s.t)
+		err := s.pgctlStart()
+		if err == nil {
+			return
+		}
+		if attempt == maxPortAttempts || !s.bindFailed() {
+			s.t.Fatalf("start PostgreSQL on 127.0.0.1:%d (attempt %d): %v\n%s", s.port, attempt, err, s.logs())
+		}
+	}
 }
 
-// newServer finds the binaries and makes the server's directory, owned by
-// the user the server will run as; nothing is started.
-func newServer(t testing.TB, opts []Option) *Server {
+// newServer makes the directory of a server that is not initialised yet,
+// owned by the postgres user when we are root, and registers its cleanup.
+func newServer(t testing.TB) *Server {
 	t.Helper()
 	bin := findBinaries()
 	if d := os.Getenv("PGBIN"); d != "" && !executable(filepath.Join(d, "initdb")) {
@@ -109,9 +114,6 @@ func newServer(t testing.TB, opts []Option) *Server {
 		t.Fatalf("create the server's directory: %v", err)
 	}
 	s := &Server{t: t, bin: bin, dir: dir, asPG: asPG}
-	for _, o := range opts {
-		o(s)
-	}
 	t.Cleanup(s.cleanup)
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatalf("chmod %s: %v", dir, err)
@@ -122,22 +124,6 @@ func newServer(t testing.TB, opts []Option) *Server {
 		}
 	}
 	return s
-}
-
-// listen starts the server on a free port, trying another when a process
-// on this shared machine took the one picked first.
-func (s *Server) listen() {
-	s.t.Helper()
-	for attempt := 1; ; attempt++ {
-		s.port = freePort(s.t)
-		err := s.pgctlStart()
-		if err == nil {
-			return
-		}
-		if attempt == maxPortAttempts || !s.bindFailed() {
-			s.t.Fatalf("start PostgreSQL on 127.0.0.1:%d (attempt %d): %v\n%s", s.port, attempt, err, s.logs())
-		}
-	}
 }
 
 // URL returns the server's postgres:// URL, the same before and after a
@@ -202,9 +188,6 @@ func (s *Server) pgctlStart() error {
 		s.start = fi.Size()
 	}
 	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -c unix_socket_directories=%s", s.port, s.dir)
-	for _, kv := range s.settings {
-		opts += " -c " + kv
-	}
 	return s.run("pg_ctl.log", "pg_ctl", "-D", s.data(), "-l", s.serverLog(), "-w", "-t", pgctlTimeout,
 		"-o", opts, "start")
 }

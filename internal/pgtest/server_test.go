@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/leasehold/leasehold/internal/pgtest"
 )
@@ -103,4 +105,65 @@ func queryRow(t *testing.T, dbURL, sql string, dest ...any) {
 	if err := conn.QueryRow(t.Context(), sql).Scan(dest...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
+}
+
+// A synchronous standby has every commit the primary acknowledged, refuses
+// writes until it is promoted, and a multi-host URL with
+// target_session_attrs=read-write reaches whichever of the two is primary.
+func TestStandbyFailover(t *testing.T) {
+	t.Parallel()
+	primary := pgtest.StartServer(t)
+	standby := primary.StartStandby(true)
+	if primary.URL() == standby.URL() {
+		t.Fatalf("the standby shares the primary's URL %s", primary.URL())
+	}
+	multi := pgtest.MultiHostURL(standby, primary) // the standby first: it must be skipped
+
+	execSQL(t, multi, `CREATE TABLE kept (v int); INSERT INTO kept VALUES (42)`)
+	var port int
+	queryRow(t, multi, `SELECT current_setting('port')::int`, &port)
+	if want := portOf(t, primary.URL()); port != want {
+		t.Errorf("the multi-host URL reached port %d, want the primary's %d", port, want)
+	}
+
+	conn, err := pgx.Connect(t.Context(), standby.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var recovering bool
+	if err := conn.QueryRow(t.Context(), `SELECT pg_is_in_recovery()`).Scan(&recovering); err != nil || !recovering {
+		t.Fatalf("standby in recovery: %v %v", recovering, err)
+	}
+	_, err = conn.Exec(t.Context(), `INSERT INTO kept VALUES (1)`)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "25006" {
+		t.Fatalf("write on the standby: %v, want SQLSTATE 25006", err)
+	}
+
+	primary.Kill()
+	standby.Promote()
+	var v int
+	queryRow(t, multi, `SELECT v FROM kept`, &v) // synchronous: the acknowledged row is there
+	if v != 42 {
+		t.Fatalf("the promoted standby holds %d, want 42", v)
+	}
+	execSQL(t, multi, `INSERT INTO kept VALUES (43)`)
+	queryRow(t, multi, `SELECT current_setting('port')::int`, &port)
+	if want := portOf(t, standby.URL()); port != want {
+		t.Errorf("after the failover the multi-host URL reached port %d, want the promoted standby's %d", port, want)
+	}
+}
+
+func portOf(t *testing.T, dbURL string) int {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strconv.Atoi(u.Port())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

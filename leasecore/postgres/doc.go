@@ -407,4 +407,24 @@
 // than failing start-up.
 // pool_max_conns and connect_timeout in the URL are honoured; DefaultMaxConns
 // and DefaultConnectTimeout say what applies otherwise, and why.
+//
+// # Read-only servers and failover
+//
+// A standby, or a session whose transactions are read-only by default
+// (default_transaction_read_only in the server, database, role or the URL's
+// options), cannot grant leases. Ping, which readiness uses, asks
+// pg_is_in_recovery() and transaction_read_only and reports unavailable
+// when either says so; a write refused with SQLSTATE 25006
+// (read_only_sql_transaction) is unavailable too, with a detail that says
+// read-only. Either one empties the pool (pgxpool's Reset), and a
+// connection the server reports as a hot standby or read-only (the
+// in_hot_standby and default_transaction_read_only parameters, reported to
+// every session since PostgreSQL 14) is closed rather than put back after
+// use. So the next connection is made afresh: with a multi-host URL and
+// target_session_attrs=read-write, pgx tries the hosts in turn and keeps the
+// one that accepts writes, which after a failover is the new primary.
+//
+// Credentials never leave the driver in an error's text: interpretError and
+// Open pass every text through the redaction that storeurl.Redact uses,
+// because pgx's own masking misses the raw URL inside a net/url error.
 package postgres

@@ -10,14 +10,17 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/internal/redact"
 )
 
 // interpretError turns any failure of operation op into a
 // *leasecore.UnavailableError whose text says what went wrong in words an
 // operator can act on. It is the only place in the driver that inspects pgx
-// and pgconn errors. The original error stays reachable with errors.Is/As.
+// and pgconn errors. The original error stays reachable with errors.Is/As;
+// the text holds no credential, even where pgx quotes the connection string
+// (see redact), since it reaches logs and HTTP answers.
 func interpretError(op string, err error) error {
-	return leasecore.Unavailable(op, describe(err))
+	return leasecore.Unavailable(op, redact.Error(describe(err)))
 }
 
 // interpretConstraintError is interpretError for a catalog write, whose
@@ -50,7 +53,7 @@ func describe(err error) error {
 	case errors.As(err, &step):
 		return detail(err, "%s: %v", step.step, describe(step.err))
 	case errors.Is(err, errClosed), errors.Is(err, errUndecided), errors.Is(err, errSchemaBehind),
-		errors.Is(err, errUsersChanging):
+		errors.Is(err, errUsersChanging), errors.Is(err, errReadOnly):
 		return err
 	case errors.Is(err, context.Canceled):
 		return detail(err, "cancelled before PostgreSQL answered")
@@ -85,7 +88,7 @@ func describePgError(e *pgconn.PgError) string {
 	case "57P01", "57P02", "57P03": // admin_shutdown, crash_shutdown, cannot_connect_now
 		return fmt.Sprintf("PostgreSQL is shutting down or starting up: %s", e.Message)
 	case "25006": // read_only_sql_transaction
-		return fmt.Sprintf("PostgreSQL is read-only (a standby?): %s", e.Message)
+		return fmt.Sprintf("PostgreSQL is read-only (a standby, or default_transaction_read_only is on): it cannot grant leases: %s", e.Message)
 	case "57014": // query_canceled, including statement_timeout
 		return fmt.Sprintf("PostgreSQL cancelled the statement: %s", e.Message)
 	case "40P01": // deadlock_detected

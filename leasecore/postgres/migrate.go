@@ -43,6 +43,15 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return interpretError(op, err)
 	}
+	// A schema that is up to date is found without writing or locking, so
+	// that Migrate succeeds on a read-only server (a standby) that has it,
+	// and Ping, not a failed migration, says why it cannot grant leases.
+	// Anything else (a missing table, a failure) is left to the
+	// transaction below, which meets it again.
+	var current int
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM leasehold_schema_migrations`).Scan(&current); err == nil && current >= len(all) {
+		return nil
+	}
 	// READ COMMITTED whatever the server's default: every statement takes a
 	// new snapshot, so the version read after the lock is granted includes
 	// what the previous lock holder committed. (At REPEATABLE READ the
@@ -72,6 +81,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
+		s.noteReadOnly(err)
 		return interpretError(op, err)
 	}
 	return nil

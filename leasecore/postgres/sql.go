@@ -313,10 +313,14 @@ SELECT ` + leaseColumns + `
  ORDER BY l.task`
 
 // pingSQL answers the schema version and fails with undefined_table when
-// either table is missing.
+// either table is missing; then whether the server is a standby, and whether
+// this session's transactions are read-only (default_transaction_read_only,
+// set in the server, the database, the role or the URL's options).
 const pingSQL = `
 SELECT (SELECT coalesce(max(version), 0) FROM leasehold_schema_migrations),
-       (SELECT count(*) FROM (SELECT FROM leasehold_leases LIMIT 1) AS any_lease)`
+       (SELECT count(*) FROM (SELECT FROM leasehold_leases LIMIT 1) AS any_lease),
+       pg_is_in_recovery(),
+       current_setting('transaction_read_only') = 'on'`
 
 // The catalog's statements (catalog.go). Times are the store's: now() when
 // a row is created; an update's updated_at is never before the row's

@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/internal/redact"
 )
 
 // DefaultMaxConns is the pool size when the URL has no pool_max_conns.
@@ -97,6 +99,7 @@ var (
 	errUsersChanging = errors.New("cannot tell whether tasks use the retention policy")
 	errSchemaBehind  = errors.New("the schema is older than this build")
 	errNotValidated  = errors.New("refused a request that fails leasecore's Validate")
+	errReadOnly      = errors.New("PostgreSQL is read-only")
 )
 
 // Open returns a Store for the PostgreSQL database at url
@@ -115,8 +118,9 @@ var (
 func Open(ctx context.Context, url string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		// pgx masks the password in the URL it quotes.
-		return nil, fmt.Errorf("postgres store URL: %w", err)
+		// pgx masks the passwords it recognises in the URL it quotes, but
+		// not in the net/url error it wraps: mask them all.
+		return nil, redact.Error(fmt.Errorf("postgres store URL: %w", err))
 	}
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = DefaultMaxConns
@@ -130,14 +134,19 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "leasehold"
 	}
+	// A connection found read-only (a standby, or read-only by default) is
+	// not put back in the pool, so that the next one is made afresh: to
+	// the new primary, after a failover, when the URL lists every host
+	// with target_session_attrs=read-write.
+	cfg.AfterRelease = func(c *pgx.Conn) bool { return !readOnlyConn(c) }
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("postgres store: %w", err)
+		return nil, redact.Error(fmt.Errorf("postgres store: %w", err))
 	}
 	s := &Store{pool: pool}
-	s.claims = newBatcher("claim", func(r claimReq) string { return r.task }, s.sendClaims)
-	s.renewals = newBatcher("renew", func(r renewReq) string { return r.task }, s.sendRenewals)
-	s.releases = newBatcher("release", func(r releaseReq) string { return r.task }, s.sendReleases)
+	s.claims = newBatcher("claim", func(r claimReq) string { return r.task }, watchReadOnly(s, s.sendClaims))
+	s.renewals = newBatcher("renew", func(r renewReq) string { return r.task }, watchReadOnly(s, s.sendRenewals))
+	s.releases = newBatcher("release", func(r releaseReq) string { return r.task }, watchReadOnly(s, s.sendReleases))
 	return s, nil
 }
 
@@ -558,13 +567,58 @@ func (s *Store) Ping(ctx context.Context) error {
 		return interpretError(op, err)
 	}
 	var version, leases int64
-	if err := s.pool.QueryRow(ctx, pingSQL).Scan(&version, &leases); err != nil {
+	var standby, readOnly bool
+	if err := s.pool.QueryRow(ctx, pingSQL).Scan(&version, &leases, &standby, &readOnly); err != nil {
+		s.noteReadOnly(err)
 		return interpretError(op, err)
+	}
+	if standby || readOnly {
+		// The pool may hold more connections to this server: close them
+		// all, so that the next connection is made afresh, to the
+		// read-write host of a multi-host URL with
+		// target_session_attrs=read-write.
+		s.pool.Reset()
+		what := "default_transaction_read_only is on"
+		if standby {
+			what = "it is a standby, in recovery"
+		}
+		return interpretError(op, fmt.Errorf("%w (%s): it cannot grant leases. Point the store URL at the primary, or list every host with target_session_attrs=read-write", errReadOnly, what))
 	}
 	if int(version) < len(want) {
 		return interpretError(op, fmt.Errorf("%w (version %d, needs %d): run `leasehold migrate`", errSchemaBehind, version, len(want)))
 	}
 	return nil
+}
+
+// readOnlyConn reports whether a connection is to a standby or runs
+// read-only transactions by default, as the server reports it (PostgreSQL
+// 14 and later report in_hot_standby and default_transaction_read_only to
+// every session, and again when they change, as at a promotion).
+func readOnlyConn(c *pgx.Conn) bool {
+	pc := c.PgConn()
+	return pc.ParameterStatus("in_hot_standby") == "on" || pc.ParameterStatus("default_transaction_read_only") == "on"
+}
+
+// noteReadOnly empties the pool when err says the server refused a write
+// because it is read-only (SQLSTATE 25006, read_only_sql_transaction): its
+// other connections are no better, and new ones go to the read-write host
+// of a multi-host URL with target_session_attrs=read-write.
+func (s *Store) noteReadOnly(err error) {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "25006" {
+		s.pool.Reset()
+	}
+}
+
+// watchReadOnly is send, calling noteReadOnly with its error.
+func watchReadOnly[Q, R any](s *Store, send func(context.Context, []Q) ([]R, error)) func(context.Context, []Q) ([]R, error) {
+	return func(ctx context.Context, reqs []Q) ([]R, error) {
+		res, err := send(ctx, reqs)
+		if err != nil {
+			s.noteReadOnly(err)
+		}
+		return res, err
+	}
 }
 
 // Close ends the store: claims, renewals and releases still queued for a

@@ -180,6 +180,14 @@ func (s *Store) commit(batch []*request) {
 // error rolls the whole transaction back and is returned: no outcome of a
 // write that was rolled back is ever reported.
 func (s *Store) execute(ctx context.Context, batch []*request) ([]*answer, error) {
+	// The file is checked before the batch, so that nothing is written to
+	// a file that was deleted or replaced (or may not be written), and
+	// again after the commit, so that no outcome committed to a file that
+	// was deleted meanwhile is reported: its callers are told unavailable,
+	// as for any write whose fate they cannot know.
+	if err := s.file.check(true); err != nil {
+		return nil, err
+	}
 	ws, err := s.statements(ctx)
 	if err != nil {
 		return nil, err
@@ -207,6 +215,9 @@ func (s *Store) execute(ctx context.Context, batch []*request) ([]*answer, error
 		return answers, nil
 	}
 	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	if err := s.file.check(false); err != nil {
 		return nil, err
 	}
 	s.countWrites(batch, answers)

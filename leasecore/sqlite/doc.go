@@ -84,6 +84,25 @@
 // another process's lock ends at once); every call after Close is
 // unavailable.
 //
+// # The file under the Store
+//
+// A connection keeps its file open, so a file deleted (rm leasehold.db) or
+// renamed over while the Store is open would go on taking commits nobody
+// else sees, while a new process on the path starts a new file and grants
+// the same tasks from token 1 again. The Store remembers the device and
+// inode of the file its first connection opened and checks the path
+// against them before and after every write batch (after the commit, so
+// that no outcome committed to a file deleted meanwhile is reported), when
+// a connection is opened, in Migrate and in Ping; a mismatch makes every
+// write and Ping unavailable ("the database file PATH was deleted or
+// replaced while open; restart the sidecar") until the Store is reopened.
+// The same checks ask access(2) whether this process may write the file and
+// its directory (where SQLite creates the -wal and -shm files), so that
+// Ping, which readiness uses, means "can grant leases". Together they cost
+// a few microseconds per batch, against a commit's fsync. Unrecoverable
+// tells these failures, and a file that cannot be opened or is not a
+// database, from those that waiting heals (a lock held by another process).
+//
 // # Time
 //
 // Times are INTEGER milliseconds since the Unix epoch, read from SQLite's

@@ -415,11 +415,16 @@ func (s *Store) live(ctx context.Context, op, query string, args ...any) ([]leas
 	return leases, nil
 }
 
-// Ping checks that the file opens, the schema exists, and it is at least
-// at the version this build needs.
+// Ping checks that the Store can grant leases: the path still names the
+// file it opened, this process may write the file and its directory, the
+// file opens, the schema exists, and it is at least at the version this
+// build needs.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.usable("ping"); err != nil {
 		return err
+	}
+	if err := s.file.check(true); err != nil {
+		return interpretError("ping", err)
 	}
 	// Naming both tables makes a missing one fail the statement.
 	var version, none int

@@ -53,7 +53,9 @@ type Store struct {
 	// SQLite's busy handler, which polls with sleeps of up to 100 ms.
 	writer *sql.DB
 	// reader serves the read-only operations (see readerConns).
-	reader     *sql.DB
+	reader *sql.DB
+	// file keeps the Store on the file its first connection opened.
+	file       *fileGuard
 	migrations []migration.Migration
 	// closed is set, under mu, by Close; reads check it without the lock.
 	closed atomic.Bool
@@ -112,7 +114,8 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
-	c := patientConnector{base}
+	file := &fileGuard{path: path}
+	c := patientConnector{Connector: base, file: file}
 	writer := sql.OpenDB(c)
 	writer.SetMaxOpenConns(1)
 	writer.SetMaxIdleConns(1)
@@ -125,6 +128,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	s := &Store{
 		writer:       writer,
 		reader:       reader,
+		file:         file,
 		migrations:   migrations,
 		wake:         make(chan struct{}, 1),
 		ctx:          life,
@@ -165,8 +169,12 @@ func dataSourceName(path string) string {
 // waits, as a statement would under busy_timeout, when opening finds the file
 // locked. SQLite does not call its busy handler while it switches a new file
 // to WAL: when processes open a fresh file together, all but the one that
-// converts it would fail at once with "database is locked".
-type patientConnector struct{ driver.Connector }
+// converts it would fail at once with "database is locked". Every
+// connection it opens must have opened the Store's file (see fileGuard).
+type patientConnector struct {
+	driver.Connector
+	file *fileGuard
+}
 
 // Connect opens a connection, retrying while the file is locked, for up to
 // BusyTimeout or until ctx ends.
@@ -175,8 +183,15 @@ func (c patientConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	delay := time.Millisecond
 	for {
 		conn, err := c.Connector.Connect(ctx)
-		if err == nil || !isBusy(err) || time.Now().Add(delay).After(deadline) {
-			return conn, err
+		if err == nil {
+			if err := c.file.remember(); err != nil {
+				_ = conn.Close()
+				return nil, err
+			}
+			return conn, nil
+		}
+		if !isBusy(err) || time.Now().Add(delay).After(deadline) {
+			return nil, err
 		}
 		timer := time.NewTimer(delay)
 		select {
@@ -227,6 +242,9 @@ func (s *Store) inWriteTx(ctx context.Context, op string, fn func(*sql.Tx) error
 	if err := s.usable(op); err != nil {
 		return err
 	}
+	if err := s.file.check(true); err != nil {
+		return interpretError(op, err)
+	}
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return interpretError(op, err)
@@ -236,6 +254,12 @@ func (s *Store) inWriteTx(ctx context.Context, op string, fn func(*sql.Tx) error
 		return interpretError(op, err)
 	}
 	if err := tx.Commit(); err != nil {
+		return interpretError(op, err)
+	}
+	// Checked again now that a connection has opened the file: a Migrate
+	// with nothing left to write succeeds on a read-only file, but the
+	// Store could not grant a lease there.
+	if err := s.file.check(true); err != nil {
 		return interpretError(op, err)
 	}
 	return nil

@@ -6,10 +6,11 @@ package storeurl
 import (
 	"context"
 	"fmt"
-	"net/url"
+	"log/slog"
 	"strings"
 
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/internal/redact"
 	"github.com/leasehold/leasehold/leasecore/postgres"
 	"github.com/leasehold/leasehold/leasecore/sqlite"
 )
@@ -18,14 +19,23 @@ import (
 const Default = "sqlite:./leasehold.db"
 
 // Open opens the store that raw names. It does not migrate: call Migrate on
-// the result (leasehold serve does so at start).
+// the result (leasehold serve does so at start). Its error holds no
+// credential from raw (see Redact).
 func Open(ctx context.Context, raw string) (leasecore.Store, error) {
+	s, err := open(ctx, raw)
+	if err != nil {
+		return nil, redact.Error(err)
+	}
+	return s, nil
+}
+
+func open(ctx context.Context, raw string) (leasecore.Store, error) {
 	switch {
 	case strings.HasPrefix(raw, "sqlite:"):
 		path := strings.TrimPrefix(raw, "sqlite:")
 		path = strings.TrimPrefix(path, "//") // sqlite:///abs/path and sqlite://rel both read as paths
 		if path == "" {
-			return nil, fmt.Errorf("store %q: sqlite: needs a file path, as in %s", raw, Default)
+			return nil, fmt.Errorf("store %q: sqlite: needs a file path, as in %s", Redact(raw), Default)
 		}
 		return sqlite.Open(ctx, path)
 	case strings.HasPrefix(raw, "postgres://"), strings.HasPrefix(raw, "postgresql://"):
@@ -35,14 +45,35 @@ func Open(ctx context.Context, raw string) (leasecore.Store, error) {
 	}
 }
 
-// Redact hides a password in a store URL so that it can be logged.
-func Redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
+// Redact masks every credential in s: a store URL or connection string of
+// any shape (a userinfo password, with one host or several; a password or
+// sslpassword query parameter in any case; password=… in a key=value
+// string), whether it parses or not, or any text that quotes one, such as a
+// driver's error. Everything leasehold logs or answers about a store passes
+// through it.
+func Redact(s string) string { return redact.String(s) }
+
+// RedactError is err with its text passed through Redact; errors.Is and
+// errors.As still see its causes.
+func RedactError(err error) error { return redact.Error(err) }
+
+// Unrecoverable reports whether err, from a store's Migrate or Ping, is a
+// failure that waiting does not heal (an SQLite file that cannot be opened
+// or written, is not a database, or was deleted or replaced while open), as
+// opposed to a store that is down for now. See sqlite.Unrecoverable.
+func Unrecoverable(err error) bool { return sqlite.Unrecoverable(err) }
+
+// RedactAttr is a slog.HandlerOptions.ReplaceAttr that passes every string
+// and error value through Redact, so that no log line holds a credential,
+// whatever logged it.
+func RedactAttr(_ []string, a slog.Attr) slog.Attr {
+	switch a.Value.Kind() {
+	case slog.KindString:
+		a.Value = slog.StringValue(Redact(a.Value.String()))
+	case slog.KindAny:
+		if err, ok := a.Value.Any().(error); ok {
+			a.Value = slog.StringValue(Redact(err.Error()))
+		}
 	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
+	return a
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar"
 )
 
@@ -163,7 +164,7 @@ func Run(ctx context.Context, cfg Config) int {
 		if w == nil {
 			w = io.Discard
 		}
-		cfg.Logger = slog.New(slog.NewTextHandler(w, nil))
+		cfg.Logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{ReplaceAttr: storeurl.RedactAttr}))
 	}
 	log := cfg.Logger
 	if err := cfg.check(); err != nil {

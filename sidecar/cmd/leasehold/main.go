@@ -160,13 +160,15 @@ func parse(fs *flag.FlagSet, args []string, getenv func(string) string, stderr i
 		return exitUsage, false
 	}
 	if err := sidecar.ApplyEnv(fs, getenv); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		fmt.Fprintf(stderr, "%s: %s\n", fs.Name(), storeurl.Redact(err.Error()))
 		return exitUsage, false
 	}
 	return exitOK, true
 }
 
+// fail prints err, with any credential it quotes masked, and returns the
+// exit status of a failed command.
 func fail(stderr io.Writer, verb string, err error) int {
-	fmt.Fprintf(stderr, "%s %s: %v\n", programName, verb, err)
+	fmt.Fprintf(stderr, "%s %s: %s\n", programName, verb, storeurl.Redact(err.Error()))
 	return exitFailed
 }

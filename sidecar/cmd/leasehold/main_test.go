@@ -66,6 +66,22 @@ func TestCommandLine(t *testing.T) {
 			name: "migrate bad URL", code: 1, stderr: "must be sqlite:PATH or postgres://",
 			args: []string{"migrate", "--store", "mysql://x"},
 		},
+		{
+			name: "serve missing directory", code: 1, stderr: "cannot open the database file",
+			args: []string{"serve", "--listen", "127.0.0.1:0", "--store", "sqlite:" + filepath.Join(dir, "missing", "x.db")},
+		},
+		{
+			name: "serve URL that does not parse", code: 1, stderr: "postgres://u:xxxxx@",
+			args: []string{"serve", "--listen", "127.0.0.1:0", "--store", "postgres://u:s3cr3t pw@127.0.0.1:1/db"},
+		},
+		{
+			name: "run --store URL that does not parse", code: 69, stderr: "unavailable",
+			args: []string{"run", "--store", "postgres://u:s3cr3t pw@127.0.0.1:1/db?password=s3cr3t", "--task", "t", "--", "true"},
+		},
+		{
+			name: "run --store with a password parameter", code: 69, stderr: "unavailable",
+			args: []string{"run", "--store", "postgres://u@127.0.0.1:1/db?connect_timeout=1&password=s3cr3t", "--task", "t", "--", "true"},
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -80,6 +96,9 @@ func TestCommandLine(t *testing.T) {
 			}
 			if !strings.Contains(stderr.String(), c.stderr) {
 				t.Errorf("stderr lacks %q: %s", c.stderr, stderr.String())
+			}
+			if strings.Contains(stderr.String(), "s3cr3t") {
+				t.Errorf("stderr holds the password: %s", stderr.String())
 			}
 			if c.createFile != "" {
 				if _, err := os.Stat(c.createFile); err != nil {
