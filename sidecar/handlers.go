@@ -30,6 +30,9 @@ var _ api.ServerInterface = (*handlers)(nil)
 
 // ClaimLease answers POST /v1/leases/{task}/claim.
 func (h *handlers) ClaimLease(c echo.Context, task api.Task) error {
+	if err := leasecore.CheckClientTask(task); err != nil {
+		return err // 403: leasehold's own tasks are not the clients'
+	}
 	var req api.ClaimRequest
 	if err := decodeBody(c, &req); err != nil {
 		return err
@@ -43,6 +46,9 @@ func (h *handlers) ClaimLease(c echo.Context, task api.Task) error {
 
 // RenewLease answers POST /v1/leases/{task}/renew.
 func (h *handlers) RenewLease(c echo.Context, task api.Task) error {
+	if err := leasecore.CheckClientTask(task); err != nil {
+		return err // 403: leasehold's own tasks are not the clients'
+	}
 	var req api.RenewRequest
 	if err := decodeBody(c, &req); err != nil {
 		return err
@@ -56,6 +62,9 @@ func (h *handlers) RenewLease(c echo.Context, task api.Task) error {
 
 // ReleaseLease answers POST /v1/leases/{task}/release.
 func (h *handlers) ReleaseLease(c echo.Context, task api.Task) error {
+	if err := leasecore.CheckClientTask(task); err != nil {
+		return err // 403: leasehold's own tasks are not the clients'
+	}
 	var req api.ReleaseRequest
 	if err := decodeBody(c, &req); err != nil {
 		return err

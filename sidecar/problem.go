@@ -27,6 +27,7 @@ const (
 	problemInvalid     = "urn:leasehold:problem:invalid-request"
 	problemUnavailable = "urn:leasehold:problem:unavailable"
 	problemUndeclared  = "urn:leasehold:problem:undeclared-task"
+	problemReserved    = "urn:leasehold:problem:reserved-task"
 	problemBlank       = "about:blank"
 	// Catalog outcomes the sidecar, being read-only, does not produce
 	// today; they are mapped so that one never turns into a 500.
@@ -84,6 +85,14 @@ func undeclared(detail string) *problemError {
 	return newProblem(http.StatusNotFound, problemUndeclared, "Task not declared", detail)
 }
 
+// reserved is the 403 problem of a client's claim, renewal, release or
+// keepalive of one of leasehold's own tasks (leasehold:…).
+func reserved(re *leasecore.ReservedError) *problemError {
+	p := newProblem(http.StatusForbidden, problemReserved, "Reserved task", re.Error())
+	p.InvalidParams = &[]api.InvalidParam{{Name: "task", Reason: leasecore.ReservedRule}}
+	return p
+}
+
 // errInternal is what a client sees of a bug; the cause goes to the log only.
 var errInternal = newProblem(http.StatusInternalServerError, problemBlank, "", "internal server error; the cause is in the sidecar's log")
 
@@ -96,6 +105,7 @@ func toProblem(err error, c echo.Context) (p *problemError, bug bool) {
 		ve  *leasecore.ValidationError
 		ue  *leasecore.UndeclaredError
 		nfe *leasecore.NotFoundError
+		re  *leasecore.ReservedError
 		he  *echo.HTTPError
 		req = c.Request()
 	)
@@ -110,6 +120,8 @@ func toProblem(err error, c echo.Context) (p *problemError, bug bool) {
 		// anything a driver returned.
 		return unavailable(err.Error()), false
 
+	case errors.As(err, &re):
+		return reserved(re), false
 	case errors.As(err, &ue):
 		return undeclared(ue.Error() + "; declare it (Terraform resource leasehold_task) or run the sidecar without --require-declared"), false
 	case errors.As(err, &nfe) && nfe.Kind == "task":

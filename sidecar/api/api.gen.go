@@ -378,7 +378,7 @@ type Event struct {
 	// Example: web-1#4242#k3j9
 	Owner Owner `json:"owner"`
 
-	// Task 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`.
+	// Task 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`, with no empty, `.` or `..` segment between slashes.
 	//
 	// Example: telescope:prune
 	Task TaskName `json:"task"`
@@ -480,7 +480,7 @@ type Lease struct {
 	// Example: 2026-12-02T17:34:02.123Z
 	RenewedAt Timestamp `json:"renewed_at"`
 
-	// Task 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`.
+	// Task 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`, with no empty, `.` or `..` segment between slashes.
 	//
 	// Example: telescope:prune
 	Task TaskName `json:"task"`
@@ -531,7 +531,7 @@ type Problem struct {
 	// Detail What went wrong with this request.
 	Detail string `json:"detail"`
 
-	// InvalidParams For 422, one entry per offending field.
+	// InvalidParams For 422 (and a 403 reserved-task, naming `task`), one entry per offending field.
 	InvalidParams *[]InvalidParam `json:"invalid_params,omitempty"`
 
 	// Status The HTTP status code.
@@ -541,7 +541,8 @@ type Problem struct {
 	Title string `json:"title"`
 
 	// Type A URI reference naming the kind of problem: `urn:leasehold:problem:malformed-request`
-	// (400), `urn:leasehold:problem:undeclared-task` (404: the task has no declaration),
+	// (400), `urn:leasehold:problem:reserved-task` (403: the task is leasehold's own),
+	// `urn:leasehold:problem:undeclared-task` (404: the task has no declaration),
 	// `urn:leasehold:problem:invalid-request` (422), `urn:leasehold:problem:unavailable`
 	// (503), or `about:blank` when the HTTP status says it all (401, 404, 405, 413, 415,
 	// 500).
@@ -687,7 +688,7 @@ type TaskDeclaration struct {
 	// Example: 600000
 	MaxTtlMs *int64 `json:"max_ttl_ms,omitempty"`
 
-	// Name 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`.
+	// Name 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`, with no empty, `.` or `..` segment between slashes.
 	//
 	// Example: telescope:prune
 	Name TaskName `json:"name"`
@@ -713,7 +714,7 @@ type TaskList struct {
 	Tasks []TaskDeclaration `json:"tasks"`
 }
 
-// TaskName 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`.
+// TaskName 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`, with no empty, `.` or `..` segment between slashes.
 //
 // Example: telescope:prune
 type TaskName = string
@@ -730,7 +731,7 @@ type Timestamp = string
 // Example: 7
 type Token = int64
 
-// Task 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`.
+// Task 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`, with no empty, `.` or `..` segment between slashes.
 //
 // Example: telescope:prune
 type Task = TaskName
@@ -749,6 +750,9 @@ type NotFound = Problem
 
 // PayloadTooLarge An RFC 9457 problem detail.
 type PayloadTooLarge = Problem
+
+// ReservedTask An RFC 9457 problem detail.
+type ReservedTask = Problem
 
 // StoreUnavailable An RFC 9457 problem detail.
 type StoreUnavailable = Problem
