@@ -139,7 +139,7 @@ func (s *Service) loadDecls(ctx context.Context, l *declLoad, gen uint64) {
 	}()
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.loadTimeout())
 	defer cancel()
-	list, err := s.store.ListTasks(lctx)
+	list, err := s.store.ListTasks(lctx, ListParams{}) // every declaration: the copy is the whole catalog
 	if err != nil {
 		l.err = err
 		return
@@ -301,15 +301,21 @@ func (s *Service) GetTask(ctx context.Context, name string) (*TaskDecl, error) {
 	return d, nil
 }
 
-// ListTasks returns every declaration, ordered by name.
-func (s *Service) ListTasks(ctx context.Context) ([]TaskDecl, error) {
+// ListTasks returns one page of the declarations, ordered by name (see
+// ListParams; ListParams{} is every declaration), and next, the name to
+// pass as After for the following page: empty when this page is the last.
+func (s *Service) ListTasks(ctx context.Context, p ListParams) (decls []TaskDecl, next string, err error) {
+	if err := p.Validate(); err != nil {
+		return nil, "", err
+	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	ds, err := s.store.ListTasks(ctx)
+	decls, err = s.store.ListTasks(ctx, p.ask())
 	if err != nil {
-		return nil, outcome("list_tasks", err)
+		return nil, "", outcome("list_tasks", err)
 	}
-	return ds, nil
+	decls, next = page(p, decls, func(d *TaskDecl) string { return d.Name })
+	return decls, next, nil
 }
 
 // DeleteTask removes a declaration and reports whether there was one.

@@ -3,8 +3,11 @@ package sidecar
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -125,4 +128,82 @@ func TestReservedTasks(t *testing.T) {
 	for _, task := range []string{"leasehold", "Leasehold:prune", "x:leasehold:prune", "leasehold-prune"} {
 		expect(t, ts.post("/v1/leases/"+task+"/claim", map[string]any{"owner": "w"}), 200)
 	}
+}
+
+// TestListPages: GET /v1/leases and GET /v1/tasks answer one page at a
+// time, 100 rows unless limit says otherwise (at most 1000), with
+// next_after exactly when more rows follow; following next_after walks
+// every row once, in order.
+func TestListPages(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, ts *testServer) {
+		const n = leasecore.DefaultListLimit + 3
+		var want []string
+		for i := range n {
+			task := fmt.Sprintf("job/%03d", i)
+			expect(t, ts.post("/v1/leases/"+url.PathEscape(task)+"/claim", map[string]any{"owner": "w", "ttl_ms": 60000}), 200)
+			want = append(want, task)
+		}
+		r := ts.get("/v1/leases")
+		expect(t, r, 200)
+		first := decode[api.LeaseList](t, r)
+		if len(first.Leases) != leasecore.DefaultListLimit || first.NextAfter == nil || *first.NextAfter != want[leasecore.DefaultListLimit-1] {
+			t.Fatalf("GET /v1/leases: %d leases, next_after %v; want the default %d and next_after %q",
+				len(first.Leases), first.NextAfter, leasecore.DefaultListLimit, want[leasecore.DefaultListLimit-1])
+		}
+
+		var got []string
+		path := "/v1/leases?limit=40"
+		for pages := 0; ; pages++ {
+			if pages > n/40+1 {
+				t.Fatalf("more pages than %d leases fill: %q", n, got)
+			}
+			r := ts.get(path)
+			expect(t, r, 200)
+			page := decode[api.LeaseList](t, r)
+			for _, l := range page.Leases {
+				got = append(got, l.Task)
+			}
+			if page.NextAfter == nil {
+				if strings.Contains(string(r.body), "next_after") {
+					t.Errorf("the last page names next_after: %s", r.body)
+				}
+				break
+			}
+			if len(page.Leases) != 40 || *page.NextAfter != page.Leases[39].Task {
+				t.Fatalf("page %s: %d leases, next_after %q; want 40 and the last task", path, len(page.Leases), *page.NextAfter)
+			}
+			path = "/v1/leases?limit=40&after=" + url.QueryEscape(*page.NextAfter)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("walking pages of 40 listed %d leases %q, want %d in order", len(got), got, len(want))
+		}
+
+		svc := leasecore.New(ts.store)
+		for i := range 3 {
+			if _, err := svc.CreateTask(t.Context(), leasecore.TaskDecl{Name: fmt.Sprintf("decl/%d", i), TTL: time.Second}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r = ts.get("/v1/tasks?limit=2")
+		expect(t, r, 200)
+		tasks := decode[api.TaskList](t, r)
+		if len(tasks.Tasks) != 2 || tasks.NextAfter == nil || *tasks.NextAfter != "decl/1" {
+			t.Fatalf("GET /v1/tasks?limit=2: %s", r.body)
+		}
+		r = ts.get("/v1/tasks?limit=2&after=decl%2F1")
+		expect(t, r, 200)
+		if tasks := decode[api.TaskList](t, r); len(tasks.Tasks) != 1 || tasks.Tasks[0].Name != "decl/2" || tasks.NextAfter != nil {
+			t.Errorf("GET /v1/tasks?limit=2&after=decl/1: %s", r.body)
+		}
+
+		for _, q := range []struct{ query, field string }{
+			{"limit=0", "limit"}, {"limit=1001", "limit"}, {"limit=-1", "limit"}, {"limit=x", "limit"},
+			{"after=a%20b", "after"}, {"after=" + strings.Repeat("a", 201), "after"},
+		} {
+			for _, route := range []string{"/v1/leases", "/v1/tasks"} {
+				expectInvalid(t, ts.get(route+"?"+q.query), q.field)
+			}
+		}
+	})
 }

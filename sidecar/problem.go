@@ -263,7 +263,7 @@ func respondGet(c echo.Context, lease *leasecore.Lease, err error) error {
 	}
 }
 
-func respondList(c echo.Context, leases []leasecore.Lease, err error) error {
+func respondList(c echo.Context, leases []leasecore.Lease, next string, err error) error {
 	if err != nil {
 		return err
 	}
@@ -271,13 +271,21 @@ func respondList(c echo.Context, leases []leasecore.Lease, err error) error {
 	for i := range leases {
 		out[i] = apiLease(&leases[i])
 	}
-	return c.JSON(http.StatusOK, api.LeaseList{Leases: out})
+	return c.JSON(http.StatusOK, api.LeaseList{Leases: out, NextAfter: nonEmpty(next)})
+}
+
+// nonEmpty is s, or nil (left out of the answer) when it is empty.
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // The read-only catalog views. An error (unavailable, invalid, a task that is
 // not declared) goes on to the error handler.
 
-func respondTasks(c echo.Context, decls []leasecore.TaskDecl, err error) error {
+func respondTasks(c echo.Context, decls []leasecore.TaskDecl, next string, err error) error {
 	if err != nil {
 		return err
 	}
@@ -285,7 +293,7 @@ func respondTasks(c echo.Context, decls []leasecore.TaskDecl, err error) error {
 	for i := range decls {
 		out[i] = apiTask(&decls[i])
 	}
-	return c.JSON(http.StatusOK, api.TaskList{Tasks: out})
+	return c.JSON(http.StatusOK, api.TaskList{Tasks: out, NextAfter: nonEmpty(next)})
 }
 
 func respondTask(c echo.Context, decl *leasecore.TaskDecl, err error) error {

@@ -344,7 +344,7 @@ func mustGone(t *testing.T, svc *leasecore.Service, task string) {
 // case that provoked it.)
 func listed(t *testing.T, svc *leasecore.Service, prefix string) []leasecore.Lease {
 	t.Helper()
-	all, err := svc.List(t.Context())
+	all, _, err := svc.List(t.Context(), leasecore.ListParams{})
 	if err != nil {
 		t.Fatalf("list: %v", err)
 	}

@@ -142,7 +142,7 @@ func (s *suite) testValidationRefused(t *testing.T) {
 			t.Run(o.name+" task "+bt.name, func(t *testing.T) {
 				t.Parallel()
 				mustInvalid(t, o.call(t.Context(), s.svc, bt.task), "task")
-				all, err := s.svc.List(t.Context())
+				all, _, err := s.svc.List(t.Context(), leasecore.ListParams{})
 				if err != nil {
 					t.Fatalf("list: %v", err)
 				}

@@ -502,9 +502,12 @@ type Lease struct {
 	TtlRemainingMs int64 `json:"ttl_remaining_ms"`
 }
 
-// LeaseList Live leases ordered by task.
+// LeaseList A page of the live leases, ordered by task.
 type LeaseList struct {
 	Leases []Lease `json:"leases"`
+
+	// NextAfter Present only when more leases follow this page; pass it as `after` for the next page.
+	NextAfter *string `json:"next_after,omitempty"`
 }
 
 // LeaseState `held` says whether the task has a live lease; `lease` is present exactly when it has.
@@ -709,9 +712,11 @@ type TaskDeclaration struct {
 	UpdatedAt Timestamp `json:"updated_at"`
 }
 
-// TaskList Task declarations ordered by name.
+// TaskList A page of the task declarations, ordered by name.
 type TaskList struct {
-	Tasks []TaskDeclaration `json:"tasks"`
+	// NextAfter Present only when more declarations follow this page; pass it as `after` for the next page.
+	NextAfter *string           `json:"next_after,omitempty"`
+	Tasks     []TaskDeclaration `json:"tasks"`
 }
 
 // TaskName 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`, with no empty, `.` or `..` segment between slashes.
@@ -730,6 +735,12 @@ type Timestamp = string
 //
 // Example: 7
 type Token = int64
+
+// ListAfter defines model for ListAfter.
+type ListAfter = string
+
+// ListLimit defines model for ListLimit.
+type ListLimit = int
 
 // Task 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`, with no empty, `.` or `..` segment between slashes.
 //
@@ -766,6 +777,16 @@ type UndeclaredTask = Problem
 // UnsupportedMediaType An RFC 9457 problem detail.
 type UnsupportedMediaType = Problem
 
+// ListLeasesParams defines parameters for ListLeases.
+type ListLeasesParams struct {
+	// Limit How many rows to answer at most, from 1 to 1000 (default 100).
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Start the page after this name (exclusive; it need not exist): the previous page's
+	// `next_after`. Omitted, the list starts at its beginning.
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+}
+
 // GetLeaseHistoryParams defines parameters for GetLeaseHistory.
 type GetLeaseHistoryParams struct {
 	// Limit How many events to answer at most, from 1 to 1000 (default 100).
@@ -785,6 +806,16 @@ type KeepaliveLeaseParams struct {
 
 	// WaitMs How long to wait for a held task before answering 409 (0 to 3600000; default 0, no wait).
 	WaitMs *int64 `form:"wait_ms,omitempty" json:"wait_ms,omitempty"`
+}
+
+// ListTasksParams defines parameters for ListTasks.
+type ListTasksParams struct {
+	// Limit How many rows to answer at most, from 1 to 1000 (default 100).
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Start the page after this name (exclusive; it need not exist): the previous page's
+	// `next_after`. Omitted, the list starts at its beginning.
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
 }
 
 // ClaimLeaseJSONRequestBody defines body for ClaimLease for application/json ContentType.
@@ -812,7 +843,7 @@ type ServerInterface interface {
 	GetReadiness(ctx echo.Context) error
 	// ListLeases List live leases
 	// (GET /v1/leases)
-	ListLeases(ctx echo.Context) error
+	ListLeases(ctx echo.Context, params ListLeasesParams) error
 	// GetLease Get a task's live lease
 	// (GET /v1/leases/{task})
 	GetLease(ctx echo.Context, task Task) error
@@ -833,7 +864,7 @@ type ServerInterface interface {
 	RenewLease(ctx echo.Context, task Task) error
 	// ListTasks List task declarations
 	// (GET /v1/tasks)
-	ListTasks(ctx echo.Context) error
+	ListTasks(ctx echo.Context, params ListTasksParams) error
 	// GetTask Get a task's declaration
 	// (GET /v1/tasks/{task})
 	GetTask(ctx echo.Context, task Task) error
@@ -884,8 +915,24 @@ func (w *ServerInterfaceWrapper) GetReadiness(ctx echo.Context) error {
 func (w *ServerInterfaceWrapper) ListLeases(ctx echo.Context) error {
 	var err error
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListLeasesParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", ctx.QueryParams(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter after: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.ListLeases(ctx)
+	err = w.Handler.ListLeases(ctx, params)
 	return err
 }
 
@@ -1028,8 +1075,24 @@ func (w *ServerInterfaceWrapper) RenewLease(ctx echo.Context) error {
 func (w *ServerInterfaceWrapper) ListTasks(ctx echo.Context) error {
 	var err error
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListTasksParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", ctx.QueryParams(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter after: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.ListTasks(ctx)
+	err = w.Handler.ListTasks(ctx, params)
 	return err
 }
 
