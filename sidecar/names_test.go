@@ -202,7 +202,10 @@ func TestListPages(t *testing.T) {
 			{"after=a%20b", "after"}, {"after=" + strings.Repeat("a", 201), "after"},
 		} {
 			for _, route := range []string{"/v1/leases", "/v1/tasks"} {
-				expectInvalid(t, ts.get(route+"?"+q.query), q.field)
+				p := expectInvalid(t, ts.get(route+"?"+q.query), q.field)
+				if reason := (*p.InvalidParams)[0].Reason; q.query == "after=a%20b" && !strings.Contains(reason, "characters of A-Z a-z 0-9 . _ : / @ -") {
+					t.Errorf("%s?%s: reason %q does not state the rule", route, q.query, reason)
+				}
 			}
 		}
 	})

@@ -257,3 +257,31 @@ resource "leasehold_task" "t" {
 		})
 	})
 }
+
+// TestReservedTaskDeclared: one of leasehold's own tasks may be declared,
+// to choose the retention policy of its history; the plan warns (see
+// reservedTaskNote) but applies.
+func TestReservedTaskDeclared(t *testing.T) {
+	t.Parallel()
+	ts := newTestStore(t, "sqlite")
+	requireTerraform(t)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: ts.factories(nil),
+		CheckDestroy:             ts.checkDestroyed,
+		Steps: []resource.TestStep{{
+			Config: ts.config(`
+resource "leasehold_retention_policy" "short" {
+  name      = "short"
+  keep_for  = "24h"
+  keep_last = 10
+}
+
+resource "leasehold_task" "t" {
+  name             = "leasehold:prune"
+  ttl              = "1m"
+  retention_policy = leasehold_retention_policy.short.name
+}`),
+			Check: ts.checkTask(leasecore.TaskDecl{Name: leasecore.PruneTask, TTL: time.Minute, RetentionPolicy: "short"}),
+		}},
+	})
+}

@@ -736,7 +736,7 @@ type Timestamp = string
 // Example: 7
 type Token = int64
 
-// ListAfter defines model for ListAfter.
+// ListAfter 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`.
 type ListAfter = string
 
 // ListLimit defines model for ListLimit.
