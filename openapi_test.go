@@ -143,3 +143,48 @@ func FuzzTaskNameRule(f *testing.F) {
 		agree(t, schema, name)
 	})
 }
+
+// TestListAfterRuleAgrees: the list endpoints' after parameter accepts
+// exactly the non-empty names leasecore.ListParams.Validate accepts.
+func TestListAfterRuleAgrees(t *testing.T) {
+	t.Parallel()
+	doc, err := openapi3.NewLoader().LoadFromData(leasehold.OpenAPI)
+	if err != nil {
+		t.Fatalf("load openapi.yaml: %v", err)
+	}
+	param := doc.Components.Parameters["ListAfter"]
+	if param == nil || param.Value.Schema == nil || param.Value.Schema.Value == nil {
+		t.Fatal("openapi.yaml has no ListAfter parameter")
+	}
+	schema := param.Value.Schema.Value
+	for _, op := range []*openapi3.Operation{doc.Paths.Find("/v1/leases").Get, doc.Paths.Find("/v1/tasks").Get} {
+		if p := op.Parameters.GetByInAndName("query", "after"); p == nil || p != param.Value {
+			t.Errorf("%s: its after parameter is not #/components/parameters/ListAfter", op.OperationID)
+		}
+	}
+	const alphabet = "./a:Z9-_@ é%\x00"
+	rng := rand.New(rand.NewPCG(1, 2))
+	valid := 0
+	for range 5000 {
+		n := 1 + rng.IntN(8)
+		if rng.IntN(40) == 0 {
+			n = 198 + rng.IntN(5)
+		}
+		var b strings.Builder
+		for range n {
+			b.WriteByte(alphabet[rng.IntN(len(alphabet))])
+		}
+		after := b.String()
+		specErr := schema.VisitJSON(after)
+		coreErr := leasecore.ListParams{After: after, Limit: 1}.Validate()
+		if coreErr == nil {
+			valid++
+		}
+		if (specErr == nil) != (coreErr == nil) {
+			t.Errorf("after %q: openapi.yaml says %v, ListParams.Validate says %v", after, errText(specErr), errText(coreErr))
+		}
+	}
+	if valid < 500 || valid > 4500 {
+		t.Errorf("%d of 5000 random names were valid: the generator does not exercise both sides of the rule", valid)
+	}
+}
