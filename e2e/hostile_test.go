@@ -165,15 +165,8 @@ func hostileRows() []hostileRow {
 		{name: "wrong method", method: "DELETE", path: "/v1/leases/hostile", status: 405, typ: problemBlank, field: "DELETE"},
 		{name: "PUT a claim", method: "PUT", path: claim, body: `{"owner":"w"}`, status: 405, typ: problemBlank, field: "PUT"},
 		{name: "HEAD a keepalive", method: "HEAD", path: keepalive + "?owner=w", status: 405, typ: problemBlank},
-	}
-	return rows
-}
-
-// hostileRowsAfterIssue8 need the name rule and reserved names of issue 8
-// §3, which another branch brings: enable them (hostileRowsAfterIssue8On)
-// once it is merged. Today each of them is accepted, and would write.
-func hostileRowsAfterIssue8() []hostileRow {
-	return []hostileRow{
+		// Task names clients and proxies that normalise paths cannot reach,
+		// and leasehold's own tasks.
 		{name: "dot-dot task", method: "POST", path: "/v1/leases/../claim", body: `{"owner":"w"}`, status: 422, typ: problemInvalid, field: "task"},
 		{name: "encoded dot-dot task", method: "POST", path: "/v1/leases/%2e%2e/claim", body: `{"owner":"w"}`, status: 422, typ: problemInvalid, field: "task"},
 		{name: "dot task", method: "POST", path: "/v1/leases/./claim", body: `{"owner":"w"}`, status: 422, typ: problemInvalid, field: "task"},
@@ -186,10 +179,8 @@ func hostileRowsAfterIssue8() []hostileRow {
 		{name: "list limit=abc", method: "GET", path: "/v1/leases?limit=abc", status: 422, typ: problemInvalid, field: "limit"},
 		{name: "list limit=0", method: "GET", path: "/v1/leases?limit=0", status: 422, typ: problemInvalid, field: "limit"},
 	}
+	return rows
 }
-
-// hostileRowsAfterIssue8On turns on hostileRowsAfterIssue8.
-const hostileRowsAfterIssue8On = false
 
 func TestHostileInput(t *testing.T) {
 	t.Parallel()
@@ -208,9 +199,6 @@ func TestHostileInput(t *testing.T) {
 			before := leaseSnapshot(t, s)
 
 			rows := hostileRows()
-			if hostileRowsAfterIssue8On {
-				rows = append(rows, hostileRowsAfterIssue8()...)
-			}
 			t.Run("rows", func(t *testing.T) {
 				for _, row := range rows {
 					t.Run(row.name, func(t *testing.T) {

@@ -167,8 +167,10 @@ type CatalogStore interface {
 	UpdateTask(ctx context.Context, d TaskDecl) (*TaskDecl, error)
 	// GetTask returns a declaration, or nil when there is none.
 	GetTask(ctx context.Context, name string) (*TaskDecl, error)
-	// ListTasks returns every declaration, ordered by name.
-	ListTasks(ctx context.Context) ([]TaskDecl, error)
+	// ListTasks returns the declarations whose name sorts after p.After,
+	// ordered by name, at most p.Limit of them (every one when 0), paged
+	// in the database as List is.
+	ListTasks(ctx context.Context, p ListParams) ([]TaskDecl, error)
 	// DeleteTask removes a declaration and reports whether there was one.
 	// The task's lease and history are left alone.
 	DeleteTask(ctx context.Context, name string) (bool, error)

@@ -139,7 +139,7 @@ func (s *Service) loadDecls(ctx context.Context, l *declLoad, gen uint64) {
 	}()
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.loadTimeout())
 	defer cancel()
-	list, err := s.store.ListTasks(lctx)
+	list, err := s.store.ListTasks(lctx, ListParams{}) // every declaration: the copy is the whole catalog
 	if err != nil {
 		l.err = err
 		return
@@ -163,6 +163,43 @@ func (s *Service) loadTimeout() time.Duration {
 // required.
 const ReservedPrefix = "leasehold:"
 
+// IsReserved reports whether task is one of leasehold's own (ReservedPrefix).
+func IsReserved(task string) bool { return strings.HasPrefix(task, ReservedPrefix) }
+
+// ErrReserved: a client asked to claim, renew, release or keep alive one of
+// leasehold's own tasks. The matching *ReservedError names the task.
+var ErrReserved = errors.New("reserved task")
+
+// ReservedError refuses a client's write of one of leasehold's own tasks:
+// a client holding leasehold:prune would stop pruning for the whole fleet.
+// A Service does not refuse them, since leasehold's own code (the pruner)
+// claims them through one; the places where clients' requests enter (the
+// sidecar's handlers, leasehold run) call CheckClientTask. Reads (get,
+// history, declarations) stay open to clients.
+type ReservedError struct{ Task string }
+
+func (e *ReservedError) Error() string {
+	return fmt.Sprintf("task %q is reserved: names starting %q are leasehold's own (such as the pruner's lease %s); "+
+		"clients may read them but not claim, renew, release or keep them alive", e.Task, ReservedPrefix, PruneTask)
+}
+
+// Unwrap makes errors.Is(err, ErrReserved) true.
+func (e *ReservedError) Unwrap() error { return ErrReserved }
+
+// ReservedRule is the rule a reserved task breaks, as a problem's
+// invalid_params states it.
+var ReservedRule = fmt.Sprintf("must not start with %q: those tasks are leasehold's own", ReservedPrefix)
+
+// CheckClientTask returns a *ReservedError when a client may not write task
+// (claim, renew, release, keepalive), and nil otherwise. It does not check
+// the name rule: Validate does.
+func CheckClientTask(task string) error {
+	if IsReserved(task) {
+		return &ReservedError{Task: task}
+	}
+	return nil
+}
+
 // applyClaimDecl applies the task's declaration to a claim: the declared
 // ttl when none is given, the declared max_ttl as a bound, and, where
 // declarations are required, a refusal of an undeclared task. It reloads
@@ -171,7 +208,7 @@ const ReservedPrefix = "leasehold:"
 // not from declarations, which cannot stop the pruner from taking its lease;
 // a declaration of one sets only its retention policy.
 func (s *Service) applyClaimDecl(ctx context.Context, task string, ttl *time.Duration) error {
-	if strings.HasPrefix(task, ReservedPrefix) {
+	if IsReserved(task) {
 		return nil
 	}
 	decl, err := s.lookupDecl(ctx, "claim", task)
@@ -196,7 +233,7 @@ func (s *Service) applyClaimDecl(ctx context.Context, task string, ttl *time.Dur
 // on, anything but its own statement (a keeper's renewals ride out a store
 // outage on that alone). Claims keep the copy fresh.
 func (s *Service) checkRenewDecl(task string, ttl time.Duration) error {
-	if strings.HasPrefix(task, ReservedPrefix) {
+	if IsReserved(task) {
 		return nil
 	}
 	snap := s.decls.snap.Load()
@@ -264,15 +301,21 @@ func (s *Service) GetTask(ctx context.Context, name string) (*TaskDecl, error) {
 	return d, nil
 }
 
-// ListTasks returns every declaration, ordered by name.
-func (s *Service) ListTasks(ctx context.Context) ([]TaskDecl, error) {
+// ListTasks returns one page of the declarations, ordered by name (see
+// ListParams; ListParams{} is every declaration), and next, the name to
+// pass as After for the following page: empty when this page is the last.
+func (s *Service) ListTasks(ctx context.Context, p ListParams) (decls []TaskDecl, next string, err error) {
+	if err := p.Validate(); err != nil {
+		return nil, "", err
+	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	ds, err := s.store.ListTasks(ctx)
+	decls, err = s.store.ListTasks(ctx, p.ask())
 	if err != nil {
-		return nil, outcome("list_tasks", err)
+		return nil, "", outcome("list_tasks", err)
 	}
-	return ds, nil
+	decls, next = page(p, decls, func(d *TaskDecl) string { return d.Name })
+	return decls, next, nil
 }
 
 // DeleteTask removes a declaration and reports whether there was one.

@@ -22,7 +22,7 @@ func newCatalogStub() *catalogStub {
 	return &catalogStub{loads: make(chan chan []TaskDecl), claimed: make(chan ClaimParams, 16)}
 }
 
-func (c *catalogStub) ListTasks(ctx context.Context) ([]TaskDecl, error) {
+func (c *catalogStub) ListTasks(ctx context.Context, _ ListParams) ([]TaskDecl, error) {
 	c.listed.Add(1)
 	reply := make(chan []TaskDecl)
 	select {

@@ -85,9 +85,25 @@
 //
 // # Input
 //
-// Every rule (task name charset and length, owner, note, ttl bounds, token) is
-// checked by Service before the store is asked, so bad input writes nothing and
-// the error names the field and the rule (*ValidationError).
+// Every rule (task name charset, length and segments, owner, note, ttl bounds,
+// token, list bounds) is checked by Service before the store is asked, so bad
+// input writes nothing and the error names the field and the rule
+// (*ValidationError). A task name has no empty, "." or ".." segment between
+// slashes: a client or proxy that normalises paths could not address it.
+// ValidateTask is the one name rule; openapi.yaml's TaskName pattern encodes
+// it, and a test keeps the two in step.
+//
+// Names under ReservedPrefix ("leasehold:") are leasehold's own, such as the
+// pruner's lease PruneTask. Service does not refuse them, since leasehold's
+// own code claims them through one; where clients' requests enter (the
+// sidecar, leasehold run), CheckClientTask refuses their writes.
+//
+// # Lists
+//
+// List and ListTasks answer pages (ListParams): at most Limit rows after the
+// name After, in byte order, read by the store as a key range of its primary
+// key; Service answers the name that starts the next page. Paging by key
+// rather than by offset keeps a page stable while rows come and go.
 //
 // # Packages
 //

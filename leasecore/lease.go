@@ -67,18 +67,33 @@ type ReleaseParams struct {
 	Token int64
 }
 
-// ValidateTask checks a task name: 1–200 characters of A–Z a–z 0–9 . _ : / @ -.
+// ValidateTask checks a task name: 1–200 characters of A–Z a–z 0–9 . _ : / @ -,
+// with no empty, "." or ".." segment between slashes ("a//b", "/a", "a/",
+// ".", "a/../b" are refused). Such names are not reachable over HTTP: a
+// client or proxy that normalises the path (RFC 3986 dot-segment removal,
+// merged slashes) would address another task, or none. This is the one task
+// name rule: the stores rely on it, the Terraform provider checks it at
+// plan time, and openapi.yaml's TaskName pattern encodes it (a test keeps
+// the two in step).
 func ValidateTask(task string) error {
 	if task == "" || len(task) > MaxTaskLen {
-		return &ValidationError{Field: "task", Rule: fmt.Sprintf("must be 1 to %d characters of %s", MaxTaskLen, taskCharsetMsg)}
+		return &ValidationError{Field: "task", Rule: taskRule}
 	}
 	for i := 0; i < len(task); i++ {
 		if !isTaskChar(task[i]) {
-			return &ValidationError{Field: "task", Rule: fmt.Sprintf("must be 1 to %d characters of %s; %q at position %d is not", MaxTaskLen, taskCharsetMsg, rune(task[i]), i+1)}
+			return &ValidationError{Field: "task", Rule: fmt.Sprintf("%s; %q at position %d is not", taskRule, rune(task[i]), i+1)}
+		}
+	}
+	for i, seg := range strings.Split(task, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return &ValidationError{Field: "task", Rule: fmt.Sprintf("%s; segment %d is %q", taskRule, i+1, seg)}
 		}
 	}
 	return nil
 }
+
+// taskRule is the task name rule as ValidateTask states it.
+var taskRule = fmt.Sprintf("must be 1 to %d characters of %s, with no empty, \".\" or \"..\" segment between slashes", MaxTaskLen, taskCharsetMsg)
 
 func isTaskChar(c byte) bool {
 	switch {

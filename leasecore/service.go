@@ -201,15 +201,21 @@ func (s *Service) Get(ctx context.Context, task string) (*Lease, error) {
 	return lease, nil
 }
 
-// List returns every live lease, ordered by task.
-func (s *Service) List(ctx context.Context) ([]Lease, error) {
+// List returns one page of the live leases, ordered by task (see
+// ListParams; ListParams{} is every live lease), and next, the task to
+// pass as After for the following page: empty when this page is the last.
+func (s *Service) List(ctx context.Context, p ListParams) (leases []Lease, next string, err error) {
+	if err := p.Validate(); err != nil {
+		return nil, "", err
+	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	leases, err := s.store.List(ctx)
+	leases, err = s.store.List(ctx, p.ask())
 	if err != nil {
-		return nil, outcome("list", err)
+		return nil, "", outcome("list", err)
 	}
-	return leases, nil
+	leases, next = page(p, leases, func(l *Lease) string { return l.Task })
+	return leases, next, nil
 }
 
 // Ping reports whether the store answers and has its schema.

@@ -24,8 +24,12 @@ type Store interface {
 	Release(ctx context.Context, p ReleaseParams) (bool, error)
 	// Get returns the task's live lease, or nil when there is none.
 	Get(ctx context.Context, task string) (*Lease, error)
-	// List returns every live lease, ordered by task.
-	List(ctx context.Context) ([]Lease, error)
+	// List returns the live leases whose task sorts after p.After (byte
+	// by byte; every one when After is empty), ordered by task, at most
+	// p.Limit of them (every one when Limit is 0). The driver pages in the
+	// database (WHERE task > After ORDER BY task LIMIT Limit), never by
+	// reading the whole list.
+	List(ctx context.Context, p ListParams) ([]Lease, error)
 	// Ping checks that the store answers and its schema is in place.
 	Ping(ctx context.Context) error
 	// Migrate creates or upgrades the schema. Safe to run from several

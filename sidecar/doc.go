@@ -17,7 +17,15 @@
 //	bearer       when a token is configured, /v1/* needs it (401 otherwise)
 //	validate     413 body over 64 KiB, 415 not JSON, 400 not decodable,
 //	             422 breaks a rule (fields named in invalid_params)
-//	handler      decode, call leasecore.Service, hand the outcome to problem.go
+//	handler      refuse leasehold's own tasks (403, claim/renew/release/
+//	             keepalive only), decode, call leasecore.Service, hand the
+//	             outcome to problem.go
+//
+// The reserved-task refusal lives in the handlers, not in leasecore or the
+// stores, because leasehold's own code (the pruner) claims leasehold:prune
+// through the same Service: only requests from clients are refused.
+// Lists answer pages (leasecore.ListParams: 100 rows by default, 1000 at
+// most), which the stores read by key range, never the whole table.
 //
 // problem.go is the one place where outcomes become HTTP: acquired / held /
 // unavailable for claims, renewed / lost / unavailable for renewals, and

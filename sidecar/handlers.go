@@ -31,6 +31,9 @@ var _ api.ServerInterface = (*handlers)(nil)
 
 // ClaimLease answers POST /v1/leases/{task}/claim.
 func (h *handlers) ClaimLease(c echo.Context, task api.Task) error {
+	if err := leasecore.CheckClientTask(task); err != nil {
+		return err // 403: leasehold's own tasks are not the clients'
+	}
 	var req api.ClaimRequest
 	if err := decodeBody(c, &req); err != nil {
 		return err
@@ -44,6 +47,9 @@ func (h *handlers) ClaimLease(c echo.Context, task api.Task) error {
 
 // RenewLease answers POST /v1/leases/{task}/renew.
 func (h *handlers) RenewLease(c echo.Context, task api.Task) error {
+	if err := leasecore.CheckClientTask(task); err != nil {
+		return err // 403: leasehold's own tasks are not the clients'
+	}
 	var req api.RenewRequest
 	if err := decodeBody(c, &req); err != nil {
 		return err
@@ -57,6 +63,9 @@ func (h *handlers) RenewLease(c echo.Context, task api.Task) error {
 
 // ReleaseLease answers POST /v1/leases/{task}/release.
 func (h *handlers) ReleaseLease(c echo.Context, task api.Task) error {
+	if err := leasecore.CheckClientTask(task); err != nil {
+		return err // 403: leasehold's own tasks are not the clients'
+	}
 	var req api.ReleaseRequest
 	if err := decodeBody(c, &req); err != nil {
 		return err
@@ -74,10 +83,27 @@ func (h *handlers) GetLease(c echo.Context, task api.Task) error {
 	return respondGet(c, lease, err)
 }
 
-// ListLeases answers GET /v1/leases.
-func (h *handlers) ListLeases(c echo.Context) error {
-	leases, err := h.svc.List(c.Request().Context())
-	return respondList(c, leases, err)
+// ListLeases answers GET /v1/leases: one page, of at most
+// leasecore.DefaultListLimit leases unless the request says otherwise.
+func (h *handlers) ListLeases(c echo.Context, params api.ListLeasesParams) error {
+	leases, next, err := h.svc.List(c.Request().Context(), listParams(params.Limit, params.After))
+	return respondList(c, leases, next, err)
+}
+
+// listParams is the page a list request asks for: the default limit when
+// it names none. (The validator has checked both against openapi.yaml;
+// the Service checks them again.)
+func listParams(limit *int, after *string) leasecore.ListParams {
+	p := leasecore.ListParams{Limit: leasecore.DefaultListLimit, After: deref(after)}
+	if limit != nil {
+		p.Limit = *limit
+		if p.Limit < 1 {
+			// 0 means "every row" to the Service, which a request never
+			// asks for: -1 is refused, naming limit.
+			p.Limit = -1
+		}
+	}
+	return p
 }
 
 // defaultHistoryLimit is the number of events GET …/history answers when
@@ -94,10 +120,10 @@ func (h *handlers) GetLeaseHistory(c echo.Context, task api.Task, params api.Get
 	return respondHistory(c, events, err)
 }
 
-// ListTasks answers GET /v1/tasks.
-func (h *handlers) ListTasks(c echo.Context) error {
-	decls, err := h.svc.ListTasks(c.Request().Context())
-	return respondTasks(c, decls, err)
+// ListTasks answers GET /v1/tasks: one page, as ListLeases.
+func (h *handlers) ListTasks(c echo.Context, params api.ListTasksParams) error {
+	decls, next, err := h.svc.ListTasks(c.Request().Context(), listParams(params.Limit, params.After))
+	return respondTasks(c, decls, next, err)
 }
 
 // GetTask answers GET /v1/tasks/{task}.

@@ -131,6 +131,9 @@ func (s *streams) noteRelease() {
 // to wait_ms while held), then hold the lease for as long as the client stays
 // connected, reporting renewals as server-sent events.
 func (h *handlers) KeepaliveLease(c echo.Context, task api.Task, params api.KeepaliveLeaseParams) error {
+	if err := leasecore.CheckClientTask(task); err != nil {
+		return err // 403: leasehold's own tasks are not the clients'
+	}
 	if !h.streams.enter() {
 		return newProblem(http.StatusServiceUnavailable, problemUnavailable, "Too many streams",
 			fmt.Sprintf("this sidecar already holds %d keepalive streams (--max-streams); try another sidecar or later", h.streams.max))

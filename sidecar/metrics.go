@@ -268,9 +268,9 @@ func (s instrumentedStore) Get(ctx context.Context, task string) (l *leasecore.L
 	return s.Store.Get(ctx, task)
 }
 
-func (s instrumentedStore) List(ctx context.Context) (ls []leasecore.Lease, err error) {
+func (s instrumentedStore) List(ctx context.Context, p leasecore.ListParams) (ls []leasecore.Lease, err error) {
 	defer func(start time.Time) { s.observe("list", start, err) }(time.Now())
-	return s.Store.List(ctx)
+	return s.Store.List(ctx, p)
 }
 
 func (s instrumentedStore) Ping(ctx context.Context) (err error) {
@@ -301,9 +301,9 @@ func (s instrumentedStore) GetTask(ctx context.Context, name string) (out *lease
 }
 
 // ListTasks is also how the Service refreshes its copy of the declarations.
-func (s instrumentedStore) ListTasks(ctx context.Context) (out []leasecore.TaskDecl, err error) {
+func (s instrumentedStore) ListTasks(ctx context.Context, p leasecore.ListParams) (out []leasecore.TaskDecl, err error) {
 	defer func(start time.Time) { s.observe("list_tasks", start, err) }(time.Now())
-	return s.Store.ListTasks(ctx)
+	return s.Store.ListTasks(ctx, p)
 }
 
 func (s instrumentedStore) DeleteTask(ctx context.Context, name string) (out bool, err error) {

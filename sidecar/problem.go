@@ -27,6 +27,7 @@ const (
 	problemInvalid     = "urn:leasehold:problem:invalid-request"
 	problemUnavailable = "urn:leasehold:problem:unavailable"
 	problemUndeclared  = "urn:leasehold:problem:undeclared-task"
+	problemReserved    = "urn:leasehold:problem:reserved-task"
 	problemBlank       = "about:blank"
 	// Catalog outcomes the sidecar, being read-only, does not produce
 	// today; they are mapped so that one never turns into a 500.
@@ -84,6 +85,14 @@ func undeclared(detail string) *problemError {
 	return newProblem(http.StatusNotFound, problemUndeclared, "Task not declared", detail)
 }
 
+// reserved is the 403 problem of a client's claim, renewal, release or
+// keepalive of one of leasehold's own tasks (leasehold:…).
+func reserved(re *leasecore.ReservedError) *problemError {
+	p := newProblem(http.StatusForbidden, problemReserved, "Reserved task", re.Error())
+	p.InvalidParams = &[]api.InvalidParam{{Name: "task", Reason: leasecore.ReservedRule}}
+	return p
+}
+
 // errInternal is what a client sees of a bug; the cause goes to the log only.
 var errInternal = newProblem(http.StatusInternalServerError, problemBlank, "", "internal server error; the cause is in the sidecar's log")
 
@@ -96,6 +105,7 @@ func toProblem(err error, c echo.Context) (p *problemError, bug bool) {
 		ve  *leasecore.ValidationError
 		ue  *leasecore.UndeclaredError
 		nfe *leasecore.NotFoundError
+		re  *leasecore.ReservedError
 		he  *echo.HTTPError
 		req = c.Request()
 	)
@@ -110,6 +120,8 @@ func toProblem(err error, c echo.Context) (p *problemError, bug bool) {
 		// anything a driver returned.
 		return unavailable(err.Error()), false
 
+	case errors.As(err, &re):
+		return reserved(re), false
 	case errors.As(err, &ue):
 		return undeclared(ue.Error() + "; declare it (Terraform resource leasehold_task) or run the sidecar without --require-declared"), false
 	case errors.As(err, &nfe) && nfe.Kind == "task":
@@ -258,7 +270,7 @@ func respondGet(c echo.Context, lease *leasecore.Lease, err error) error {
 	}
 }
 
-func respondList(c echo.Context, leases []leasecore.Lease, err error) error {
+func respondList(c echo.Context, leases []leasecore.Lease, next string, err error) error {
 	if err != nil {
 		return err
 	}
@@ -266,13 +278,21 @@ func respondList(c echo.Context, leases []leasecore.Lease, err error) error {
 	for i := range leases {
 		out[i] = apiLease(&leases[i])
 	}
-	return c.JSON(http.StatusOK, api.LeaseList{Leases: out})
+	return c.JSON(http.StatusOK, api.LeaseList{Leases: out, NextAfter: nonEmpty(next)})
+}
+
+// nonEmpty is s, or nil (left out of the answer) when it is empty.
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // The read-only catalog views. An error (unavailable, invalid, a task that is
 // not declared) goes on to the error handler.
 
-func respondTasks(c echo.Context, decls []leasecore.TaskDecl, err error) error {
+func respondTasks(c echo.Context, decls []leasecore.TaskDecl, next string, err error) error {
 	if err != nil {
 		return err
 	}
@@ -280,7 +300,7 @@ func respondTasks(c echo.Context, decls []leasecore.TaskDecl, err error) error {
 	for i := range decls {
 		out[i] = apiTask(&decls[i])
 	}
-	return c.JSON(http.StatusOK, api.TaskList{Tasks: out})
+	return c.JSON(http.StatusOK, api.TaskList{Tasks: out, NextAfter: nonEmpty(next)})
 }
 
 func respondTask(c echo.Context, decl *leasecore.TaskDecl, err error) error {

@@ -326,11 +326,11 @@ func (g gatedStore) Get(ctx context.Context, task string) (*leasecore.Lease, err
 	return g.Store.Get(ctx, task)
 }
 
-func (g gatedStore) List(ctx context.Context) ([]leasecore.Lease, error) {
+func (g gatedStore) List(ctx context.Context, p leasecore.ListParams) ([]leasecore.Lease, error) {
 	if err := g.check("list"); err != nil {
 		return nil, err
 	}
-	return g.Store.List(ctx)
+	return g.Store.List(ctx, p)
 }
 
 // The catalog's methods, gated as the lease operations are.
@@ -356,11 +356,11 @@ func (g gatedStore) GetTask(ctx context.Context, name string) (*leasecore.TaskDe
 	return g.Store.GetTask(ctx, name)
 }
 
-func (g gatedStore) ListTasks(ctx context.Context) ([]leasecore.TaskDecl, error) {
+func (g gatedStore) ListTasks(ctx context.Context, p leasecore.ListParams) ([]leasecore.TaskDecl, error) {
 	if err := g.check("list_tasks"); err != nil {
 		return nil, err
 	}
-	return g.Store.ListTasks(ctx)
+	return g.Store.ListTasks(ctx, p)
 }
 
 func (g gatedStore) DeleteTask(ctx context.Context, name string) (bool, error) {

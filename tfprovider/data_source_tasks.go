@@ -80,10 +80,19 @@ func (d *tasksDataSource) Read(ctx context.Context, _ datasource.ReadRequest, re
 	if notConfigured(d.svc, &resp.Diagnostics) {
 		return
 	}
-	decls, err := d.svc.ListTasks(ctx)
-	if err != nil {
-		storeError(&resp.Diagnostics, "list tasks", err)
-		return
+	// Every declaration, read in pages so that no one query is unbounded.
+	var decls []leasecore.TaskDecl
+	for after := ""; ; {
+		page, next, err := d.svc.ListTasks(ctx, leasecore.ListParams{After: after, Limit: leasecore.MaxListLimit})
+		if err != nil {
+			storeError(&resp.Diagnostics, "list tasks", err)
+			return
+		}
+		decls = append(decls, page...)
+		if next == "" {
+			break
+		}
+		after = next
 	}
 	state := tasksModel{Tasks: make([]taskModel, 0, len(decls))}
 	for i := range decls {

@@ -52,9 +52,11 @@ func (r *taskResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 		Attributes: map[string]schema.Attribute{
 			"name": schema.StringAttribute{
 				MarkdownDescription: fmt.Sprintf("The task's name, as claims give it: 1 to %d characters of "+
-					"`A-Z a-z 0-9 . _ : / @ -`. Changing it replaces the declaration.", leasecore.MaxTaskLen),
+					"`A-Z a-z 0-9 . _ : / @ -`, with no empty, `.` or `..` segment between slashes. Changing it replaces the declaration. "+
+					"A name starting `leasehold:` is one of leasehold's own tasks (such as the pruner's lease `leasehold:prune`): "+
+					"it may be declared to choose its history's retention policy, but its `ttl` and `max_ttl` have no effect (the plan warns).", leasecore.MaxTaskLen),
 				Required:      true,
-				Validators:    []validator.String{taskNameRule},
+				Validators:    []validator.String{taskNameRule, reservedTaskNote{}},
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
 			"ttl": schema.StringAttribute{

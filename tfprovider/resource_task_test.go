@@ -190,7 +190,9 @@ ttl = "1500us"`), diagnostic("Invalid ttl", "ttl must be a whole number of milli
 ttl = "1s"
 max_ttl = "10ms"`), diagnostic("Invalid max_ttl", "max_ttl must be between 100ms and 24h")},
 		{"bad name", task(`name = "nightly report"
-ttl = "1m"`), diagnostic("Invalid name", `name is not a valid task name: it must be 1 to 200 characters of A-Z a-z 0-9 . _ : / @ -; ' ' at position 8 is not.`)},
+ttl = "1m"`), diagnostic("Invalid name", `name is not a valid task name: it must be 1 to 200 characters of A-Z a-z 0-9 . _ : / @ -, with no empty, "." or ".." segment between slashes; ' ' at position 8 is not.`)},
+		{"name with a dot dot segment", task(`name = "billing/../nightly"
+ttl = "1m"`), diagnostic("Invalid name", `name is not a valid task name: it must be 1 to 200 characters of A-Z a-z 0-9 . _ : / @ -, with no empty, "." or ".." segment between slashes; segment 2 is "..".`)},
 		{"bad policy name", task(`name = "a"
 ttl = "1m"
 retention_policy = "x!"`), diagnostic("Invalid retention_policy", "retention_policy is not a valid retention policy name")},
@@ -253,5 +255,33 @@ resource "leasehold_task" "t" {
 				},
 			}},
 		})
+	})
+}
+
+// TestReservedTaskDeclared: one of leasehold's own tasks may be declared,
+// to choose the retention policy of its history; the plan warns (see
+// reservedTaskNote) but applies.
+func TestReservedTaskDeclared(t *testing.T) {
+	t.Parallel()
+	ts := newTestStore(t, "sqlite")
+	requireTerraform(t)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: ts.factories(nil),
+		CheckDestroy:             ts.checkDestroyed,
+		Steps: []resource.TestStep{{
+			Config: ts.config(`
+resource "leasehold_retention_policy" "short" {
+  name      = "short"
+  keep_for  = "24h"
+  keep_last = 10
+}
+
+resource "leasehold_task" "t" {
+  name             = "leasehold:prune"
+  ttl              = "1m"
+  retention_policy = leasehold_retention_policy.short.name
+}`),
+			Check: ts.checkTask(leasecore.TaskDecl{Name: leasecore.PruneTask, TTL: time.Minute, RetentionPolicy: "short"}),
+		}},
 	})
 }

@@ -96,6 +96,32 @@ func (r nameRule) ValidateString(_ context.Context, req validator.StringRequest,
 		fmt.Sprintf("%s is not a valid %s: it %s.", req.Path, r.what, rule))
 }
 
+// reservedTaskNote warns, at plan time, about a declaration of one of
+// leasehold's own tasks (leasehold:…, such as the pruner's lease). It is
+// allowed, not refused: it is how an operator chooses the retention policy
+// of that task's history. But leasehold takes the task's ttls from itself,
+// not from the declaration, and no client may claim it, so its ttl and
+// max_ttl have no effect: the warning says so rather than letting a
+// configuration suggest otherwise.
+type reservedTaskNote struct{}
+
+func (reservedTaskNote) Description(context.Context) string {
+	return "a warning when the task is one of leasehold's own"
+}
+
+func (r reservedTaskNote) MarkdownDescription(ctx context.Context) string { return r.Description(ctx) }
+
+func (reservedTaskNote) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() || !leasecore.IsReserved(req.ConfigValue.ValueString()) {
+		return
+	}
+	resp.Diagnostics.AddAttributeWarning(req.Path, "Reserved task",
+		fmt.Sprintf("%q is one of leasehold's own tasks (names starting %q, such as the pruner's lease %s): "+
+			"clients cannot claim it, and leasehold takes its ttls from itself, so this declaration's ttl and "+
+			"max_ttl have no effect; only its retention_policy and description apply.",
+			req.ConfigValue.ValueString(), leasecore.ReservedPrefix, leasecore.PruneTask))
+}
+
 // descriptionRule checks a task's description as leasecore does: bytes,
 // not characters, are counted.
 type descriptionRule struct{}

@@ -62,6 +62,11 @@ func TestValidators(t *testing.T) {
 		{"task name empty", taskNameRule, "name", "", "name is not a valid task name: it must be 1 to 200 characters"},
 		{"task name space", taskNameRule, "name", "a b", "' ' at position 2 is not"},
 		{"task name too long", taskNameRule, "name", strings.Repeat("a", 201), "1 to 200 characters"},
+		{"task name dots", taskNameRule, "name", "a.../...b/...", ""},
+		{"task name dot dot segment", taskNameRule, "name", "a/../b", `no empty, "." or ".." segment between slashes; segment 2 is ".."`},
+		{"task name dot segment", taskNameRule, "name", "./a", `segment 1 is "."`},
+		{"task name empty segment", taskNameRule, "name", "a//b", `segment 2 is ""`},
+		{"task name trailing slash", taskNameRule, "name", "a/", `segment 2 is ""`},
 		{"policy name ok", policyNameRule, "retention_policy", "audit-30d", ""},
 		{"policy name too long", policyNameRule, "retention_policy", strings.Repeat("a", 65), "retention_policy is not a valid retention policy name: it must be 1 to 64 characters"},
 		{"description ok", descriptionRule{}, "description", strings.Repeat("é", 512), ""},
@@ -88,5 +93,30 @@ func TestValidators(t *testing.T) {
 				t.Fatalf("%q: got %q: %q, want \"Invalid %s\" containing %q", c.value, d.Summary(), d.Detail(), c.attr, c.err)
 			}
 		})
+	}
+}
+
+// TestReservedTaskNote: declaring one of leasehold's own tasks is allowed
+// (it chooses the retention policy of its history) but warns that its ttls
+// have no effect; other names get no diagnostic.
+func TestReservedTaskNote(t *testing.T) {
+	t.Parallel()
+	for name, warn := range map[string]bool{"leasehold:prune": true, "leasehold:x": true, "nightly": false, "x:leasehold:prune": false} {
+		req := validator.StringRequest{Path: path.Root("name"), ConfigValue: types.StringValue(name)}
+		var resp validator.StringResponse
+		reservedTaskNote{}.ValidateString(context.Background(), req, &resp)
+		if resp.Diagnostics.HasError() {
+			t.Errorf("%q: errors %v, want none", name, resp.Diagnostics)
+		}
+		if got := resp.Diagnostics.WarningsCount(); got != map[bool]int{true: 1, false: 0}[warn] {
+			t.Errorf("%q: %d warnings %v, want warning %v", name, got, resp.Diagnostics, warn)
+			continue
+		}
+		if warn {
+			d := resp.Diagnostics.Warnings()[0]
+			if d.Summary() != "Reserved task" || !strings.Contains(d.Detail(), "ttl and max_ttl have no effect") {
+				t.Errorf("%q: warning %q: %q", name, d.Summary(), d.Detail())
+			}
+		}
 	}
 }

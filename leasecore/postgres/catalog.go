@@ -73,13 +73,13 @@ func (s *Store) GetTask(ctx context.Context, name string) (*leasecore.TaskDecl, 
 	return d, nil
 }
 
-// ListTasks returns every declaration, ordered by name bytewise.
-func (s *Store) ListTasks(ctx context.Context) ([]leasecore.TaskDecl, error) {
+// ListTasks returns a page of the declarations, ordered by name bytewise.
+func (s *Store) ListTasks(ctx context.Context, p leasecore.ListParams) ([]leasecore.TaskDecl, error) {
 	const op = "list_tasks"
 	if s.closed.Load() {
 		return nil, interpretError(op, errClosed)
 	}
-	rows, err := s.pool.Query(ctx, listTasksSQL)
+	rows, err := s.pool.Query(ctx, listTasksSQL, p.After, pgLimit(p.Limit))
 	if err != nil {
 		return nil, interpretError(op, err)
 	}

@@ -78,7 +78,7 @@ func formatEvents(evs []leasecore.Event) string {
 func waitExpired(t *testing.T, st *Store, tasks ...string) {
 	t.Helper()
 	poll(t, fmt.Sprintf("%d leases to expire", len(tasks)), func() bool {
-		leases, err := st.List(t.Context())
+		leases, err := st.List(t.Context(), leasecore.ListParams{})
 		if err != nil {
 			return false
 		}

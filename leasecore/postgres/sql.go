@@ -304,13 +304,15 @@ SELECT ` + leaseColumns + `
   FROM leasehold_leases AS l
  WHERE l.task = $1 AND ` + live
 
-// listSQL reads every live lease, ordered by task (bytewise: the column is
-// collated "C").
+// listSQL reads a page of the live leases, ordered by task (bytewise: the
+// column is collated "C"), by the primary key's range. $1 after (the empty
+// string sorts before every task), $2 limit (NULL: no limit).
 const listSQL = `
 SELECT ` + leaseColumns + `
   FROM leasehold_leases AS l
- WHERE ` + live + `
- ORDER BY l.task`
+ WHERE l.task > $1::text AND ` + live + `
+ ORDER BY l.task
+ LIMIT $2::bigint`
 
 // pingSQL answers the schema version and fails with undefined_table when
 // either table is missing; then whether the server is a standby, and whether
@@ -353,8 +355,9 @@ RETURNING ` + taskColumns
 // getTaskSQL reads a declaration. $1 name.
 const getTaskSQL = `SELECT ` + taskColumns + ` FROM leasehold_tasks AS t WHERE t.name = $1`
 
-// listTasksSQL reads every declaration, ordered by name (bytewise).
-const listTasksSQL = `SELECT ` + taskColumns + ` FROM leasehold_tasks AS t ORDER BY t.name`
+// listTasksSQL reads a page of the declarations, ordered by name
+// (bytewise), by the primary key's range. $1 after, $2 limit (NULL: none).
+const listTasksSQL = `SELECT ` + taskColumns + ` FROM leasehold_tasks AS t WHERE t.name > $1::text ORDER BY t.name LIMIT $2::bigint`
 
 // deleteTaskSQL removes a declaration. $1 name.
 const deleteTaskSQL = `DELETE FROM leasehold_tasks WHERE name = $1`

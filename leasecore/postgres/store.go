@@ -531,13 +531,13 @@ func (s *Store) Get(ctx context.Context, task string) (*leasecore.Lease, error) 
 	return lease, nil
 }
 
-// List returns every live lease, ordered by task name bytewise.
-func (s *Store) List(ctx context.Context) ([]leasecore.Lease, error) {
+// List returns a page of the live leases, ordered by task name bytewise.
+func (s *Store) List(ctx context.Context, p leasecore.ListParams) ([]leasecore.Lease, error) {
 	const op = "list"
 	if s.closed.Load() {
 		return nil, interpretError(op, errClosed)
 	}
-	rows, err := s.pool.Query(ctx, listSQL)
+	rows, err := s.pool.Query(ctx, listSQL, p.After, pgLimit(p.Limit))
 	if err != nil {
 		return nil, interpretError(op, err)
 	}
@@ -651,4 +651,13 @@ func scanLease(row pgx.Row) (*leasecore.Lease, error) {
 	l.TTL = time.Duration(ttlMS) * time.Millisecond
 	l.TTLRemaining = time.Duration(remainingUS) * time.Microsecond
 	return &l, nil
+}
+
+// pgLimit is a ListParams limit for a LIMIT parameter: NULL, no limit, for 0.
+func pgLimit(limit int) *int64 {
+	if limit <= 0 {
+		return nil
+	}
+	n := int64(limit)
+	return &n
 }

@@ -161,7 +161,7 @@ func TestBatchGrantsManyConcurrentClaims(t *testing.T) {
 			t.Errorf("claim %s = (%+v, %v), want acquired with token 1", task, r.lease, r.err)
 		}
 	}
-	leases, err := s.List(context.Background())
+	leases, err := s.List(context.Background(), leasecore.ListParams{})
 	if err != nil {
 		t.Fatal(err)
 	}

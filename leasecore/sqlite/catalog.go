@@ -184,10 +184,12 @@ func (s *Store) GetTask(ctx context.Context, name string) (*leasecore.TaskDecl, 
 	return decl, nil
 }
 
-// ListTasks returns every declaration, ordered by name.
-func (s *Store) ListTasks(ctx context.Context) ([]leasecore.TaskDecl, error) {
+// ListTasks returns a page of the declarations, ordered by name, by the
+// primary key's range (name > after).
+func (s *Store) ListTasks(ctx context.Context, p leasecore.ListParams) ([]leasecore.TaskDecl, error) {
 	decls := []leasecore.TaskDecl{}
-	err := s.read(ctx, "list_tasks", `SELECT `+taskColumns+` FROM leasehold_tasks ORDER BY name`, nil,
+	err := s.read(ctx, "list_tasks", `SELECT `+taskColumns+` FROM leasehold_tasks WHERE name > :after ORDER BY name LIMIT :limit`,
+		[]any{sql.Named("after", p.After), sql.Named("limit", sqlLimit(p.Limit))},
 		func(rows *sql.Rows) error {
 			d, err := scanTask(rows)
 			if err == nil {

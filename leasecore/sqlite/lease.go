@@ -383,9 +383,19 @@ func (s *Store) Get(ctx context.Context, task string) (*leasecore.Lease, error) 
 	return &leases[0], nil
 }
 
-// List returns every live lease, ordered by task.
-func (s *Store) List(ctx context.Context) ([]leasecore.Lease, error) {
-	return s.live(ctx, "list", liveSQL+` ORDER BY task`)
+// List returns a page of the live leases, ordered by task (bytewise: the
+// column's BINARY collation), by the primary key's range (task > after).
+func (s *Store) List(ctx context.Context, p leasecore.ListParams) ([]leasecore.Lease, error) {
+	return s.live(ctx, "list", liveSQL+` AND task > :after ORDER BY task LIMIT :limit`,
+		sql.Named("after", p.After), sql.Named("limit", sqlLimit(p.Limit)))
+}
+
+// sqlLimit is a ListParams limit for SQLite's LIMIT: -1, no limit, for 0.
+func sqlLimit(limit int) int {
+	if limit <= 0 {
+		return -1
+	}
+	return limit
 }
 
 func (s *Store) live(ctx context.Context, op, query string, args ...any) ([]leasecore.Lease, error) {

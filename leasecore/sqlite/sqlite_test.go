@@ -65,7 +65,7 @@ func TestOpenDoesNotTouchTheFile(t *testing.T) {
 	_, checks["renew"] = s.Renew(ctx, leasecore.RenewParams{Task: "t", Owner: "o"})
 	_, checks["release"] = s.Release(ctx, leasecore.ReleaseParams{Task: "t", Owner: "o"})
 	_, checks["get"] = s.Get(ctx, "t")
-	_, checks["list"] = s.List(ctx)
+	_, checks["list"] = s.List(ctx, leasecore.ListParams{})
 	for op, err := range checks {
 		assertUnavailable(t, op, err, "unable to open database file")
 	}
@@ -109,7 +109,7 @@ func TestCallsAfterCloseAreUnavailable(t *testing.T) {
 	assertUnavailable(t, "claim", err, "store is closed")
 	_, err = s.Release(ctx, leasecore.ReleaseParams{Task: "t", Owner: "o"})
 	assertUnavailable(t, "release", err, "store is closed")
-	_, err = s.List(ctx)
+	_, err = s.List(ctx, leasecore.ListParams{})
 	assertUnavailable(t, "list", err, "store is closed")
 	assertUnavailable(t, "migrate", s.Migrate(ctx), "store is closed")
 }

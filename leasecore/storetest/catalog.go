@@ -220,7 +220,7 @@ func mustNoPolicy(t *testing.T, svc *leasecore.Service, name string) {
 // strictly ordered by name (bytewise).
 func tasksListed(t *testing.T, svc *leasecore.Service) []leasecore.TaskDecl {
 	t.Helper()
-	all, err := svc.ListTasks(t.Context())
+	all, _, err := svc.ListTasks(t.Context(), leasecore.ListParams{})
 	if err != nil {
 		t.Fatalf("list tasks: %v", err)
 	}
@@ -482,6 +482,42 @@ func (s *suite) testTaskList(t *testing.T) {
 	if d := getTask(t, s.svc, base+"-none"); d != nil {
 		t.Errorf("get of an undeclared task = %s, want nil", showDecl(d))
 	}
+}
+
+// ListTasks pages by name as List does: the first Limit declarations after
+// After, and next naming the last when more follow.
+func (s *suite) testTaskListPages(t *testing.T) {
+	base := uniqueTask(t)
+	var want []string
+	for i := range 5 {
+		name := fmt.Sprintf("%s/%d", base, i)
+		createTask(t, s.svc, leasecore.TaskDecl{Name: name, TTL: time.Second})
+		want = append(want, name)
+	}
+	var got []string
+	after := base
+	for range 2 {
+		decls, next, err := s.svc.ListTasks(t.Context(), leasecore.ListParams{After: after, Limit: 2})
+		if err != nil {
+			t.Fatalf("list tasks after %q: %v", after, err)
+		}
+		if len(decls) != 2 || next != decls[1].Name {
+			t.Fatalf("list tasks after %q limit 2: %d declarations, next %q; want 2 and next naming the last", after, len(decls), next)
+		}
+		for _, d := range decls {
+			got = append(got, d.Name)
+		}
+		after = next
+	}
+	if !slices.Equal(got, want[:4]) {
+		t.Errorf("two pages of 2: %q, want %q", got, want[:4])
+	}
+	decls, _, err := s.svc.ListTasks(t.Context(), leasecore.ListParams{After: want[3], Limit: 1})
+	if err != nil || len(decls) != 1 || decls[0].Name != want[4] {
+		t.Errorf("list tasks after %q limit 1: %v %v, want %q", want[3], decls, err, want[4])
+	}
+	_, _, err = s.svc.ListTasks(t.Context(), leasecore.ListParams{Limit: leasecore.MaxListLimit + 1})
+	mustInvalid(t, err, "limit")
 }
 
 // After Migrate, the default policy exists with keep_for 720h and
@@ -1054,8 +1090,12 @@ func catalogCalls(task, policy string) []catalogCall {
 			func(ctx context.Context, svc *leasecore.Service) error { return errOf(svc.GetTask(ctx, task)) },
 			func(ctx context.Context, cat leasecore.CatalogStore) error { return errOf(cat.GetTask(ctx, task)) }},
 		{"list_tasks",
-			func(ctx context.Context, svc *leasecore.Service) error { return errOf(svc.ListTasks(ctx)) },
-			func(ctx context.Context, cat leasecore.CatalogStore) error { return errOf(cat.ListTasks(ctx)) }},
+			func(ctx context.Context, svc *leasecore.Service) error {
+				return pageErrOf(svc.ListTasks(ctx, leasecore.ListParams{Limit: 10}))
+			},
+			func(ctx context.Context, cat leasecore.CatalogStore) error {
+				return errOf(cat.ListTasks(ctx, leasecore.ListParams{Limit: 10}))
+			}},
 		{"delete_task",
 			func(ctx context.Context, svc *leasecore.Service) error { return errOf(svc.DeleteTask(ctx, task)) },
 			func(ctx context.Context, cat leasecore.CatalogStore) error { return errOf(cat.DeleteTask(ctx, task)) }},

@@ -94,6 +94,15 @@ func uniqueTask(t testing.TB) string {
 	if len(base) > 120 { // keep the tail: it names the case
 		base = base[len(base)-120:]
 	}
+	// Subtest names may hold empty or dot segments ("a//b", "..") that the
+	// name rule refuses: make each such segment "_".
+	segs := strings.Split(base, "/")
+	for i, seg := range segs {
+		if seg == "" || seg == "." || seg == ".." {
+			segs[i] = "_"
+		}
+	}
+	base = strings.Join(segs, "/")
 	var r [6]byte
 	if _, err := rand.Read(r[:]); err != nil {
 		t.Fatalf("random suffix: %v", err)
@@ -335,7 +344,7 @@ func mustGone(t *testing.T, svc *leasecore.Service, task string) {
 // case that provoked it.)
 func listed(t *testing.T, svc *leasecore.Service, prefix string) []leasecore.Lease {
 	t.Helper()
-	all, err := svc.List(t.Context())
+	all, _, err := svc.List(t.Context(), leasecore.ListParams{})
 	if err != nil {
 		t.Fatalf("list: %v", err)
 	}

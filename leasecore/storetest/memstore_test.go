@@ -287,26 +287,47 @@ func (m *memStore) Get(ctx context.Context, task string) (*leasecore.Lease, erro
 	return m.lease(task, r, now), nil
 }
 
-func (m *memStore) List(ctx context.Context) ([]leasecore.Lease, error) {
+func (m *memStore) List(ctx context.Context, p leasecore.ListParams) ([]leasecore.Lease, error) {
 	unlock, err := m.begin(ctx, "list")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	now := m.readNow()
-	var out []leasecore.Lease
-	for task, r := range m.data.rows {
-		if r.live(now) || (m.mutant == "listReleased" && r.released) {
+	tasks := make([]string, 0, len(m.data.rows))
+	for task := range m.data.rows {
+		tasks = append(tasks, task)
+	}
+	slices.SortFunc(tasks, func(a, b string) int {
+		if m.mutant == "listFoldsCase" {
+			return strings.Compare(strings.ToLower(a), strings.ToLower(b))
+		}
+		return strings.Compare(a, b)
+	})
+	out := []leasecore.Lease{}
+	seen := 0 // rows, live or not, the listLimitCountsDead mutant counts
+	for _, task := range tasks {
+		if !m.after(task, p.After) {
+			continue
+		}
+		if p.Limit > 0 && (len(out) == p.Limit || (m.mutant == "listLimitCountsDead" && seen == p.Limit)) {
+			break
+		}
+		seen++
+		if r := m.data.rows[task]; r.live(now) || (m.mutant == "listReleased" && r.released) {
 			out = append(out, *m.lease(task, r, now))
 		}
 	}
-	slices.SortFunc(out, func(a, b leasecore.Lease) int {
-		if m.mutant == "listFoldsCase" {
-			return strings.Compare(strings.ToLower(a.Task), strings.ToLower(b.Task))
-		}
-		return strings.Compare(a.Task, b.Task)
-	})
 	return out, nil
+}
+
+// after reports whether name belongs to the page that starts after after
+// (the listAfterInclusive mutant includes after itself).
+func (m *memStore) after(name, after string) bool {
+	if m.mutant == "listAfterInclusive" {
+		return name >= after
+	}
+	return name > after
 }
 
 func (m *memStore) Ping(ctx context.Context) error {
@@ -408,7 +429,7 @@ func (m *memStore) GetTask(ctx context.Context, name string) (*leasecore.TaskDec
 	return &d, nil
 }
 
-func (m *memStore) ListTasks(ctx context.Context) ([]leasecore.TaskDecl, error) {
+func (m *memStore) ListTasks(ctx context.Context, p leasecore.ListParams) ([]leasecore.TaskDecl, error) {
 	unlock, err := m.begin(ctx, "list_tasks")
 	if err != nil {
 		return nil, err
@@ -416,9 +437,14 @@ func (m *memStore) ListTasks(ctx context.Context) ([]leasecore.TaskDecl, error) 
 	defer unlock()
 	out := make([]leasecore.TaskDecl, 0, len(m.data.tasks))
 	for _, d := range m.data.tasks {
-		out = append(out, d)
+		if m.after(d.Name, p.After) {
+			out = append(out, d)
+		}
 	}
 	slices.SortFunc(out, func(a, b leasecore.TaskDecl) int { return strings.Compare(a.Name, b.Name) })
+	if p.Limit > 0 && len(out) > p.Limit {
+		out = out[:p.Limit]
+	}
 	return out, nil
 }
 

@@ -74,6 +74,88 @@ func (s *suite) testListLiveOrdered(t *testing.T) {
 	}
 }
 
+// List pages by task: a page holds the first Limit live leases whose task
+// sorts after After (bytewise; released and expired leases neither appear
+// nor count against the limit), next names its last task when more follow,
+// and paging from next continues exactly where the page ended. After need
+// not name a lease. A limit out of bounds is refused, naming limit.
+func (s *suite) testListPages(t *testing.T) {
+	base := uniqueTask(t)
+	prefix := base + "/"
+	var want []string
+	for i := range 7 {
+		task := fmt.Sprintf("%s%d", prefix, i)
+		l := claim(t, s.svc, task, "o", time.Minute)
+		if i == 2 { // released: not listed, not counted
+			releaseOK(t, s.svc, task, "o", l.Token)
+			continue
+		}
+		want = append(want, task)
+	}
+	expired := claim(t, s.svc, prefix+"3a", "e", shortTTL) // between 3 and 4
+	waitExpired(t, s.svc, expired.Task)
+
+	page := func(after string, limit int) ([]string, string) {
+		t.Helper()
+		leases, next, err := s.svc.List(t.Context(), leasecore.ListParams{After: after, Limit: limit})
+		if err != nil {
+			t.Fatalf("list after %q limit %d: %v", after, limit, err)
+		}
+		if len(leases) > limit {
+			t.Fatalf("list after %q limit %d: %d leases", after, limit, len(leases))
+		}
+		var tasks []string
+		for i, l := range leases {
+			if l.Task <= after || (i > 0 && l.Task <= leases[i-1].Task) {
+				t.Errorf("list after %q: %q out of order or not after", after, l.Task)
+			}
+			tasks = append(tasks, l.Task)
+		}
+		return tasks, next
+	}
+	// Pages of 2 from base (which sorts before every task of this case,
+	// and no other case's task sorts between them).
+	var got []string
+	after := base
+	for i := range 3 {
+		tasks, next := page(after, 2)
+		got = append(got, tasks...)
+		if len(tasks) != 2 {
+			t.Fatalf("page after %q: %q, want 2 leases", after, tasks)
+		}
+		// The last page's next depends on other cases' leases after ours.
+		if i < 2 && next != tasks[1] {
+			t.Fatalf("page after %q: %q next %q, want next naming the last", after, tasks, next)
+		}
+		after = tasks[1]
+	}
+	if !slices.Equal(got, want[:6]) {
+		t.Errorf("three pages of 2: %q, want %q (live only, in order)", got, want[:6])
+	}
+	tasks, _ := page(prefix+"1", 3) // after a released task's neighbour
+	if !slices.Equal(tasks, want[2:5]) {
+		t.Errorf("page after %s1 of 3: %q, want %q", prefix, tasks, want[2:5])
+	}
+	tasks, _ = page(prefix+"3", 1) // past the expired 3a, which does not count
+	if !slices.Equal(tasks, want[3:4]) {
+		t.Errorf("page after %s3 of 1: %q, want %q", prefix, tasks, want[3:4])
+	}
+	if tasks, _ = page(prefix+"5", 1); !slices.Equal(tasks, want[5:6]) {
+		t.Errorf("page after %s5 of 1: %q, want %q", prefix, tasks, want[5:6])
+	}
+	// Every lease when no limit is given; the bounds of a page.
+	all, next, err := s.svc.List(t.Context(), leasecore.ListParams{After: base})
+	if err != nil || next != "" || len(all) < len(want) {
+		t.Errorf("list without limit: %d leases, next %q, %v; want at least %d and no next", len(all), next, err, len(want))
+	}
+	for _, bad := range []leasecore.ListParams{{Limit: -1}, {Limit: leasecore.MaxListLimit + 1}} {
+		_, _, err := s.svc.List(t.Context(), bad)
+		mustInvalid(t, err, "limit")
+	}
+	_, _, err = s.svc.List(t.Context(), leasecore.ListParams{After: "a b", Limit: 1})
+	mustInvalid(t, err, "after")
+}
+
 // TTLRemaining is measured by the store: positive, at most the TTL, and
 // shrinking between two reads while the expiry stays put.
 func (s *suite) testTTLRemaining(t *testing.T) {
@@ -147,7 +229,7 @@ func (s *suite) testReadsDuringRenewals(t *testing.T) {
 					return
 				}
 				check("get", g)
-				all, err := s.svc.List(ctx)
+				all, _, err := s.svc.List(ctx, leasecore.ListParams{})
 				if err != nil {
 					fail(fmt.Errorf("list: %w", err))
 					return

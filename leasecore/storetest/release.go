@@ -121,3 +121,6 @@ func (s *suite) testReleaseCounterSurvives(t *testing.T) {
 
 // errOf keeps the error of a two-valued call.
 func errOf[T any](_ T, err error) error { return err }
+
+// pageErrOf is errOf for a page of a list.
+func pageErrOf[T any](_ T, _ string, err error) error { return err }

@@ -203,6 +203,7 @@ func (s *suite) groups() []group {
 			{"GetExpiredIsNil", s.testGetExpired},
 			{"GetMatchesClaim", s.testGetMatchesClaim},
 			{"ListLiveOrderedByTask", s.testListLiveOrdered},
+			{"ListPages", s.testListPages},
 			{"TTLRemainingMeasuredByStore", s.testTTLRemaining},
 			{"ConsistentDuringRenewals", s.testReadsDuringRenewals},
 		}},
@@ -233,6 +234,7 @@ func (s *suite) groups() []group {
 			{"MissingPolicy", s.testTaskMissingPolicy},
 			{"Delete", s.testTaskDelete},
 			{"ListOrderedByName", s.testTaskList},
+			{"ListPages", s.testTaskListPages},
 		}},
 		{"Policy", []testCase{
 			{"DefaultAfterMigrate", s.testPolicyDefaultAfterMigrate},

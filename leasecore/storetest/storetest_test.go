@@ -68,6 +68,8 @@ func TestMutants(t *testing.T) {
 		"getExpired":             {"Read/GetExpiredIsNil"},
 		"listReleased":           {"Read/ListLiveOrderedByTask", "Release/Idempotent"},
 		"listFoldsCase":          {"Read/ListLiveOrderedByTask"},
+		"listAfterInclusive":     {"Read/ListPages", "Task/ListPages"},
+		"listLimitCountsDead":    {"Read/ListPages"},
 		"ttlRemainingConstant":   {"Read/TTLRemainingMeasuredByStore"},
 		"unmigratedIsHeld":       {"Unavailable/Unmigrated"},
 		"closedStillWorks":       {"Unavailable/Closed"},

@@ -43,8 +43,11 @@ func checkUnavailableCtx(t *testing.T, ctx context.Context, st leasecore.Store, 
 			func() (bool, error) { l, err := svc.Get(ctx, task); return l != nil, err },
 			func() (bool, error) { l, err := st.Get(ctx, task); return l != nil, err }},
 		{"list",
-			func() (bool, error) { l, err := svc.List(ctx); return l != nil, err },
-			func() (bool, error) { l, err := st.List(ctx); return l != nil, err }},
+			func() (bool, error) {
+				l, _, err := svc.List(ctx, leasecore.ListParams{Limit: 10})
+				return l != nil, err
+			},
+			func() (bool, error) { l, err := st.List(ctx, leasecore.ListParams{Limit: 10}); return l != nil, err }},
 		{"ping",
 			func() (bool, error) { return false, svc.Ping(ctx) },
 			func() (bool, error) { return false, st.Ping(ctx) }},
@@ -157,7 +160,7 @@ func (s *suite) testUnavailableCancelledContext(t *testing.T) {
 		{"raw claim by another owner", errOf(s.store.Claim(ctx, leasecore.ClaimParams{Task: task, Owner: "b", TTL: time.Minute}))},
 		{"raw renew by another owner", errOf(s.store.Renew(ctx, leasecore.RenewParams{Task: task, Owner: "b"}))},
 		{"get", errOf(svc.Get(ctx, task))},
-		{"list", errOf(svc.List(ctx))},
+		{"list", pageErrOf(svc.List(ctx, leasecore.ListParams{}))},
 		{"ping", svc.Ping(ctx)},
 	} {
 		if !errIsUnavailableOnly(c.err) {

@@ -125,13 +125,24 @@ func (s *suite) testValidationRefused(t *testing.T) {
 		{"percent", "nightly%2F1"},
 		{"backslash", `nightly\1`},
 		{"NUL", "nightly\x00"},
+		// Names a client or proxy that normalises paths cannot reach.
+		{"dot", "."},
+		{"dot dot", ".."},
+		{"dot dot segment", "a/../b"},
+		{"leading dot segment", "./a"},
+		{"trailing dot segment", "a/."},
+		{"trailing dot dot segment", "a/.."},
+		{"empty segment", "a//b"},
+		{"leading slash", "/a"},
+		{"trailing slash", "a/"},
+		{"slash", "/"},
 	}
 	for _, bt := range badTasks {
 		for _, o := range taskOps {
 			t.Run(o.name+" task "+bt.name, func(t *testing.T) {
 				t.Parallel()
 				mustInvalid(t, o.call(t.Context(), s.svc, bt.task), "task")
-				all, err := s.svc.List(t.Context())
+				all, _, err := s.svc.List(t.Context(), leasecore.ListParams{})
 				if err != nil {
 					t.Fatalf("list: %v", err)
 				}
@@ -159,6 +170,9 @@ func (s *suite) testValidationAccepted(t *testing.T) {
 		name string
 		p    func(task string) leasecore.ClaimParams
 	}{
+		{"dots that are not dot segments", func(task string) leasecore.ClaimParams {
+			return leasecore.ClaimParams{Task: "..." + task + "/.a/a./..b/.../a..b", Owner: "a", TTL: time.Minute}
+		}},
 		{"every task special char", func(task string) leasecore.ClaimParams {
 			return leasecore.ClaimParams{Task: task + "/a.b_c:d/e@f-g", Owner: "a", TTL: time.Minute}
 		}},

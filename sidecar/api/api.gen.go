@@ -378,7 +378,7 @@ type Event struct {
 	// Example: web-1#4242#k3j9
 	Owner Owner `json:"owner"`
 
-	// Task 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`.
+	// Task 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`, with no empty, `.` or `..` segment between slashes.
 	//
 	// Example: telescope:prune
 	Task TaskName `json:"task"`
@@ -480,7 +480,7 @@ type Lease struct {
 	// Example: 2026-12-02T17:34:02.123Z
 	RenewedAt Timestamp `json:"renewed_at"`
 
-	// Task 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`.
+	// Task 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`, with no empty, `.` or `..` segment between slashes.
 	//
 	// Example: telescope:prune
 	Task TaskName `json:"task"`
@@ -502,9 +502,12 @@ type Lease struct {
 	TtlRemainingMs int64 `json:"ttl_remaining_ms"`
 }
 
-// LeaseList Live leases ordered by task.
+// LeaseList A page of the live leases, ordered by task.
 type LeaseList struct {
 	Leases []Lease `json:"leases"`
+
+	// NextAfter Present only when more leases follow this page; pass it as `after` for the next page.
+	NextAfter *string `json:"next_after,omitempty"`
 }
 
 // LeaseState `held` says whether the task has a live lease; `lease` is present exactly when it has.
@@ -531,7 +534,7 @@ type Problem struct {
 	// Detail What went wrong with this request.
 	Detail string `json:"detail"`
 
-	// InvalidParams For 422, one entry per offending field.
+	// InvalidParams For 422 (and a 403 reserved-task, naming `task`), one entry per offending field.
 	InvalidParams *[]InvalidParam `json:"invalid_params,omitempty"`
 
 	// Status The HTTP status code.
@@ -541,7 +544,8 @@ type Problem struct {
 	Title string `json:"title"`
 
 	// Type A URI reference naming the kind of problem: `urn:leasehold:problem:malformed-request`
-	// (400), `urn:leasehold:problem:undeclared-task` (404: the task has no declaration),
+	// (400), `urn:leasehold:problem:reserved-task` (403: the task is leasehold's own),
+	// `urn:leasehold:problem:undeclared-task` (404: the task has no declaration),
 	// `urn:leasehold:problem:invalid-request` (422), `urn:leasehold:problem:unavailable`
 	// (503), or `about:blank` when the HTTP status says it all (401, 404, 405, 408, 413, 415,
 	// 500).
@@ -687,7 +691,7 @@ type TaskDeclaration struct {
 	// Example: 600000
 	MaxTtlMs *int64 `json:"max_ttl_ms,omitempty"`
 
-	// Name 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`.
+	// Name 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`, with no empty, `.` or `..` segment between slashes.
 	//
 	// Example: telescope:prune
 	Name TaskName `json:"name"`
@@ -708,12 +712,14 @@ type TaskDeclaration struct {
 	UpdatedAt Timestamp `json:"updated_at"`
 }
 
-// TaskList Task declarations ordered by name.
+// TaskList A page of the task declarations, ordered by name.
 type TaskList struct {
-	Tasks []TaskDeclaration `json:"tasks"`
+	// NextAfter Present only when more declarations follow this page; pass it as `after` for the next page.
+	NextAfter *string           `json:"next_after,omitempty"`
+	Tasks     []TaskDeclaration `json:"tasks"`
 }
 
-// TaskName 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`.
+// TaskName 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`, with no empty, `.` or `..` segment between slashes.
 //
 // Example: telescope:prune
 type TaskName = string
@@ -730,7 +736,13 @@ type Timestamp = string
 // Example: 7
 type Token = int64
 
-// Task 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`.
+// ListAfter 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`.
+type ListAfter = string
+
+// ListLimit defines model for ListLimit.
+type ListLimit = int
+
+// Task 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`, with no empty, `.` or `..` segment between slashes.
 //
 // Example: telescope:prune
 type Task = TaskName
@@ -753,6 +765,9 @@ type PayloadTooLarge = Problem
 // RequestTimeout An RFC 9457 problem detail.
 type RequestTimeout = Problem
 
+// ReservedTask An RFC 9457 problem detail.
+type ReservedTask = Problem
+
 // StoreUnavailable An RFC 9457 problem detail.
 type StoreUnavailable = Problem
 
@@ -764,6 +779,16 @@ type UndeclaredTask = Problem
 
 // UnsupportedMediaType An RFC 9457 problem detail.
 type UnsupportedMediaType = Problem
+
+// ListLeasesParams defines parameters for ListLeases.
+type ListLeasesParams struct {
+	// Limit How many rows to answer at most, from 1 to 1000 (default 100).
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Start the page after this name (exclusive; it need not exist): the previous page's
+	// `next_after`. Omitted, the list starts at its beginning.
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+}
 
 // GetLeaseHistoryParams defines parameters for GetLeaseHistory.
 type GetLeaseHistoryParams struct {
@@ -784,6 +809,16 @@ type KeepaliveLeaseParams struct {
 
 	// WaitMs How long to wait for a held task before answering 409 (0 to 3600000; default 0, no wait).
 	WaitMs *int64 `form:"wait_ms,omitempty" json:"wait_ms,omitempty"`
+}
+
+// ListTasksParams defines parameters for ListTasks.
+type ListTasksParams struct {
+	// Limit How many rows to answer at most, from 1 to 1000 (default 100).
+	Limit *ListLimit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Start the page after this name (exclusive; it need not exist): the previous page's
+	// `next_after`. Omitted, the list starts at its beginning.
+	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
 }
 
 // ClaimLeaseJSONRequestBody defines body for ClaimLease for application/json ContentType.
@@ -811,7 +846,7 @@ type ServerInterface interface {
 	GetReadiness(ctx echo.Context) error
 	// ListLeases List live leases
 	// (GET /v1/leases)
-	ListLeases(ctx echo.Context) error
+	ListLeases(ctx echo.Context, params ListLeasesParams) error
 	// GetLease Get a task's live lease
 	// (GET /v1/leases/{task})
 	GetLease(ctx echo.Context, task Task) error
@@ -832,7 +867,7 @@ type ServerInterface interface {
 	RenewLease(ctx echo.Context, task Task) error
 	// ListTasks List task declarations
 	// (GET /v1/tasks)
-	ListTasks(ctx echo.Context) error
+	ListTasks(ctx echo.Context, params ListTasksParams) error
 	// GetTask Get a task's declaration
 	// (GET /v1/tasks/{task})
 	GetTask(ctx echo.Context, task Task) error
@@ -883,8 +918,24 @@ func (w *ServerInterfaceWrapper) GetReadiness(ctx echo.Context) error {
 func (w *ServerInterfaceWrapper) ListLeases(ctx echo.Context) error {
 	var err error
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListLeasesParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", ctx.QueryParams(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter after: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.ListLeases(ctx)
+	err = w.Handler.ListLeases(ctx, params)
 	return err
 }
 
@@ -1027,8 +1078,24 @@ func (w *ServerInterfaceWrapper) RenewLease(ctx echo.Context) error {
 func (w *ServerInterfaceWrapper) ListTasks(ctx echo.Context) error {
 	var err error
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListTasksParams
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", ctx.QueryParams(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter after: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.ListTasks(ctx)
+	err = w.Handler.ListTasks(ctx, params)
 	return err
 }
 

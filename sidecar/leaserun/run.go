@@ -89,6 +89,11 @@ func (c *Config) check() error {
 	if err := leasecore.ValidateTask(c.Task); err != nil {
 		return flagError("task", c.Task, rule(err))
 	}
+	// With --store, leasehold run talks to the store directly: refuse
+	// leasehold's own tasks here as a sidecar would (403), whichever mode.
+	if leasecore.IsReserved(c.Task) {
+		return flagError("task", c.Task, leasecore.ReservedRule+" (such as the pruner's lease "+leasecore.PruneTask+"); pick another name")
+	}
 	if c.Owner == "" {
 		c.Owner = newOwner()
 	}

@@ -1,0 +1,65 @@
+package leasecore
+
+import "fmt"
+
+// Bounds of a page of a list (live leases, task declarations). The HTTP API
+// answers DefaultListLimit rows when a request names no limit, and at most
+// MaxListLimit: a fleet with 20,000 leases must not answer 27 MB at once.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+// ListParams choose one page of a list ordered by task (or declaration)
+// name, byte by byte. Paging is by key, not by offset: a page starts after
+// the last name of the previous one, so rows added or removed meanwhile
+// never shift a page, and a store answers a page with an index range scan
+// (WHERE name > After ORDER BY name LIMIT Limit), never by reading the whole
+// list.
+type ListParams struct {
+	// After, when not empty, starts the page after this name: pass the
+	// previous page's next name. It need not name an existing row.
+	After string
+	// Limit is the most rows the page holds, 1 to MaxListLimit; zero means
+	// every row (for Go callers that need the whole list, such as the
+	// declarations a Service applies).
+	Limit int
+}
+
+// Validate checks the page's bounds. After is checked against the task
+// charset and length, not the segment rule, so that a list can be paged
+// past a name stored before that rule existed.
+func (p ListParams) Validate() error {
+	if p.Limit < 0 || p.Limit > MaxListLimit {
+		return &ValidationError{Field: "limit", Rule: fmt.Sprintf("must be between 1 and %d", MaxListLimit)}
+	}
+	if len(p.After) > MaxTaskLen {
+		return &ValidationError{Field: "after", Rule: fmt.Sprintf("must be at most %d characters of %s", MaxTaskLen, taskCharsetMsg)}
+	}
+	for i := 0; i < len(p.After); i++ {
+		if !isTaskChar(p.After[i]) {
+			return &ValidationError{Field: "after", Rule: fmt.Sprintf("must be at most %d characters of %s; %q at position %d is not", MaxTaskLen, taskCharsetMsg, rune(p.After[i]), i+1)}
+		}
+	}
+	return nil
+}
+
+// ask is what a Service asks the store for: one row more than the page
+// holds, which says whether another page follows.
+func (p ListParams) ask() ListParams {
+	if p.Limit > 0 {
+		p.Limit++
+	}
+	return p
+}
+
+// page cuts rows, as the store answered p.ask(), to the page p asked for,
+// and returns the name to pass as After for the next page: empty when
+// there is none.
+func page[T any](p ListParams, rows []T, name func(*T) string) ([]T, string) {
+	if p.Limit == 0 || len(rows) <= p.Limit {
+		return rows, ""
+	}
+	rows = rows[:p.Limit]
+	return rows, name(&rows[p.Limit-1])
+}
