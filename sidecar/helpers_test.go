@@ -122,11 +122,17 @@ type response struct {
 // and returns the response, already checked against openapi.yaml.
 func (ts *testServer) do(method, path, contentType string, body []byte) response {
 	ts.t.Helper()
+	return ts.doCtx(context.Background(), method, path, contentType, body)
+}
+
+// doCtx is do under ctx.
+func (ts *testServer) doCtx(ctx context.Context, method, path, contentType string, body []byte) response {
+	ts.t.Helper()
 	var r io.Reader
 	if body != nil {
 		r = bytes.NewReader(body)
 	}
-	req, err := http.NewRequest(method, ts.url+path, r)
+	req, err := http.NewRequestWithContext(ctx, method, ts.url+path, r)
 	if err != nil {
 		ts.t.Fatalf("NewRequest %s %s: %v", method, path, err)
 	}

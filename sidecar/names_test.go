@@ -1,11 +1,8 @@
 package sidecar
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -22,23 +19,7 @@ func (ts *testServer) doWithin(d time.Duration, method, path, contentType string
 	ts.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, ts.url+path, bytes.NewReader(body))
-	if err != nil {
-		ts.t.Fatalf("NewRequest %s %s: %v", method, path, err)
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := ts.client.Do(req)
-	if err != nil {
-		ts.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		ts.t.Fatalf("%s %s: reading body: %v (a stream that should not have started?)", method, path, err)
-	}
-	return response{status: resp.StatusCode, header: resp.Header, body: b}
+	return ts.doCtx(ctx, method, path, contentType, body)
 }
 
 // TestDotSegmentTaskNames: task names with an empty, "." or ".." segment
