@@ -144,3 +144,17 @@ func TestFailoverReconnects(t *testing.T) {
 		t.Errorf("Ping on the promoted standby: %v", err)
 	}
 }
+
+// TestStandbyWithoutSchemaIsReadOnly: a standby that has no leasehold schema
+// (none was ever migrated, or it has not replayed it yet) is reported as
+// read-only, the reason it can never grant, rather than as a missing schema,
+// which `leasehold migrate` could not fix there.
+func TestStandbyWithoutSchemaIsReadOnly(t *testing.T) {
+	t.Parallel()
+	primary := pgtest.StartServer(t)
+	standby := primary.StartStandby(false)
+	err := mustOpen(t, standby.URL()).Ping(context.Background())
+	if !errors.Is(err, leasecore.ErrUnavailable) || !strings.Contains(err.Error(), "read-only") {
+		t.Fatalf("Ping on a standby with no schema: %v, want unavailable saying read-only", err)
+	}
+}

@@ -314,15 +314,17 @@ SELECT ` + leaseColumns + `
  ORDER BY l.task
  LIMIT $2::bigint`
 
-// pingSQL answers the schema version and fails with undefined_table when
-// either table is missing; then whether the server is a standby, and whether
-// this session's transactions are read-only (default_transaction_read_only,
-// set in the server, the database, the role or the URL's options).
-const pingSQL = `
+// writableSQL answers whether the server is a standby, and whether this
+// session's transactions are read-only (default_transaction_read_only, set
+// in the server, the database, the role or the URL's options). It names no
+// table, so it answers on a standby that has not replayed the schema yet.
+const writableSQL = `SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'`
+
+// schemaSQL answers the schema version and fails with undefined_table when
+// either table is missing.
+const schemaSQL = `
 SELECT (SELECT coalesce(max(version), 0) FROM leasehold_schema_migrations),
-       (SELECT count(*) FROM (SELECT FROM leasehold_leases LIMIT 1) AS any_lease),
-       pg_is_in_recovery(),
-       current_setting('transaction_read_only') = 'on'`
+       (SELECT count(*) FROM (SELECT FROM leasehold_leases LIMIT 1) AS any_lease)`
 
 // The catalog's statements (catalog.go). Times are the store's: now() when
 // a row is created; an update's updated_at is never before the row's

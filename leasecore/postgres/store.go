@@ -566,9 +566,13 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err != nil {
 		return interpretError(op, err)
 	}
-	var version, leases int64
+	// Read-only is asked first, in a statement of its own, so that a
+	// standby is reported as one even before it has replayed the schema (a
+	// batch would not do: pgx prepares every statement of a batch before
+	// running the first). Ping serves readiness probes, not leases, so the
+	// second round trip costs nothing that matters.
 	var standby, readOnly bool
-	if err := s.pool.QueryRow(ctx, pingSQL).Scan(&version, &leases, &standby, &readOnly); err != nil {
+	if err := s.pool.QueryRow(ctx, writableSQL).Scan(&standby, &readOnly); err != nil {
 		s.noteReadOnly(err)
 		return interpretError(op, err)
 	}
@@ -583,6 +587,10 @@ func (s *Store) Ping(ctx context.Context) error {
 			what = "it is a standby, in recovery"
 		}
 		return interpretError(op, fmt.Errorf("%w (%s): it cannot grant leases. Point the store URL at the primary, or list every host with target_session_attrs=read-write", errReadOnly, what))
+	}
+	var version, leases int64
+	if err := s.pool.QueryRow(ctx, schemaSQL).Scan(&version, &leases); err != nil {
+		return interpretError(op, err)
 	}
 	if int(version) < len(want) {
 		return interpretError(op, fmt.Errorf("%w (version %d, needs %d): run `leasehold migrate`", errSchemaBehind, version, len(want)))
