@@ -21,6 +21,36 @@ import (
 	"github.com/leasehold/leasehold/internal/pgtest"
 )
 
+// chaosSummaryEnv names a file to which the CHAOS summary lines are also
+// appended: go test shows a passing test's log only with -v, and CI prints
+// the file after `make test` (.ci/run).
+const chaosSummaryEnv = "LEASEHOLD_CHAOS_SUMMARY"
+
+var chaosSummaryMu sync.Mutex
+
+// chaosLogf logs a summary line, and appends it to $LEASEHOLD_CHAOS_SUMMARY
+// when that is set.
+func chaosLogf(t *testing.T, format string, args ...any) {
+	t.Helper()
+	t.Logf(format, args...)
+	path := os.Getenv(chaosSummaryEnv)
+	if path == "" {
+		return
+	}
+	chaosSummaryMu.Lock()
+	defer chaosSummaryMu.Unlock()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err == nil {
+		_, err = fmt.Fprintf(f, format+"\n", args...)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		t.Errorf("%s: %v", chaosSummaryEnv, err)
+	}
+}
+
 // chaosDurationEnv overrides how long each chaos run's load lasts
 // (`make chaos DURATION=10m` sets it).
 const chaosDurationEnv = "LEASEHOLD_CHAOS_DURATION"
@@ -68,7 +98,7 @@ func TestChaos(t *testing.T) {
 		want = int(float64(longGrants) * dur.Seconds() / longRun.Seconds())
 	}
 	t.Cleanup(func() { // after both stores' runs
-		t.Logf("CHAOS %s: grants %d on both stores (target %d)", t.Name(), total.get(), want)
+		chaosLogf(t, "CHAOS %s: grants %d on both stores (target %d)", t.Name(), total.get(), want)
 		if total.get() < want {
 			t.Errorf("%d grants on both stores, want at least %d", total.get(), want)
 		}
@@ -144,13 +174,13 @@ func runChaos(t *testing.T, f *fleet, py string, dur time.Duration, faults []cha
 	}
 	rep := leasecheck.Check(res.Ops, linearizeLimit(dur))
 	want := minStoreGrants
-	t.Logf("CHAOS %s: load %s, wall %s", t.Name(), dur, time.Since(start).Round(time.Millisecond))
-	t.Logf("CHAOS %s: grants %d (target %d), renewals %d (+%d same-owner refreshes), releases %d, indeterminate %d",
+	chaosLogf(t, "CHAOS %s: load %s, wall %s", t.Name(), dur, time.Since(start).Round(time.Millisecond))
+	chaosLogf(t, "CHAOS %s: grants %d (target %d), renewals %d (+%d same-owner refreshes), releases %d, indeterminate %d",
 		t.Name(), rep.Grants, want, rep.Renewals, rep.Refreshes, rep.Releases, rep.Indeterminate)
-	t.Logf("CHAOS %s: %s", t.Name(), res.FaultSummary())
-	t.Logf("CHAOS %s: indeterminate ops by cause %v; ops by client %v", t.Name(), res.IndeterminateCauses(), res.OpsByClientKind())
-	t.Logf("CHAOS %s: violations %d, porcupine %s", t.Name(), len(rep.Violations), rep.Linearizable)
-	t.Logf("CHAOS %s details: %s", t.Name(), rep.Summary())
+	chaosLogf(t, "CHAOS %s: %s", t.Name(), res.FaultSummary())
+	chaosLogf(t, "CHAOS %s: indeterminate ops by cause %v; ops by client %v", t.Name(), res.IndeterminateCauses(), res.OpsByClientKind())
+	chaosLogf(t, "CHAOS %s: violations %d, porcupine %s", t.Name(), len(rep.Violations), rep.Linearizable)
+	chaosLogf(t, "CHAOS %s details: %s", t.Name(), rep.Summary())
 
 	for _, e := range res.Errors {
 		t.Errorf("harness: %s", e)
