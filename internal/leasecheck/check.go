@@ -131,7 +131,7 @@ func checkTask(task string, ops []*Op) []Violation {
 		vs = append(vs, v)
 	}
 
-	var grants, extensions, releases []*Op
+	var grants, extensions, releases, pending []*Op
 	for _, op := range ops {
 		switch {
 		case op.grant():
@@ -140,6 +140,8 @@ func checkTask(task string, ops []*Op) []Violation {
 			extensions = append(extensions, op)
 		case op.Kind == Release && (op.Out == Released || op.Out == Indeterminate):
 			releases = append(releases, op)
+		case op.Out == Indeterminate && (op.Kind == Claim || op.Kind == Renew):
+			pending = append(pending, op)
 		}
 	}
 	sort.Slice(grants, func(i, j int) bool { return grants[i].Lease.Token < grants[j].Lease.Token })
@@ -177,11 +179,12 @@ func checkTask(task string, ops []*Op) []Violation {
 		confirms[op.Lease.Token] = append(confirms[op.Lease.Token], op)
 	}
 
-	// b: a grant starts no earlier than the last expiry confirmed to each
-	// earlier grant by then (by the store's clock: a confirmation later
-	// than the grant is rule c's), unless that grant may have been
-	// released first. The last, not the largest: a same-owner claim with a
-	// shorter ttl moves the expiry closer.
+	// b: a grant starts no earlier than the expiry that the last
+	// confirmation by then (by the store's clock: a confirmation later than
+	// the grant is rule c's) gave each earlier grant, unless that grant may
+	// have been released first. The last, not the largest: a same-owner
+	// claim with a shorter ttl moves the expiry closer. And the earliest
+	// of the expiries that may have been the last one (see bound).
 	for _, g := range grants {
 		for tok, cs := range confirms {
 			if tok >= g.Lease.Token {
@@ -193,11 +196,19 @@ func checkTask(task string, ops []*Op) []Violation {
 					last = c
 				}
 			}
-			if last == nil || g.Lease.AcquiredAt >= last.Lease.ExpiresAt || releasedBefore(releases, tok, last.Lease.Owner, g) {
+			if last == nil || releasedBefore(releases, tok, last, g) {
 				continue
 			}
-			add(RuleExclusion, fmt.Sprintf("token %d acquired at %d, while token %d of %s was confirmed until %d (%d ms later) and not released",
-				g.Lease.Token, g.Lease.AcquiredAt, tok, last.Lease.Owner, last.Lease.ExpiresAt, last.Lease.ExpiresAt-g.Lease.AcquiredAt), last, g)
+			exp, by := bound(cs, pending, tok, last, g)
+			if g.Lease.AcquiredAt >= exp {
+				continue
+			}
+			involved := []*Op{last}
+			if by != last {
+				involved = append(involved, by)
+			}
+			add(RuleExclusion, fmt.Sprintf("token %d acquired at %d, while token %d of %s was confirmed until at least %d (%d ms later) and not released",
+				g.Lease.Token, g.Lease.AcquiredAt, tok, last.Lease.Owner, exp, exp-g.Lease.AcquiredAt), append(involved, g)...)
 		}
 	}
 
@@ -219,13 +230,44 @@ func checkTask(task string, ops []*Op) []Violation {
 	return vs
 }
 
+// bound is the earliest expiry that token tok may have had when g was
+// granted, given that last is its last confirmation by then, and the op that
+// set it. It is last's expiry, or less when
+//   - another confirmation at last's moment of the store's clock (they may
+//     have been applied in either order: PostgreSQL's now() is a
+//     statement's start) gave a nearer one, or
+//   - an indeterminate claim, or renew of tok, by the holder that was
+//     invoked before g was answered may have taken effect after last, and
+//     set an expiry of at least its ttl from the later of its invocation and
+//     last's renewed_at (a lease's times never go backwards: the store
+//     writes renewed_at no earlier than the row's, see leasecore/postgres's
+//     doc). Nothing bounds when an indeterminate op takes effect, so one
+//     invoked before last counts as well: a frozen sidecar may apply it late.
+func bound(cs, pending []*Op, tok int64, last, g *Op) (int64, *Op) {
+	exp, by := last.Lease.ExpiresAt, last
+	for _, c := range cs {
+		if c.Lease.RenewedAt == last.Lease.RenewedAt && c.Lease.ExpiresAt < exp {
+			exp, by = c.Lease.ExpiresAt, c
+		}
+	}
+	for _, p := range pending {
+		if p.Owner != last.Lease.Owner || p.Call >= g.Return || p.Kind == Renew && p.Token != 0 && p.Token != tok {
+			continue
+		}
+		if e := max(p.Call/int64(time.Millisecond), last.Lease.RenewedAt) + p.TTLMs - slackMs; e < exp {
+			exp, by = e, p
+		}
+	}
+	return exp, by
+}
+
 // releasedBefore reports whether a release of token tok that was answered
 // released:true, or whose answer was lost, was invoked before g's answer
-// (by owner, with that token or none):
+// (by the holder, with that token or none):
 // it may have ended that lease before g was granted.
-func releasedBefore(releases []*Op, tok int64, owner string, g *Op) bool {
+func releasedBefore(releases []*Op, tok int64, last, g *Op) bool {
 	for _, rel := range releases {
-		if rel.Owner == owner && (rel.Token == tok || rel.Token == 0) && rel.Call < g.Return {
+		if rel.Owner == last.Lease.Owner && (rel.Token == tok || rel.Token == 0) && rel.Call < g.Return {
 			return true
 		}
 	}

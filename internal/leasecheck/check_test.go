@@ -53,6 +53,13 @@ func unknown(kind Kind, owner string, tok, call, ret int64) Op {
 	return Op{Client: owner, Kind: kind, Task: "t", Owner: owner, Token: tok, TTLMs: 500, Call: call * ms, Return: ret * ms, Out: Indeterminate, Reason: "timeout"}
 }
 
+// unknownTTL is unknown with the ttl sent.
+func unknownTTL(kind Kind, owner string, tok, call, ret, ttl int64) Op {
+	op := unknown(kind, owner, tok, call, ret)
+	op.TTLMs = ttl
+	return op
+}
+
 const limit = 10 * time.Second
 
 func TestValidHistories(t *testing.T) {
@@ -103,6 +110,27 @@ func TestValidHistories(t *testing.T) {
 			refresh("A", 7, 2100, 2105, 1500, 2102, 500),
 			renewed("A", 7, 2300, 2305, 1500, 2301, 500),
 			held("B", "A", 2400, 2402, 2801, 400),
+		}},
+		{"a same-owner claim with a shorter ttl whose answer was lost may bring the expiry closer", []Op{
+			grant("A", 1, 1000, 1005, 1002, 800),
+			unknownTTL(Claim, "A", 0, 1100, 2100, 300),
+			grant("B", 2, 1500, 1503, 1502, 500),
+		}},
+		{"a renewal with a shorter ttl whose answer was lost may bring the expiry closer", []Op{
+			grant("A", 1, 1000, 1005, 1002, 800),
+			unknownTTL(Renew, "A", 1, 1100, 2100, 300),
+			grant("B", 2, 1500, 1503, 1502, 500),
+		}},
+		{"a holder's claim stalled since before its grant may take effect after it", []Op{
+			unknownTTL(Claim, "A", 0, 900, 1900, 300),
+			grant("A", 1, 1000, 1005, 1002, 800),
+			grant("B", 2, 1400, 1403, 1401, 500),
+		}},
+		{"two confirmations at one moment of the store's clock may apply in either order", []Op{
+			grant("A", 1, 1000, 1005, 1002, 800),
+			renewed("A", 1, 1090, 1120, 1002, 1100, 800),
+			refresh("A", 1, 1095, 1110, 1002, 1100, 300),
+			grant("B", 2, 1500, 1503, 1502, 500),
 		}},
 		{"a claim stalled in a frozen sidecar takes effect after a later one", []Op{
 			unknown(Claim, "A", 0, 1000, 2000),
@@ -157,6 +185,11 @@ func TestEachRuleCatchesItsViolation(t *testing.T) {
 			grant("A", 1, 1000, 1005, 1002, 500),
 			release("A", 1, 1100, 1103, false),
 			grant("B", 2, 1200, 1203, 1201, 500),
+		}},
+		{"a grant before a lost shorter claim could have made the lease expire", RuleExclusion, []Op{
+			grant("A", 1, 1000, 1005, 1002, 800),
+			unknownTTL(Claim, "A", 0, 1100, 2100, 300),
+			grant("B", 2, 1299, 1302, 1300, 500),
 		}},
 		{"a renewal after a later grant", RuleLateRenewal, []Op{
 			grant("A", 1, 1000, 1005, 1002, 500),

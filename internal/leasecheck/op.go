@@ -26,10 +26,14 @@
 //   - a, tokens: per task, a grant answered before another grant was
 //     invoked has the smaller token; grants ordered by the store's
 //     acquired_at have rising tokens; two grants never share a token.
-//   - b, exclusion: a grant's acquired_at is not before the last expiry
-//     that an answer had confirmed by then (by the store's clock) to an
-//     earlier grant (its claim, refreshes and renewals), unless a release
-//     of that grant (answered released:true, or indeterminate) was invoked
+//   - b, exclusion: a grant's acquired_at is not before the expiry that
+//     the last answer confirming an earlier grant (its claim, refreshes and
+//     renewals) had given it by then (by the store's clock), nor before the
+//     nearer expiry that another op may have set after that answer: a
+//     confirmation at the same moment of the store's clock, or an
+//     indeterminate claim or renew of the holder's (at least its ttl after
+//     its call and after that answer's renewed_at). Unless a release of
+//     that grant (answered released:true, or indeterminate) was invoked
 //     before the new grant was answered. A confirmation later than the
 //     grant is rule c's.
 //   - c, no late renewal: a renewal (or same-owner refresh) of token k
