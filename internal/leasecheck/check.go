@@ -262,12 +262,20 @@ func bound(cs, pending []*Op, tok int64, last, g *Op) (int64, *Op) {
 }
 
 // releasedBefore reports whether a release of token tok that was answered
-// released:true, or whose answer was lost, was invoked before g's answer
-// (by the holder, with that token or none):
-// it may have ended that lease before g was granted.
+// released:true, or whose answer was lost, by the holder, may have ended
+// tok's lease after last (its last confirmation before g) and before g was
+// answered. A release that sent tok counts if invoked before g's answer. One
+// that sent no token may have ended another lease of the holder's: an
+// answered one counts only if it was not over before last was invoked; one
+// whose answer was lost may take effect at any time after its call, so it
+// counts as one with the token does.
 func releasedBefore(releases []*Op, tok int64, last, g *Op) bool {
 	for _, rel := range releases {
-		if rel.Owner == last.Lease.Owner && (rel.Token == tok || rel.Token == 0) && rel.Call < g.Return {
+		if rel.Owner != last.Lease.Owner || rel.Call >= g.Return {
+			continue
+		}
+		switch {
+		case rel.Token == tok, rel.Token == 0 && (rel.Out == Indeterminate || rel.Return > last.Call):
 			return true
 		}
 	}

@@ -191,6 +191,12 @@ func TestEachRuleCatchesItsViolation(t *testing.T) {
 			unknownTTL(Claim, "A", 0, 1100, 2100, 300),
 			grant("B", 2, 1299, 1302, 1300, 500),
 		}},
+		{"a grant after a release without a token that ended an earlier lease", RuleExclusion, []Op{
+			grant("A", 1, 500, 503, 501, 100),
+			release("A", 0, 550, 553, true),
+			grant("A", 2, 1000, 1005, 1002, 500),
+			grant("B", 3, 1200, 1203, 1201, 500),
+		}},
 		{"a renewal after a later grant", RuleLateRenewal, []Op{
 			grant("A", 1, 1000, 1005, 1002, 500),
 			grant("B", 2, 1600, 1603, 1601, 500),

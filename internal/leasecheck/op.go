@@ -33,9 +33,10 @@
 //     confirmation at the same moment of the store's clock, or an
 //     indeterminate claim or renew of the holder's (at least its ttl after
 //     its call and after that answer's renewed_at). Unless a release of
-//     that grant (answered released:true, or indeterminate) was invoked
-//     before the new grant was answered. A confirmation later than the
-//     grant is rule c's.
+//     that grant (answered released:true, or indeterminate; with its token,
+//     or with none and not over before that last answer was invoked) was
+//     invoked before the new grant was answered. A confirmation later than
+//     the grant is rule c's.
 //   - c, no late renewal: a renewal (or same-owner refresh) of token k
 //     does not succeed after a grant of a token above k, neither in real
 //     time (the grant answered before the renewal was invoked) nor by the
