@@ -4,7 +4,8 @@ It behaves like the harness's Go clients: claim a random task of the pool with
 a random ttl, renew a few times with the token, then release, or abandon the
 lease, sometimes renewing once more after it expired. It prints one JSON line
 per operation: what was sent, the wall-clock call and return times in
-nanoseconds, and the HTTP status and raw body, or the transport error. It
+nanoseconds, and the HTTP status, Content-Type and raw body, or the transport
+error (a timeout, a refused or cut connection, an answer cut short). It
 judges nothing: the Go side classifies every answer, and a lost answer is
 never taken as a fact.
 """
@@ -44,14 +45,16 @@ def op(kind, task, token, ttl_ms):
     req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                  headers={"Content-Type": "application/json"})
     rec = {"client": args.owner, "kind": kind, "task": task, "owner": args.owner, "token": token,
-           "ttl_ms": ttl_ms, "status": 0, "body": "", "error": ""}
+           "ttl_ms": ttl_ms, "status": 0, "content_type": "", "body": "", "error": ""}
     rec["call_ns"] = time.time_ns()
     try:
         with urllib.request.urlopen(req, timeout=args.timeout) as resp:
             rec["status"] = resp.status
+            rec["content_type"] = resp.headers.get("Content-Type", "")
             rec["body"] = resp.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as err:
         rec["status"] = err.code
+        rec["content_type"] = err.headers.get("Content-Type", "") if err.headers else ""
         try:
             rec["body"] = err.read().decode("utf-8", "replace")
         except Exception as e:  # the answer was cut: its status alone binds nothing

@@ -148,7 +148,8 @@ func (r *Result) OpsByClientKind() map[string]int {
 }
 
 // IndeterminateCauses counts the indeterminate ops by what made them so:
-// timeout, refused, broken (reset, EOF), HTTP status, or other.
+// timeout, refused, broken (reset, EOF), HTTP status (503 unavailable; any
+// other is also in Errors), or other.
 func (r *Result) IndeterminateCauses() map[string]int {
 	m := map[string]int{}
 	for _, op := range r.Ops {
@@ -387,17 +388,18 @@ func (c *client) do(ctx context.Context, kind leasecheck.Kind, task string, toke
 	req.Header.Set("Content-Type", "application/json")
 	var (
 		status int
+		ctype  string
 		raw    []byte
 	)
 	op.Call = time.Now().UnixNano()
 	resp, err := c.hc.Do(req)
 	if err == nil {
-		status = resp.StatusCode
+		status, ctype = resp.StatusCode, resp.Header.Get("Content-Type")
 		raw, err = io.ReadAll(resp.Body)
 		resp.Body.Close()
 	}
 	op.Return = time.Now().UnixNano()
-	c.record(op, classify(&op, status, raw, err))
+	c.record(op, classify(&op, status, ctype, raw, err))
 	return op
 }
 
@@ -412,6 +414,7 @@ type pythonLine struct {
 	Call   int64  `json:"call_ns"`
 	Return int64  `json:"return_ns"`
 	Status int    `json:"status"`
+	CType  string `json:"content_type"`
 	Body   string `json:"body"`
 	Error  string `json:"error"`
 }
@@ -452,7 +455,7 @@ func readPython(name string, cmd *exec.Cmd, out io.Reader, record func(leasechec
 		if l.Error != "" {
 			terr = errors.New(l.Error)
 		}
-		record(op, classify(&op, l.Status, []byte(l.Body), terr))
+		record(op, classify(&op, l.Status, l.CType, []byte(l.Body), terr))
 	}
 	_, _ = io.Copy(io.Discard, out)
 	if err := cmd.Wait(); err != nil {

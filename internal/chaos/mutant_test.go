@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,6 +87,14 @@ func (m losesAnswers) Release(ctx context.Context, p leasecore.ReleaseParams) (b
 		return false, lerr
 	}
 	return ok, err
+}
+
+// panics is a broken store whose claims panic: the sidecar answers 500, a
+// bug, which no fault excuses.
+type panics struct{ leasecore.Store }
+
+func (m panics) Claim(context.Context, leasecore.ClaimParams) (*leasecore.Lease, error) {
+	panic("a bug (test)")
 }
 
 // serve runs an in-process sidecar over store on 127.0.0.1.
@@ -182,6 +191,37 @@ func TestCheckerCatchesMutantStores(t *testing.T) {
 			})
 		}
 	}
+}
+
+// A 500 is not a lost answer: the run reports it as a harness error.
+func TestHarnessReportsInternalErrors(t *testing.T) {
+	t.Parallel()
+	store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "leasehold.db"))
+	if err != nil {
+		t.Fatalf("sqlite.Open: %v", err)
+	}
+	t.Cleanup(func() { store.Close() })
+	base := serve(t, panics{store})
+	res, err := Run(t.Context(), Config{
+		URLs: []string{base}, GoClients: 2, Tasks: 4, TaskPrefix: "panics-",
+		Duration: time.Second, RequestTimeout: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range res.Errors {
+		if strings.Contains(e, ": 500 ") {
+			n++
+		}
+	}
+	if len(res.Ops) == 0 {
+		t.Fatal("no op in a second")
+	}
+	if n != len(res.Ops) {
+		t.Fatalf("%d harness errors for the 500s of a panicking store, want one per op; errors %q, indeterminate ops by cause %v; %d ops", n, res.Errors, res.IndeterminateCauses(), len(res.Ops))
+	}
+	t.Logf("%d harness errors, the first: %s", n, res.Errors[0])
 }
 
 func firstOf(vs []leasecheck.Violation, rule leasecheck.Rule) leasecheck.Violation {

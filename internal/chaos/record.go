@@ -3,6 +3,7 @@ package chaos
 import (
 	"encoding/json"
 	"fmt"
+	"mime"
 	"net/http"
 	"time"
 
@@ -19,7 +20,12 @@ type answer struct {
 	Lease    *wire   `json:"lease"`
 	Holder   *wire   `json:"holder"`
 	Detail   *string `json:"detail"`
+	Type     string  `json:"type"` // of a problem
 }
+
+// problemUnavailable is the type of the 503 problem a sidecar answers when it
+// cannot serve (sidecar/problem.go).
+const problemUnavailable = "urn:leasehold:problem:unavailable"
 
 // wire is a lease or holder object as the API spells it.
 type wire struct {
@@ -50,30 +56,39 @@ func (w *wire) lease() (*leasecheck.Lease, error) {
 	return l, nil
 }
 
-// classify fills op's outcome from an HTTP exchange: transport errors, 5xx
-// (503 unavailable included) and answers that do not read whole are
-// Indeterminate; a 4xx other than the contract's 409 is a harness bug,
-// reported as an error (and the op recorded as Indeterminate, which binds
-// nothing).
-func classify(op *leasecheck.Op, status int, body []byte, transportErr error) error {
+// classify fills op's outcome from an HTTP exchange (ctype is the answer's
+// Content-Type). Indeterminate, and no error: a transport error (timeout,
+// refused, reset, an answer cut short) and a 503 that says the store is
+// unavailable as the contract spells it (the JSON answer of a claim, renewal
+// or release with reason "unavailable", or a problem of type
+// urn:leasehold:problem:unavailable). Anything else outside the contract (a
+// 500, which DESIGN calls a bug, another 5xx, which no proxy of the harness
+// produces, a 4xx other than the contract's 409, an answer that does not
+// parse) is a harness error that fails the run, and the op is recorded as
+// Indeterminate, which binds nothing.
+func classify(op *leasecheck.Op, status int, ctype string, body []byte, transportErr error) error {
 	op.Out = leasecheck.Indeterminate
-	switch {
-	case transportErr != nil:
+	if transportErr != nil {
 		op.Reason = "transport: " + transportErr.Error()
 		return nil
-	case status >= 500:
-		op.Reason = fmt.Sprintf("HTTP %d", status)
-		return nil
+	}
+	op.Reason = fmt.Sprintf("HTTP %d", status)
+	bad := func(why string) error {
+		return fmt.Errorf("%s %s: %s: %d %s %s", op.Kind, op.Task, why, status, ctype, body)
+	}
+	mt, _, err := mime.ParseMediaType(ctype)
+	if err != nil || mt != "application/json" && mt != "application/problem+json" {
+		return bad("an answer that is not JSON")
 	}
 	var a answer
 	if err := json.Unmarshal(body, &a); err != nil {
-		op.Reason = fmt.Sprintf("HTTP %d, unreadable answer: %v", status, err)
-		return nil
-	}
-	bad := func() error {
-		return fmt.Errorf("%s %s: unexpected answer %d %s", op.Kind, op.Task, status, body)
+		return bad(fmt.Sprintf("an unreadable answer (%v)", err))
 	}
 	switch {
+	case status == http.StatusServiceUnavailable && mt == "application/json" && a.Reason == "unavailable",
+		status == http.StatusServiceUnavailable && mt == "application/problem+json" && a.Type == problemUnavailable:
+		op.Reason = "HTTP 503 unavailable"
+		return nil
 	case op.Kind == leasecheck.Claim && status == http.StatusOK && a.Acquired != nil && *a.Acquired && a.Lease != nil:
 		op.Out = leasecheck.Acquired
 		return setLease(op, a.Lease)
@@ -93,8 +108,7 @@ func classify(op *leasecheck.Op, status int, body []byte, transportErr error) er
 		}
 		return nil
 	}
-	op.Reason = fmt.Sprintf("HTTP %d", status)
-	return bad()
+	return bad("an answer outside the contract")
 }
 
 func setLease(op *leasecheck.Op, w *wire) error {

@@ -13,8 +13,8 @@
 // timestamps from the answer (milliseconds since the epoch, as the API
 // prints them).
 //
-// An op whose answer was lost (timeout, cut connection, 503 unavailable,
-// any 5xx) is Indeterminate: it may or may not have taken effect, at any
+// An op whose answer was lost (timeout, cut connection, 503 unavailable)
+// is Indeterminate: it may or may not have taken effect, at any
 // moment after its invocation (a frozen sidecar may apply it when it
 // resumes). It is never counted as a success or a failure. An indeterminate
 // claim may have consumed a token; an indeterminate renew may have extended
