@@ -51,24 +51,37 @@ func chaosLogf(t *testing.T, format string, args ...any) {
 	}
 }
 
-// chaosDurationEnv overrides how long each chaos run's load lasts
+// chaosDurationEnv overrides how long each chaos run's load lasts at least
 // (`make chaos DURATION=10m` sets it).
 const chaosDurationEnv = "LEASEHOLD_CHAOS_DURATION"
 
 // defaultChaosDuration keeps the test within its share of `make test`.
 const defaultChaosDuration = 50 * time.Second
 
-// Grant targets, both stores together: at least minGrants in any run, and
-// in runs of at least longRun (`make chaos`) longGrants per longRun of
-// load. Each store on its own must see at least minStoreGrants: SQLite,
-// three processes contending for one file's lock under -race, grants
-// several times fewer than PostgreSQL on a busy machine.
+// Grant targets, per store: storeGrants in any run (both stores together
+// at least 1,000; SQLite, three processes contending for one file's lock
+// under -race, grants several times fewer than PostgreSQL), and in runs of
+// at least longRun (`make chaos`) longStoreGrants per longRun of load (both
+// stores together at least 20,000). The load goes on past its duration
+// until it has them (and every fault was injected once), up to
+// maxLoad(duration).
 const (
-	minGrants      = 1000
-	minStoreGrants = 250
-	longGrants     = 20000
-	longRun        = 10 * time.Minute
+	storeGrants     = 600
+	longStoreGrants = 10000
+	longRun         = 10 * time.Minute
 )
+
+// storeGrantTarget is each store's grant target for a load of dur.
+func storeGrantTarget(dur time.Duration) int {
+	if dur >= longRun {
+		return int(float64(longStoreGrants) * dur.Seconds() / longRun.Seconds())
+	}
+	return storeGrants
+}
+
+// maxLoad is how long a load of at least dur may go on to reach its
+// targets: generous, so that only a machine far slower than usual stops it.
+func maxLoad(dur time.Duration) time.Duration { return dur + max(dur/2, 100*time.Second) }
 
 // linearizeLimit bounds porcupine's search over a run of dur: past it the
 // verdict is Unknown and the test fails rather than hang. The search grows
@@ -92,17 +105,7 @@ func TestChaos(t *testing.T) {
 		dur = d
 	}
 	py := python3(t)
-	var total grantCount
-	want := minGrants
-	if dur >= longRun {
-		want = int(float64(longGrants) * dur.Seconds() / longRun.Seconds())
-	}
-	t.Cleanup(func() { // after both stores' runs
-		chaosLogf(t, "CHAOS %s: grants %d on both stores (target %d)", t.Name(), total.get(), want)
-		if total.get() < want {
-			t.Errorf("%d grants on both stores, want at least %d", total.get(), want)
-		}
-	})
+	want := storeGrantTarget(dur)
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
 		pg := pgtest.StartServer(t) // of its own: it is restarted
@@ -127,30 +130,21 @@ func TestChaos(t *testing.T) {
 			chaos.NewFault("postgres-restart-fast", func(context.Context) error { return pg.Bounce("fast") }),
 			f.freeze(0),
 		}
-		total.add(runChaos(t, f, py, dur, faults))
+		runChaos(t, f, py, dur, want, faults)
 	})
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
 		store := "sqlite:" + filepath.Join(t.TempDir(), "leasehold.db")
 		f := startFleet(t, store, store, store)
-		total.add(runChaos(t, f, py, dur, []chaos.Fault{f.killRestart(0), f.freeze(1), f.killRestart(2), f.freeze(0)}))
+		runChaos(t, f, py, dur, want, []chaos.Fault{f.killRestart(0), f.freeze(1), f.killRestart(2), f.freeze(0)})
 	})
 }
 
-// grantCount adds up the grants of parallel runs.
-type grantCount struct {
-	mu sync.Mutex
-	n  int
-}
-
-func (g *grantCount) add(n int) { g.mu.Lock(); g.n += n; g.mu.Unlock() }
-
-func (g *grantCount) get() int { g.mu.Lock(); defer g.mu.Unlock(); return g.n }
-
-// runChaos runs the load and faults on f, checks the history, reports, and
-// returns the number of grants. tweaks may change the load's configuration
-// (the fault schedule, say) before it runs.
-func runChaos(t *testing.T, f *fleet, py string, dur time.Duration, faults []chaos.Fault, tweaks ...func(*chaos.Config)) int {
+// runChaos runs the load and faults on f, for at least dur and until it has
+// seen want grants and every fault once (up to maxLoad(dur)), checks the
+// history and reports. tweaks may change the load's configuration (the
+// fault schedule, say) before it runs.
+func runChaos(t *testing.T, f *fleet, py string, dur time.Duration, want int, faults []chaos.Fault, tweaks ...func(*chaos.Config)) {
 	t.Helper()
 	start := time.Now()
 	cfg := chaos.Config{
@@ -162,6 +156,8 @@ func runChaos(t *testing.T, f *fleet, py string, dur time.Duration, faults []cha
 		Tasks:         64,
 		TaskPrefix:    "chaos/" + t.Name() + "-",
 		Duration:      dur,
+		MaxDuration:   maxLoad(dur),
+		MinGrants:     want,
 		Faults:        faults,
 		Logf:          t.Logf,
 	}
@@ -172,9 +168,8 @@ func runChaos(t *testing.T, f *fleet, py string, dur time.Duration, faults []cha
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := leasecheck.Check(res.Ops, linearizeLimit(dur))
-	want := minStoreGrants
-	chaosLogf(t, "CHAOS %s: load %s, wall %s", t.Name(), dur, time.Since(start).Round(time.Millisecond))
+	rep := leasecheck.Check(res.Ops, linearizeLimit(res.Took))
+	chaosLogf(t, "CHAOS %s: load %s (at least %s, at most %s), wall %s", t.Name(), res.Took.Round(time.Millisecond), dur, cfg.MaxDuration, time.Since(start).Round(time.Millisecond))
 	chaosLogf(t, "CHAOS %s: grants %d (target %d), renewals %d (+%d same-owner refreshes), releases %d, indeterminate %d",
 		t.Name(), rep.Grants, want, rep.Renewals, rep.Refreshes, rep.Releases, rep.Indeterminate)
 	chaosLogf(t, "CHAOS %s: %s", t.Name(), res.FaultSummary())
@@ -182,6 +177,10 @@ func runChaos(t *testing.T, f *fleet, py string, dur time.Duration, faults []cha
 	chaosLogf(t, "CHAOS %s: violations %d, porcupine %s", t.Name(), len(rep.Violations), rep.Linearizable)
 	chaosLogf(t, "CHAOS %s details: %s", t.Name(), rep.Summary())
 
+	if res.Unfinished != "" {
+		t.Errorf("the load stopped at its maximum of %s with %s: this machine was too slow (or too busy) to reach the targets in time, which is not a leasehold failure; the history was still checked",
+			cfg.MaxDuration, res.Unfinished)
+	}
 	for _, e := range res.Errors {
 		t.Errorf("harness: %s", e)
 	}
@@ -209,7 +208,6 @@ func runChaos(t *testing.T, f *fleet, py string, dur time.Duration, faults []cha
 	if kinds := res.FaultsByKind(); len(kinds) < len(uniqueNames(faults)) {
 		t.Errorf("faults injected by kind %v: every kind of %v should have been injected at least once", kinds, uniqueNames(faults))
 	}
-	return rep.Grants
 }
 
 func uniqueNames(fs []chaos.Fault) []string {

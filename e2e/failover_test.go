@@ -16,9 +16,13 @@ import (
 // machine busy with the race detector.
 const failoverStreamTTL = 20 * time.Second
 
-// failoverLoad is how long the chaos load runs across a failover; the
-// failover comes at half time.
-const failoverLoad = 20 * time.Second
+// failoverLoad is how long the chaos load runs across a failover at least;
+// the failover comes at half time. failoverGrants is its grant target,
+// small: the test is about the failover, not the load.
+const (
+	failoverLoad   = 20 * time.Second
+	failoverGrants = 100
+)
 
 // A fleet on a synchronously replicated PostgreSQL keeps its promises across
 // a failover. Three sidecars on a multi-host URL (target_session_attrs=
@@ -90,8 +94,9 @@ func TestPostgresFailover(t *testing.T) {
 		t.Logf("primary killed and standby promoted in %s", promotedAt.Sub(killedAt).Round(time.Millisecond))
 		return nil
 	})
-	runChaos(t, f, py, failoverLoad, []chaos.Fault{failover}, func(c *chaos.Config) {
-		c.FaultGap = failoverLoad / 2 // once: the next turn would come after the load
+	runChaos(t, f, py, failoverLoad, failoverGrants, []chaos.Fault{failover}, func(c *chaos.Config) {
+		c.FaultGap = failoverLoad / 2
+		c.Rounds = 1 // the failover cannot be undone: once
 		c.TaskPrefix = "failover/"
 	})
 	if promotedAt.IsZero() {

@@ -8,11 +8,15 @@ nanoseconds, and the HTTP status, Content-Type and raw body, or the transport
 error (a timeout, a refused or cut connection, an answer cut short). It
 judges nothing: the Go side classifies every answer, and a lost answer is
 never taken as a fact.
+
+It runs until its stdin is closed (the harness decides when the load ends),
+or at most --duration seconds.
 """
 import argparse
 import json
 import random
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -33,6 +37,19 @@ args = ap.parse_args()
 urls = args.urls.split(",")
 rng = random.Random(args.seed * 7919 + time.time_ns())
 deadline = time.monotonic() + args.duration
+stopped = threading.Event()
+
+
+def watch_stdin():
+    sys.stdin.read()  # until EOF: the harness closed it
+    stopped.set()
+
+
+threading.Thread(target=watch_stdin, daemon=True).start()
+
+
+def running():
+    return not stopped.is_set() and time.monotonic() < deadline
 
 
 def op(kind, task, token, ttl_ms):
@@ -72,10 +89,10 @@ def op(kind, task, token, ttl_ms):
 
 
 def pause(seconds):
-    time.sleep(max(0.0, min(seconds, deadline - time.monotonic())))
+    stopped.wait(max(0.0, min(seconds, deadline - time.monotonic())))
 
 
-while time.monotonic() < deadline:
+while running():
     task = args.task_prefix + str(rng.randrange(args.tasks))
     ttl = rng.randint(args.min_ttl_ms, args.max_ttl_ms)
     status, answer = op("claim", task, 0, ttl)
@@ -86,19 +103,19 @@ while time.monotonic() < deadline:
     lost = False
     for _ in range(rng.randrange(3)):
         pause(ttl / 1000 * rng.uniform(0.2, 0.4))
-        if time.monotonic() >= deadline:
+        if not running():
             break
         status, answer = op("renew", task, token, ttl)
         if status == 409:
             lost = True
             break
-    if lost or time.monotonic() >= deadline:
+    if lost or not running():
         continue
     p = rng.random()
     if p < 0.65:
         op("release", task, token, 0)
     elif p >= 0.85:
         pause(ttl / 1000 + rng.uniform(0.02, 0.1))
-        if time.monotonic() < deadline:
+        if running():
             op("renew", task, token, ttl)
 sys.exit(0)

@@ -16,6 +16,12 @@
 // them, for as long as the load runs. A test builds its faults from what it
 // controls (processes, a database, a faultproxy.Proxy) and gets back the
 // history and a log of the faults.
+//
+// How long the load runs is not a fixed time, so that a slow machine makes
+// a run longer rather than a test fail: it runs for at least Duration, and
+// then until it has seen MinGrants grants and every fault has been injected
+// once, but no longer than MaxDuration; a run stopped there says so in
+// Result.Unfinished.
 package chaos
 
 import (
@@ -109,16 +115,22 @@ type Config struct {
 	// Tasks is the size of the task pool, named TaskPrefix + number.
 	Tasks      int
 	TaskPrefix string
-	// Duration is how long the load runs.
-	Duration time.Duration
+	// Duration is how long the load runs at least. It goes on until
+	// MinGrants claims have been answered with a new grant and every fault
+	// has been injected once, and stops at MaxDuration (default Duration)
+	// even if not.
+	Duration, MaxDuration time.Duration
+	MinGrants             int
 	// MinTTL and MaxTTL bound each lease's ttl (default 300 and 800 ms).
 	MinTTL, MaxTTL time.Duration
 	// RequestTimeout bounds each request (default 1 s).
 	RequestTimeout time.Duration
 	// Faults are injected in turn, each FaultGap after the previous one
-	// ended (default 2 s), until Duration is over.
+	// ended (default 2 s), until the load ends, or, when Rounds is
+	// positive, until each has been injected Rounds times.
 	Faults   []Fault
 	FaultGap time.Duration
+	Rounds   int
 	// Logf, when set, gets a line per fault as it happens.
 	Logf func(format string, args ...any)
 }
@@ -131,6 +143,11 @@ type Result struct {
 	// python clients that failed. A sound run has none.
 	Errors []string
 	Took   time.Duration
+	// Grants counts the claims answered with a new grant.
+	Grants int
+	// Unfinished, when not empty, says what the load had not reached when
+	// MaxDuration stopped it.
+	Unfinished string
 }
 
 // OpsByClientKind counts the ops of the Go clients ("go") and of the
@@ -213,8 +230,9 @@ func contains(s []string, v string) bool {
 	return false
 }
 
-// Run runs the load and the faults for cfg.Duration and returns what
-// happened. It returns an error only when the run could not start.
+// Run runs the load and the faults (see the package doc for how long) and
+// returns what happened. It returns an error only when the run could not
+// start.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if len(cfg.URLs) == 0 || cfg.Tasks <= 0 || cfg.Duration <= 0 || cfg.GoClients+cfg.PythonClients <= 0 {
 		return nil, errors.New("chaos: Config needs URLs, Tasks, Duration and clients")
@@ -234,6 +252,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.FaultGap <= 0 {
 		cfg.FaultGap = 2 * time.Second
 	}
+	if cfg.MaxDuration < cfg.Duration {
+		cfg.MaxDuration = cfg.Duration
+	}
 	if cfg.Python == "" {
 		cfg.Python = "python3"
 	}
@@ -247,6 +268,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		res.Ops = append(res.Ops, op)
+		if op.Out == leasecheck.Acquired && op.Lease != nil && op.Lease.RenewCount == 0 {
+			res.Grants++
+		}
 		if err != nil {
 			res.Errors = append(res.Errors, err.Error())
 		}
@@ -258,20 +282,49 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 
 	start := time.Now()
-	load, stop := context.WithTimeout(ctx, cfg.Duration)
+	load, stop := context.WithTimeout(ctx, cfg.MaxDuration)
 	defer stop()
 	var wg sync.WaitGroup
 
-	// Python clients first: the interpreter takes a moment to start.
+	// Python clients first: the interpreter takes a moment to start. They
+	// stop when their stdin is closed, which the load's end does.
 	for i := range cfg.PythonClients {
-		cmd, out, err := startPython(ctx, cfg, i)
+		cmd, in, out, err := startPython(ctx, cfg, i)
 		if err != nil {
 			stop()
 			wg.Wait()
 			return nil, err
 		}
+		wg.Go(func() {
+			<-load.Done()
+			in.Close()
+		})
 		wg.Go(func() { readPython(fmt.Sprintf("py-%d", i), cmd, out, record, fail) })
 	}
+
+	// The load ends once it has run Duration and reached its targets, or
+	// at MaxDuration.
+	wg.Go(func() {
+		if !sleep(load, cfg.Duration) {
+			return
+		}
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			mu.Lock()
+			done := res.Grants >= cfg.MinGrants && len(res.Faults) >= len(cfg.Faults)
+			mu.Unlock()
+			if done {
+				stop()
+				return
+			}
+			select {
+			case <-load.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	})
 
 	transport := &http.Transport{MaxIdleConnsPerHost: 4 * (cfg.GoClients + 1), IdleConnTimeout: 30 * time.Second}
 	defer transport.CloseIdleConnections()
@@ -282,7 +335,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 
 	wg.Go(func() {
-		for i := 0; len(cfg.Faults) > 0; i++ {
+		for i := 0; len(cfg.Faults) > 0 && (cfg.Rounds <= 0 || i < cfg.Rounds*len(cfg.Faults)); i++ {
 			if !sleep(load, cfg.FaultGap) {
 				return
 			}
@@ -302,6 +355,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	})
 	wg.Wait()
 	res.Took = time.Since(start)
+	if ctx.Err() == nil && errors.Is(load.Err(), context.DeadlineExceeded) {
+		var missed []string
+		if res.Grants < cfg.MinGrants {
+			missed = append(missed, fmt.Sprintf("%d grants of %d", res.Grants, cfg.MinGrants))
+		}
+		if len(res.Faults) < len(cfg.Faults) {
+			missed = append(missed, fmt.Sprintf("%d faults injected of %d", len(res.Faults), len(cfg.Faults)))
+		}
+		res.Unfinished = strings.Join(missed, ", ")
+	}
 	return res, nil
 }
 
@@ -419,25 +482,30 @@ type pythonLine struct {
 	Error  string `json:"error"`
 }
 
-func startPython(ctx context.Context, cfg Config, i int) (*exec.Cmd, io.Reader, error) {
+func startPython(ctx context.Context, cfg Config, i int) (*exec.Cmd, io.WriteCloser, io.Reader, error) {
 	name := fmt.Sprintf("py-%d", i)
-	// Python stops on its own after the duration; the margin lets its last
-	// request end (or time out) before it is killed.
+	// Python stops when its stdin is closed, or on its own after the
+	// longest load; WaitDelay lets its last request end (or time out)
+	// before it is killed.
 	cmd := exec.CommandContext(ctx, cfg.Python, cfg.PythonScript,
 		"--urls", strings.Join(cfg.URLs, ","), "--task-prefix", cfg.TaskPrefix, "--tasks", strconv.Itoa(cfg.Tasks),
-		"--owner", name, "--seed", strconv.Itoa(i), "--duration", strconv.FormatFloat(cfg.Duration.Seconds(), 'f', 3, 64),
+		"--owner", name, "--seed", strconv.Itoa(i), "--duration", strconv.FormatFloat(cfg.MaxDuration.Seconds(), 'f', 3, 64),
 		"--min-ttl-ms", strconv.FormatInt(cfg.MinTTL.Milliseconds(), 10), "--max-ttl-ms", strconv.FormatInt(cfg.MaxTTL.Milliseconds(), 10),
 		"--timeout", strconv.FormatFloat(cfg.RequestTimeout.Seconds(), 'f', 3, 64))
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	cmd.Stderr = &bytes.Buffer{}
 	if err := cmd.Start(); err != nil {
-		return nil, nil, fmt.Errorf("start %s %s: %w", cfg.Python, cfg.PythonScript, err)
+		return nil, nil, nil, fmt.Errorf("start %s %s: %w", cfg.Python, cfg.PythonScript, err)
 	}
-	return cmd, out, nil
+	return cmd, in, out, nil
 }
 
 func readPython(name string, cmd *exec.Cmd, out io.Reader, record func(leasecheck.Op, error), fail func(error)) {
