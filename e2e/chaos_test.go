@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -264,13 +265,27 @@ func (f *fleet) proc(i int) *sidecar {
 }
 
 // killRestart is the fault "sidecar i dies (SIGKILL) and is started again at
-// its address".
+// its address". While it is dead, its port is free, and the kernel may give
+// it to another socket (a client's connection takes its local port from the
+// same range as the :0 the sidecar first listened on); the restart is tried
+// again until that socket is gone, for up to 30 s.
 func (f *fleet) killRestart(i int) chaos.Fault {
 	return chaos.NewFault("sidecar-kill-restart", func(context.Context) error {
 		old := f.proc(i)
 		_ = old.cmd.Process.Signal(syscall.SIGKILL)
 		<-old.done
-		s, err := launchSidecar(f.t, f.stores[i], "--listen", f.addrs[i])
+		deadline := time.Now().Add(30 * time.Second)
+		var (
+			s   *sidecar
+			err error
+		)
+		for {
+			s, err = launchSidecar(f.t, f.stores[i], "--listen", f.addrs[i])
+			if err == nil || !strings.Contains(err.Error(), "address already in use") || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond) // polling for the port, with a deadline
+		}
 		if err != nil {
 			return fmt.Errorf("restart sidecar %d: %w", i, err)
 		}
