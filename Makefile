@@ -52,8 +52,9 @@ fuzz: ## Run every go test -fuzz target for FUZZTIME each (default 30s); their s
 	  done; \
 	done
 
-# DURATION is how long each store's chaos load runs (make chaos DURATION=10m): a Go duration of
-# h, m and s parts. The test timeout is twice that plus 10 minutes (the stores run side by side).
+# DURATION is how long each store's chaos load runs at least (make chaos DURATION=10m): a Go
+# duration of h, m and s parts; it goes on, up to half as long again, until its grant target and
+# every fault are met. The test timeout is twice DURATION plus 10 minutes (the stores run side by side).
 DURATION  ?= 10m
 
 .PHONY: chaos
