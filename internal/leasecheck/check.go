@@ -239,10 +239,11 @@ func checkTask(task string, ops []*Op) []Violation {
 //   - an indeterminate claim, or renew of tok, by the holder that was
 //     invoked before g was answered may have taken effect after last, and
 //     set an expiry of at least its ttl from the later of its invocation and
-//     last's renewed_at (a lease's times never go backwards: the store
-//     writes renewed_at no earlier than the row's, see leasecore/postgres's
-//     doc). Nothing bounds when an indeterminate op takes effect, so one
-//     invoked before last counts as well: a frozen sidecar may apply it late.
+//     last's renewed_at (a lease's times never go backwards: PostgreSQL
+//     writes them no earlier than the row's, see leasecore/postgres's doc,
+//     and SQLite reads its clock under the file's write lock). Nothing
+//     bounds when an indeterminate op takes effect, so one invoked before
+//     last counts as well: a frozen sidecar may apply it late.
 func bound(cs, pending []*Op, tok int64, last, g *Op) (int64, *Op) {
 	exp, by := last.Lease.ExpiresAt, last
 	for _, c := range cs {
