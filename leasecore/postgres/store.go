@@ -17,6 +17,48 @@ import (
 	"github.com/leasehold/leasehold/leasecore/internal/redact"
 )
 
+// checkUserinfo refuses a URL whose user name or password holds a raw '@'
+// or '/'. pgx, like libpq, ends the userinfo at the first '@' before the
+// first '/', so the rest of such a password would be read as a host or a
+// database name, and quoted as one in connection errors ("lookup
+// cret@host: no such host"), where no pattern can tell it is a password.
+func checkUserinfo(url string) error {
+	p, ok := strings.CutPrefix(url, "postgres://")
+	if !ok {
+		p, ok = strings.CutPrefix(url, "postgresql://")
+	}
+	if !ok {
+		return nil
+	}
+	auth, path, _ := strings.Cut(p, "/")
+	path, _, _ = strings.Cut(path, "?")
+	if strings.Count(auth, "@") > 1 || strings.Contains(path, "@") {
+		return errors.New("postgres store URL: a raw '@' or '/' in the user name or password (or an '@' in the database name): percent-encode them as %40 and %2F")
+	}
+	return nil
+}
+
+// parseError is err, from pgxpool.ParseConfig, with the connection string
+// a pgconn.ParseConfigError quotes masked by redact rather than by pgx.
+func parseError(err error) error {
+	var pe *pgconn.ParseConfigError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	bare := *pe
+	bare.ConnString = ""
+	msg := strings.TrimPrefix(bare.Error(), "cannot parse ``: ")
+	return &maskedParseError{err: err, msg: fmt.Sprintf("cannot parse `%s`: %s", redact.String(pe.ConnString), msg)}
+}
+
+type maskedParseError struct {
+	err error
+	msg string
+}
+
+func (e *maskedParseError) Error() string { return e.msg }
+func (e *maskedParseError) Unwrap() error { return e.err }
+
 // DefaultMaxConns is the pool size when the URL has no pool_max_conns.
 //
 // Why 8: claims, renewals and releases go out in batches (batch.go), each
@@ -116,11 +158,15 @@ var (
 // DefaultMaxConnIdleTime); the other pgx and libpq parameters apply as pgx
 // documents them.
 func Open(ctx context.Context, url string) (*Store, error) {
+	if err := checkUserinfo(url); err != nil {
+		return nil, err
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// pgx masks the passwords it recognises in the URL it quotes, but
-		// not in the net/url error it wraps: mask them all.
-		return nil, redact.Error(fmt.Errorf("postgres store URL: %w", err))
+		// not all of them (password=se\ cret shows "cret"), nor in the
+		// errors it wraps: quote the URL masked our way, and mask the rest.
+		return nil, redact.Error(fmt.Errorf("postgres store URL: %w", parseError(err)))
 	}
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = DefaultMaxConns

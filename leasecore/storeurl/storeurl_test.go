@@ -29,6 +29,25 @@ var shapes = []string{
 	"host=127.0.0.1 port=1 user=u password=" + secret + " dbname=db",
 	"host=127.0.0.1 password='" + secret + " quoted' dbname=db",
 	"mysql://u:" + secret + "@h/db",
+	// Characters that may end a naive pattern early, between two halves
+	// of the secret.
+	"postgres://u:" + secret + "'" + secret + "@127.0.0.1:1/db",
+	"postgres://u:" + secret + "`" + secret + "@127.0.0.1:1/db",
+	"postgres://u:" + secret + "\"" + secret + "@127.0.0.1:1/db",
+	"postgres://u:" + secret + "!$&()*+,;=" + secret + "@127.0.0.1:1/db",
+	"postgres://u:" + secret + "@" + secret + "@127.0.0.1:1/db",
+	"postgres://u:" + secret + "%40" + secret + "@127.0.0.1:1/db",
+	"postgres://u:" + secret + ":" + secret + "@127.0.0.1:1/db",
+	"postgres://u:" + secret + "/" + secret + "@127.0.0.1:1/db",
+	"postgres://u:" + secret + "'" + secret + "@127.0.0.1:1,127.0.0.1:2/db",
+	"postgres://u:" + secret + "'`@:/" + secret + "@127.0.0.1:notaport,127.0.0.1:2/db",
+	"postgres://u@127.0.0.1:1/db?%70assword=" + secret,
+	"postgres://u@127.0.0.1:1/db?pass%77ord=" + secret + "'" + secret,
+	"postgres://u@127.0.0.1:notaport/db?%73slpassword=" + secret,
+	"host=127.0.0.1 port=1 password=" + secret + "\\ " + secret + " dbname=db",
+	"host=127.0.0.1 port=notaport password=" + secret + "\\ " + secret + " dbname=db",
+	"host=127.0.0.1 port=notaport password='" + secret + "\\' " + secret + "' dbname=db",
+	"host=127.0.0.1 port=notaport password=" + secret + "'" + secret + " dbname=db",
 }
 
 func TestRedactShapes(t *testing.T) {
