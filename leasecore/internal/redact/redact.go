@@ -212,16 +212,24 @@ func passwordSpan(rest string, quote byte) span {
 	if colon < 0 {
 		return span{}
 	}
+	// The line ends at a line break, or where another URL starts.
 	line := rest
 	if i := strings.IndexAny(rest, "\r\n"); i >= 0 {
 		line = rest[:i]
+	}
+	if loc := scheme.FindStringIndex(line); loc != nil {
+		line = line[:loc[0]]
 	}
 	if quote != 0 {
 		// Quoted: the URL ends at a quote that closes the text, the
 		// first one before which an '@' is followed by a host list. If
 		// none holds an '@', the URL has no password; if some do but with
 		// no host list after it, the line decides.
-		ends := closingQuotes(line, quote, colon)
+		ends := closingQuotes(line, quote)
+		if len(ends) > 0 && ends[0] < colon {
+			// The quoted URL ended before the ':': it has no password.
+			return span{}
+		}
 		anyAt := false
 		for _, end := range ends {
 			if at := strings.LastIndexByte(line[:end], '@'); at > colon {
@@ -251,12 +259,12 @@ func hostFollows(s string, at int) bool {
 	return host != "" && hostList.MatchString(host)
 }
 
-// closingQuotes are the indexes of the quotes in line after from that may
-// end a quoted text: not escaped by a backslash, and followed by the end
-// of the line, a space or punctuation.
-func closingQuotes(line string, quote byte, from int) []int {
+// closingQuotes are the indexes of the quotes in line that may end a
+// quoted text: not escaped by a backslash, and followed by the end of the
+// line, a space or punctuation.
+func closingQuotes(line string, quote byte) []int {
 	var ends []int
-	for i := from + 1; i < len(line); i++ {
+	for i := 1; i < len(line); i++ {
 		if line[i] != quote || line[i-1] == '\\' {
 			continue
 		}

@@ -141,6 +141,10 @@ func TestTrickyUserinfoPasswords(t *testing.T) {
 		"cannot parse `postgres://u:a`b@h/db`: bad":      "cannot parse `postgres://u:xxxxx@h/db`: bad",
 		"open \"postgres://u:a/b@h/db\": bad at x@y":     "open \"postgres://u:xxxxx@h/db\": bad at x@y",
 		"open \"postgres://h:5432/db\": failed for u@h2": "open \"postgres://h:5432/db\": failed for u@h2",
+		// A quoted URL with no password, then text with an '@'.
+		`store "mysql://x": must be sqlite:PATH or postgres://USER@HOST:PORT/DB`:   `store "mysql://x": must be sqlite:PATH or postgres://USER@HOST:PORT/DB`,
+		"store `postgres://h`: bad, try postgres://u@h":                            "store `postgres://h`: bad, try postgres://u@h",
+		`open store mysql://x: store "mysql://x": must be postgres://USER@HOST/DB`: `open store mysql://x: store "mysql://x": must be postgres://USER@HOST/DB`,
 	} {
 		if got := String(in); got != want {
 			t.Errorf("String(%q)\n = %q\nwant %q", in, got, want)
