@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -53,8 +54,11 @@ var shapes = []string{
 func TestRedactShapes(t *testing.T) {
 	t.Parallel()
 	for _, raw := range shapes {
-		if got := Redact(raw); strings.Contains(got, "s3cr3t") {
-			t.Errorf("Redact(%q) = %q", raw, got)
+		// As given, and quoted inside error texts as Go and pgx quote it.
+		for _, text := range []string{raw, fmt.Sprintf("open store %q: bad", raw), "cannot parse `" + raw + "`: bad (x@y)", "store '" + raw + "', at u@h"} {
+			if got := Redact(text); strings.Contains(got, "s3cr3t") {
+				t.Errorf("Redact(%q) = %q", text, got)
+			}
 		}
 	}
 	for raw, want := range map[string]string{

@@ -39,7 +39,12 @@ var (
 	// environment assignment: password=secret, password = 'se cret',
 	// password=se\ cret, PGPASSWORD=secret. Group 2 is the value: quoted
 	// with libpq's backslash escapes, or unquoted up to an unescaped space.
-	kvPassword = regexp.MustCompile("(?i)((?:^|[\\s'\"`(,;:])[a-z_]*password\\s*=\\s*)('(?:[^'\\\\]|\\\\.)*'?|(?:[^\\s\\\\]|\\\\.|\\\\$)*)")
+	//
+	// Any run of backslashes escapes the character after it: a text that
+	// Go quoted (%q) doubles libpq's backslashes, so a space after two may
+	// be an escaped one. Reading it so masks a word or two too many when a
+	// password ends with a backslash.
+	kvPassword = regexp.MustCompile("(?i)((?:^|[\\s'\"`(,;:])[a-z_]*password\\s*=\\s*)('(?:[^'\\\\]|\\\\+.?)*'?|(?:[^\\s\\\\]|\\\\+.?)*)")
 	// hostList is what may follow a userinfo in an authority: no '@', quote
 	// or backslash (pgx takes any text as a port, so no finer rule holds).
 	hostList = regexp.MustCompile("^[^@'\"`\\\\]*$")
