@@ -10,14 +10,17 @@
 // too. Where the text is ambiguous it masks too much rather than too
 // little:
 //
-//   - A URL's userinfo ends at the last '@' of its authority (the text
-//     after "scheme://" up to the first '/', '?', '#' or space), so a
-//     password may hold any character but those four raw, '@' and quotes
-//     included; its password starts after the first ':'.
-//   - A password that holds a raw '/', '?', '#' or space leaves no '@' in
-//     the authority; it is masked up to the last '@' of its line or, when
-//     the URL is quoted ("…", '…' or `…`, as errors quote it), of the
-//     quoted text.
+//   - A URL's userinfo ends at the last '@' before the first '/' or space
+//     after "scheme://" (pgx reads a '?' or '#' before an '@' as part of
+//     the userinfo), so a password may hold any character but those two
+//     raw, '@', '?', '#' and quotes included; its password starts after
+//     the first ':'. Where the path or query holds an '@' too, the host
+//     after the chosen '@' must be a plain host list, or the next rule
+//     applies.
+//   - A password that holds a raw '/' or space leaves no such '@'; it is
+//     masked up to the last '@' of its line (up to where another URL
+//     starts) or, when the URL is quoted ("…", '…' or `…`, as errors
+//     quote it), of the quoted text.
 //   - A query value runs to the next '&' or space, or to the quote that
 //     closes a quoted URL; a key=value value runs to the next unescaped
 //     space, or its closing quote when quoted (libpq's \' and \\ escapes).
@@ -182,30 +185,40 @@ type span struct{ start, end int }
 // that ends it. quote is the quote character just before the URL (0 if
 // none): the URL is quoted inside a larger text.
 func passwordSpan(rest string, quote byte) span {
-	// A well-formed URL: the authority ends at the first '/', '?', '#' or
-	// space, and its userinfo at the last '@' in it (as net/url reads it;
-	// pgx ends it at the first, which this covers).
-	auth := rest
-	if i := strings.IndexAny(rest, "/?#"+space); i >= 0 {
-		auth = rest[:i]
+	// A well-formed URL: the userinfo ends at the last '@' before the
+	// first '/' or space. (net/url ends the authority at a '?' or '#' too,
+	// but pgx, like libpq, reads an '@' after them as ending the userinfo,
+	// so a password may hold them.) Its password starts after the first
+	// ':' of the userinfo.
+	region := rest
+	if i := strings.IndexAny(rest, "/"+space); i >= 0 {
+		region = rest[:i]
 	}
-	// An '@' after the authority (in the path or query, or stranded by a
-	// raw '/' in the password) makes it ambiguous: then the host after
-	// the userinfo must be one a well-formed URL writes.
+	// An '@' after the region makes it ambiguous: in the path (a database
+	// name rarely holds one) or in a query key it is taken as stranded by
+	// a raw '/' in the password; in a query value, the host after the
+	// userinfo must be one a well-formed URL writes.
 	tok := rest
 	if i := strings.IndexAny(rest, space); i >= 0 {
 		tok = rest[:i]
 	}
-	laterAt := strings.IndexByte(tok[len(auth):], '@') >= 0
-	if at := strings.LastIndexByte(auth, '@'); at >= 0 && hostList.MatchString(auth[at+1:]) &&
-		(!laterAt || strictHostList.MatchString(auth[at+1:])) {
-		if colon := strings.IndexByte(auth[:at], ':'); colon >= 0 {
-			return span{colon + 1, at}
+	after := tok[len(region):]
+	path, query, _ := strings.Cut(after, "?")
+	laterAt := strings.IndexByte(after, '@') >= 0
+	if at := strings.LastIndexByte(region, '@'); at >= 0 && !strings.Contains(path, "@") && !atInKey(query) {
+		host := region[at+1:]
+		if i := strings.IndexAny(host, "?#"); i >= 0 {
+			host = host[:i]
 		}
-		return span{}
+		if hostList.MatchString(host) && (!laterAt || host != "" && strictHostList.MatchString(host)) {
+			if colon := strings.IndexByte(region[:at], ':'); colon >= 0 {
+				return span{colon + 1, at}
+			}
+			return span{}
+		}
 	}
-	// A malformed one (no '@' in the authority, or one followed by what is
-	// no host list): the password may hold '/', '?', '#' or a space, so
+	// A malformed one (no '@' before the first '/', or one followed by
+	// what is no host list): the password may hold '/', '?', '#' or a space, so
 	// everything up to the last '@' of the line (or of the quoted text)
 	// may be password. Its user name ends at the first ':' before a '/' or
 	// a space (pgx reads a '?' or '#' before the '@' as userinfo).
@@ -222,21 +235,26 @@ func passwordSpan(rest string, quote byte) span {
 	if i := strings.IndexAny(rest, "\r\n"); i >= 0 {
 		line = rest[:i]
 	}
-	if loc := scheme.FindStringIndex(line); loc != nil {
-		line = line[:loc[0]]
+	for _, loc := range scheme.FindAllStringIndex(line, -1) {
+		if startsWord(line, loc[0]) {
+			line = line[:loc[0]]
+			break
+		}
 	}
 	if quote != 0 {
-		// Quoted: the URL ends at a quote that closes the text, the
-		// first one before which an '@' is followed by a host list. If
-		// none holds an '@', the URL has no password; if some do but with
-		// no host list after it, the line decides.
+		// Quoted: the URL ends at a quote that closes the text, the last
+		// one before which an '@' is followed by a host list (the
+		// password may hold a quote). If none holds an '@', the URL has
+		// no password; if some do but with no host list after it, the
+		// line decides.
 		ends := closingQuotes(line, quote)
 		if len(ends) > 0 && ends[0] < colon {
 			// The quoted URL ended before the ':': it has no password.
 			return span{}
 		}
 		anyAt := false
-		for _, end := range ends {
+		for i := len(ends) - 1; i >= 0; i-- {
+			end := ends[i]
 			if at := strings.LastIndexByte(line[:end], '@'); at > colon {
 				if hostFollows(line[:end], at) {
 					return span{colon + 1, at}
@@ -252,6 +270,28 @@ func passwordSpan(rest string, quote byte) span {
 		return span{colon + 1, at}
 	}
 	return span{}
+}
+
+// startsWord reports whether line[i:] starts a word: it follows a space, or
+// an opening quote or parenthesis that follows one.
+func startsWord(line string, i int) bool {
+	isSpace := func(j int) bool { return j < 0 || strings.IndexByte(space, line[j]) >= 0 }
+	if i == 0 || isSpace(i-1) {
+		return true
+	}
+	return strings.IndexByte("'\"`(", line[i-1]) >= 0 && isSpace(i-2)
+}
+
+// atInKey reports whether an '@' of query is in a parameter's key (before
+// its '='), where no well-formed URL puts one: it was stranded there by a
+// raw '/' in a password.
+func atInKey(query string) bool {
+	for p := range strings.SplitSeq(query, "&") {
+		if k, _, _ := strings.Cut(p, "="); strings.Contains(k, "@") {
+			return true
+		}
+	}
+	return false
 }
 
 // hostFollows reports whether the '@' at s[at] is followed by a non-empty

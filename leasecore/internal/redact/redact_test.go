@@ -105,6 +105,15 @@ var trickyPasswords = []string{
 	leakA + "/" + leakB,
 	leakA + "'@`:\"/" + leakB,
 	"'" + leakA + leakB + "'",
+	// Found by a random search: an '@' with a raw '/', '?' or '#' after
+	// it, a quote before "://".
+	leakA + "@" + leakB + "/'x",
+	leakA + "@x//?" + leakB,
+	leakA + "@,/:?" + leakB,
+	leakA + "@x#;?" + leakB,
+	leakA + "'x://" + leakB,
+	leakA + "://" + leakB,
+	leakA + "@x`;=" + leakB,
 }
 
 func assertMasked(t *testing.T, in string) {
