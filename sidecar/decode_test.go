@@ -191,6 +191,10 @@ func TestStalledBodyIs408(t *testing.T) {
 			if resp.StatusCode != c.status || resp.Header.Get("Content-Type") != contentTypeProblem {
 				t.Fatalf("answer %d %s, want %d %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), c.status, contentTypeProblem, body)
 			}
+			// The detail names the server's actual ReadTimeout.
+			if !c.closeWrite && !strings.Contains(body, "within 300ms of") {
+				t.Errorf("408 detail does not name the server's ReadTimeout (300ms): %s", body)
+			}
 			for _, leak := range []string{"127.0.0.1", "tcp", "i/o timeout", "EOF", "->"} {
 				if strings.Contains(body, leak) {
 					t.Errorf("answer shows %q: %s", leak, body)

@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 	"unicode/utf8"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -156,7 +155,7 @@ func checkBody(req *http.Request, rb *openapi3.RequestBody) error {
 	}
 	body, err := io.ReadAll(io.LimitReader(req.Body, maxBodyBytes+1))
 	if err != nil {
-		return bodyReadProblem(err)
+		return bodyReadProblem(req, err)
 	}
 	if len(body) > maxBodyBytes {
 		return tooLarge()
@@ -199,8 +198,10 @@ func setBody(req *http.Request, body []byte) {
 
 // bodyReadProblem is the answer to a body that could not be read. Its detail
 // never carries the read error's text, which names the connection's
-// addresses ("read tcp 127.0.0.1:7411->…: i/o timeout").
-func bodyReadProblem(err error) *problemError {
+// addresses ("read tcp 127.0.0.1:7411->…: i/o timeout"). A timeout's detail
+// names the ReadTimeout of the server that served req, whatever it was
+// configured to.
+func bodyReadProblem(req *http.Request, err error) *problemError {
 	var maxErr *http.MaxBytesError
 	var netErr net.Error
 	switch {
@@ -209,8 +210,12 @@ func bodyReadProblem(err error) *problemError {
 	case errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
 		// The server's ReadTimeout ran out while the body was still
 		// arriving: a client that sent its headers and then stalled.
+		within := "the server's read timeout"
+		if srv, ok := req.Context().Value(http.ServerContextKey).(*http.Server); ok && srv.ReadTimeout > 0 {
+			within = srv.ReadTimeout.String()
+		}
 		return newProblem(http.StatusRequestTimeout, problemBlank, "",
-			fmt.Sprintf("the request body did not arrive within %d seconds of the request's start", int(readTimeout/time.Second)))
+			fmt.Sprintf("the request body did not arrive within %s of the request's start", within))
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return malformed("the request body ended before its declared length (Content-Length or chunked encoding)")
 	default:

@@ -424,7 +424,18 @@
 // target_session_attrs=read-write, pgx tries the hosts in turn and keeps the
 // one that accepts writes, which after a failover is the new primary.
 //
+// Not at every write, though: with a single-host URL, or while a promotion
+// takes its time, that would open a connection (a backend fork) per write
+// per sidecar. For defaultReadOnlyBackoff (1 s) after a read-only answer,
+// claims, renewals and releases are refused with that answer without a
+// round trip, and the pool is emptied at most once per backoff. The first
+// write after it asks again, so a promotion is picked up within about a
+// second; a Ping that finds the server writable ends the backoff at once.
+//
 // Credentials never leave the driver in an error's text: interpretError and
 // Open pass every text through the redaction that storeurl.Redact uses,
-// because pgx's own masking misses the raw URL inside a net/url error.
+// because pgx's own masking misses some passwords (password=se\ cret) and
+// the errors it wraps. Open refuses a URL with a raw '@' or '/' in its
+// userinfo, since pgx would read the rest of the password as a host or
+// database name and print it as one.
 package postgres

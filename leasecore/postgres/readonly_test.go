@@ -3,7 +3,9 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -156,5 +158,57 @@ func TestStandbyWithoutSchemaIsReadOnly(t *testing.T) {
 	err := mustOpen(t, standby.URL()).Ping(context.Background())
 	if !errors.Is(err, leasecore.ErrUnavailable) || !strings.Contains(err.Error(), "read-only") {
 		t.Fatalf("Ping on a standby with no schema: %v, want unavailable saying read-only", err)
+	}
+}
+
+// TestReadOnlyStormIsBounded sends 200 claims, in waves of 10 concurrent
+// ones, to a read-only server: every one is unavailable saying read-only,
+// and the pool makes a few connections in all, not one (a backend fork) per
+// wave, since for the backoff after the first read-only answer writes do not
+// reach the server. Once the backoff is over, the next write asks again.
+func TestReadOnlyStormIsBounded(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabase(t)
+	mustMigrated(t, url)
+	st := mustOpen(t, withParam(url, "options=-c%20default_transaction_read_only%3Don"))
+	// The whole storm falls within one backoff, however slow the machine.
+	st.readOnlyBackoff = time.Hour
+	ctx := context.Background()
+	claim := func(task string) error {
+		_, err := st.Claim(ctx, leasecore.ClaimParams{Task: task, Owner: "o", TTL: time.Minute})
+		return err
+	}
+	assertReadOnlyErr := func(what string, err error) {
+		t.Helper()
+		var u *leasecore.UnavailableError
+		if !errors.As(err, &u) || u.Op != "claim" || !strings.Contains(err.Error(), "read-only") {
+			t.Errorf("%s on a read-only server: %v, want unavailable saying read-only", what, err)
+		}
+	}
+	const waves, perWave = 20, 10
+	for w := range waves {
+		var wg sync.WaitGroup
+		errs := make([]error, perWave)
+		for i := range perWave {
+			wg.Go(func() { errs[i] = claim(fmt.Sprintf("storm-%d-%d", w, i)) })
+		}
+		wg.Wait()
+		for i, err := range errs {
+			assertReadOnlyErr(fmt.Sprintf("claim %d of wave %d", i, w), err)
+		}
+	}
+	conns := st.pool.Stat().NewConnsCount()
+	t.Logf("%d claims against a read-only server opened %d connections", waves*perWave, conns)
+	if conns > DefaultMaxConns {
+		t.Errorf("%d claims against a read-only server opened %d connections, want at most %d", waves*perWave, conns, DefaultMaxConns)
+	}
+
+	// The backoff is over: the next claim asks the server (a new
+	// connection, since the read-only ones were not kept), and is refused.
+	n := st.readOnly.Load()
+	st.readOnly.Store(&readOnlyNote{at: n.at.Add(-2 * st.readOnlyBackoff), err: n.err})
+	assertReadOnlyErr("the claim after the backoff", claim("after"))
+	if got := st.pool.Stat().NewConnsCount(); got != conns+1 {
+		t.Errorf("the claim after the backoff opened %d connections, want 1", got-conns)
 	}
 }

@@ -17,6 +17,48 @@ import (
 	"github.com/leasehold/leasehold/leasecore/internal/redact"
 )
 
+// checkUserinfo refuses a URL whose user name or password holds a raw '@'
+// or '/'. pgx, like libpq, ends the userinfo at the first '@' before the
+// first '/', so the rest of such a password would be read as a host or a
+// database name, and quoted as one in connection errors ("lookup
+// cret@host: no such host"), where no pattern can tell it is a password.
+func checkUserinfo(url string) error {
+	p, ok := strings.CutPrefix(url, "postgres://")
+	if !ok {
+		p, ok = strings.CutPrefix(url, "postgresql://")
+	}
+	if !ok {
+		return nil
+	}
+	auth, path, _ := strings.Cut(p, "/")
+	path, _, _ = strings.Cut(path, "?")
+	if strings.Count(auth, "@") > 1 || strings.Contains(path, "@") {
+		return errors.New("postgres store URL: a raw '@' or '/' in the user name or password (or an '@' in the database name): percent-encode them as %40 and %2F")
+	}
+	return nil
+}
+
+// parseError is err, from pgxpool.ParseConfig, with the connection string
+// a pgconn.ParseConfigError quotes masked by redact rather than by pgx.
+func parseError(err error) error {
+	var pe *pgconn.ParseConfigError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	bare := *pe
+	bare.ConnString = ""
+	msg := strings.TrimPrefix(bare.Error(), "cannot parse ``: ")
+	return &maskedParseError{err: err, msg: fmt.Sprintf("cannot parse `%s`: %s", redact.String(pe.ConnString), msg)}
+}
+
+type maskedParseError struct {
+	err error
+	msg string
+}
+
+func (e *maskedParseError) Error() string { return e.msg }
+func (e *maskedParseError) Unwrap() error { return e.err }
+
 // DefaultMaxConns is the pool size when the URL has no pool_max_conns.
 //
 // Why 8: claims, renewals and releases go out in batches (batch.go), each
@@ -67,7 +109,27 @@ type Store struct {
 	claims   *batcher[claimReq, *leasecore.Lease]
 	renewals *batcher[renewReq, *leasecore.Lease]
 	releases *batcher[releaseReq, bool]
+
+	// readOnly is the last read-only answer that emptied the pool (nil if
+	// none); for readOnlyBackoff after it, writes are refused with its
+	// error without a round trip (see sawReadOnly).
+	readOnly        atomic.Pointer[readOnlyNote]
+	readOnlyBackoff time.Duration
 }
+
+// readOnlyNote is a read-only answer and when it was seen.
+type readOnlyNote struct {
+	at  time.Time
+	err error
+}
+
+// defaultReadOnlyBackoff is how long, after PostgreSQL answered that it is
+// read-only, writes are refused as unavailable without asking it again, and
+// the longest the pool stays empty of connections to it. Without it every
+// write would open a new connection (a backend fork) to a read-only server,
+// across the whole fleet, for as long as the server stays read-only; with
+// it a promotion is picked up within about this long (at once by Ping).
+const defaultReadOnlyBackoff = time.Second
 
 // The requests the batchers queue: the parameters as the statements take them.
 type (
@@ -116,11 +178,15 @@ var (
 // DefaultMaxConnIdleTime); the other pgx and libpq parameters apply as pgx
 // documents them.
 func Open(ctx context.Context, url string) (*Store, error) {
+	if err := checkUserinfo(url); err != nil {
+		return nil, err
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// pgx masks the passwords it recognises in the URL it quotes, but
-		// not in the net/url error it wraps: mask them all.
-		return nil, redact.Error(fmt.Errorf("postgres store URL: %w", err))
+		// not all of them (password=se\ cret shows "cret"), nor in the
+		// errors it wraps: quote the URL masked our way, and mask the rest.
+		return nil, redact.Error(fmt.Errorf("postgres store URL: %w", parseError(err)))
 	}
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = DefaultMaxConns
@@ -143,7 +209,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if err != nil {
 		return nil, redact.Error(fmt.Errorf("postgres store: %w", err))
 	}
-	s := &Store{pool: pool}
+	s := &Store{pool: pool, readOnlyBackoff: defaultReadOnlyBackoff}
 	s.claims = newBatcher("claim", func(r claimReq) string { return r.task }, watchReadOnly(s, s.sendClaims))
 	s.renewals = newBatcher("renew", func(r renewReq) string { return r.task }, watchReadOnly(s, s.sendRenewals))
 	s.releases = newBatcher("release", func(r releaseReq) string { return r.task }, watchReadOnly(s, s.sendReleases))
@@ -303,7 +369,7 @@ func (s *Store) RenewBatch(ctx context.Context, ps []leasecore.RenewParams) ([]l
 			}
 			reqs[j] = renewReq{task: p.Task, owner: p.Owner, ttlMS: p.TTL.Milliseconds(), token: p.Token}
 		}
-		leases, err := s.sendRenewals(ctx, reqs)
+		leases, err := s.renewals.send(ctx, reqs)
 		s.renewals.count(len(reqs))
 		if err != nil {
 			return nil, interpretError(op, err)
@@ -577,17 +643,16 @@ func (s *Store) Ping(ctx context.Context) error {
 		return interpretError(op, err)
 	}
 	if standby || readOnly {
-		// The pool may hold more connections to this server: close them
-		// all, so that the next connection is made afresh, to the
-		// read-write host of a multi-host URL with
-		// target_session_attrs=read-write.
-		s.pool.Reset()
 		what := "default_transaction_read_only is on"
 		if standby {
 			what = "it is a standby, in recovery"
 		}
-		return interpretError(op, fmt.Errorf("%w (%s): it cannot grant leases. Point the store URL at the primary, or list every host with target_session_attrs=read-write", errReadOnly, what))
+		err := fmt.Errorf("%w (%s): it cannot grant leases. Point the store URL at the primary, or list every host with target_session_attrs=read-write", errReadOnly, what)
+		s.sawReadOnly(err)
+		return interpretError(op, err)
 	}
+	// Writable (again): writes need not wait for the backoff to end.
+	s.readOnly.Store(nil)
 	var version, leases int64
 	if err := s.pool.QueryRow(ctx, schemaSQL).Scan(&version, &leases); err != nil {
 		return interpretError(op, err)
@@ -607,20 +672,47 @@ func readOnlyConn(c *pgx.Conn) bool {
 	return pc.ParameterStatus("in_hot_standby") == "on" || pc.ParameterStatus("default_transaction_read_only") == "on"
 }
 
-// noteReadOnly empties the pool when err says the server refused a write
-// because it is read-only (SQLSTATE 25006, read_only_sql_transaction): its
-// other connections are no better, and new ones go to the read-write host
-// of a multi-host URL with target_session_attrs=read-write.
+// noteReadOnly calls sawReadOnly when err says the server refused a write
+// because it is read-only (SQLSTATE 25006, read_only_sql_transaction).
 func (s *Store) noteReadOnly(err error) {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "25006" {
+		s.sawReadOnly(err)
+	}
+}
+
+// sawReadOnly records err, an answer that the server is read-only, and
+// empties the pool: its other connections are no better, and new ones go to
+// the read-write host of a multi-host URL with
+// target_session_attrs=read-write. It does so at most once per
+// readOnlyBackoff: within it writes do not reach the server (recentReadOnly),
+// and an answer from a write already in flight changes nothing.
+func (s *Store) sawReadOnly(err error) {
+	prev := s.readOnly.Load()
+	if prev != nil && time.Since(prev.at) < s.readOnlyBackoff {
+		return
+	}
+	if s.readOnly.CompareAndSwap(prev, &readOnlyNote{at: time.Now(), err: err}) {
 		s.pool.Reset()
 	}
 }
 
-// watchReadOnly is send, calling noteReadOnly with its error.
+// recentReadOnly is the read-only answer seen less than readOnlyBackoff ago,
+// or nil.
+func (s *Store) recentReadOnly() error {
+	if n := s.readOnly.Load(); n != nil && time.Since(n.at) < s.readOnlyBackoff {
+		return n.err
+	}
+	return nil
+}
+
+// watchReadOnly is send, refused with the recent read-only answer without a
+// round trip (recentReadOnly), calling noteReadOnly with its error.
 func watchReadOnly[Q, R any](s *Store, send func(context.Context, []Q) ([]R, error)) func(context.Context, []Q) ([]R, error) {
 	return func(ctx context.Context, reqs []Q) ([]R, error) {
+		if err := s.recentReadOnly(); err != nil {
+			return nil, err
+		}
 		res, err := send(ctx, reqs)
 		if err != nil {
 			s.noteReadOnly(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -29,13 +30,35 @@ var shapes = []string{
 	"host=127.0.0.1 port=1 user=u password=" + secret + " dbname=db",
 	"host=127.0.0.1 password='" + secret + " quoted' dbname=db",
 	"mysql://u:" + secret + "@h/db",
+	// Characters that may end a naive pattern early, between two halves
+	// of the secret.
+	"postgres://u:" + secret + "'" + secret + "@127.0.0.1:1/db",
+	"postgres://u:" + secret + "`" + secret + "@127.0.0.1:1/db",
+	"postgres://u:" + secret + "\"" + secret + "@127.0.0.1:1/db",
+	"postgres://u:" + secret + "!$&()*+,;=" + secret + "@127.0.0.1:1/db",
+	"postgres://u:" + secret + "@" + secret + "@127.0.0.1:1/db",
+	"postgres://u:" + secret + "%40" + secret + "@127.0.0.1:1/db",
+	"postgres://u:" + secret + ":" + secret + "@127.0.0.1:1/db",
+	"postgres://u:" + secret + "/" + secret + "@127.0.0.1:1/db",
+	"postgres://u:" + secret + "'" + secret + "@127.0.0.1:1,127.0.0.1:2/db",
+	"postgres://u:" + secret + "'`@:/" + secret + "@127.0.0.1:notaport,127.0.0.1:2/db",
+	"postgres://u@127.0.0.1:1/db?%70assword=" + secret,
+	"postgres://u@127.0.0.1:1/db?pass%77ord=" + secret + "'" + secret,
+	"postgres://u@127.0.0.1:notaport/db?%73slpassword=" + secret,
+	"host=127.0.0.1 port=1 password=" + secret + "\\ " + secret + " dbname=db",
+	"host=127.0.0.1 port=notaport password=" + secret + "\\ " + secret + " dbname=db",
+	"host=127.0.0.1 port=notaport password='" + secret + "\\' " + secret + "' dbname=db",
+	"host=127.0.0.1 port=notaport password=" + secret + "'" + secret + " dbname=db",
 }
 
 func TestRedactShapes(t *testing.T) {
 	t.Parallel()
 	for _, raw := range shapes {
-		if got := Redact(raw); strings.Contains(got, "s3cr3t") {
-			t.Errorf("Redact(%q) = %q", raw, got)
+		// As given, and quoted inside error texts as Go and pgx quote it.
+		for _, text := range []string{raw, fmt.Sprintf("open store %q: bad", raw), "cannot parse `" + raw + "`: bad (x@y)", "store '" + raw + "', at u@h"} {
+			if got := Redact(text); strings.Contains(got, "s3cr3t") {
+				t.Errorf("Redact(%q) = %q", text, got)
+			}
 		}
 	}
 	for raw, want := range map[string]string{

@@ -87,3 +87,123 @@ func TestErrorUnwraps(t *testing.T) {
 		t.Errorf("Error(nil) != nil")
 	}
 }
+
+// trickyPasswords hold every character a userinfo, query or key=value
+// password may carry that could end a naive pattern early. Each is built
+// around the two halves leakA and leakB, neither of which may survive.
+const leakA, leakB = "alpha7", "omega9"
+
+var trickyPasswords = []string{
+	leakA + "'" + leakB,
+	leakA + "`" + leakB,
+	leakA + "\"" + leakB,
+	leakA + "!$&()*+,;=" + leakB,
+	leakA + "%40" + leakB,
+	leakA + "@" + leakB,
+	leakA + "@@" + leakB + "@",
+	leakA + ":" + leakB,
+	leakA + "/" + leakB,
+	leakA + "'@`:\"/" + leakB,
+	"'" + leakA + leakB + "'",
+	// Found by a random search: an '@' with a raw '/', '?' or '#' after
+	// it, a quote before "://".
+	leakA + "@" + leakB + "/'x",
+	leakA + "@x//?" + leakB,
+	leakA + "@,/:?" + leakB,
+	leakA + "@x#;?" + leakB,
+	leakA + "'x://" + leakB,
+	leakA + "://" + leakB,
+	leakA + "@x`;=" + leakB,
+}
+
+func assertMasked(t *testing.T, in string) {
+	t.Helper()
+	got := String(in)
+	if strings.Contains(got, leakA) || strings.Contains(got, leakB) {
+		t.Errorf("String(%q)\n = %q still holds part of the password", in, got)
+	}
+}
+
+func TestTrickyUserinfoPasswords(t *testing.T) {
+	t.Parallel()
+	for _, pw := range trickyPasswords {
+		for _, u := range []string{
+			"postgres://u:" + pw + "@h:5432/db",
+			"postgresql://u:" + pw + "@h/db?sslmode=disable",
+			"postgres://u:" + pw + "@h1:5432,h2:5433/db?target_session_attrs=read-write",
+			"postgres://u:" + pw + "@[::1]:5432,h2/db",
+			"postgres://o'brien:" + pw + "@h/db",
+			"postgres://u:" + url.PathEscape(pw) + "@h1:1,h2:2/db",
+		} {
+			assertMasked(t, u)
+			assertMasked(t, "open store "+u+": bad")
+			assertMasked(t, fmt.Sprintf("open store %q: bad", u))
+			assertMasked(t, "cannot parse `"+u+"`: failed to parse as URL (x@y)")
+			assertMasked(t, "store '"+u+"', retrying at user@host")
+			assertMasked(t, "a "+u+"\nb "+u)
+		}
+	}
+	// What is not a password stays.
+	for in, want := range map[string]string{
+		"postgres://u:ab'cd@h/db":                        "postgres://u:xxxxx@h/db",
+		"postgres://u:ab@cd@h1:1,h2:2/db?x=1":            "postgres://u:xxxxx@h1:1,h2:2/db?x=1",
+		"cannot parse `postgres://u:a`b@h/db`: bad":      "cannot parse `postgres://u:xxxxx@h/db`: bad",
+		"open \"postgres://u:a/b@h/db\": bad at x@y":     "open \"postgres://u:xxxxx@h/db\": bad at x@y",
+		"open \"postgres://h:5432/db\": failed for u@h2": "open \"postgres://h:5432/db\": failed for u@h2",
+		// A quoted URL with no password, then text with an '@'.
+		`store "mysql://x": must be sqlite:PATH or postgres://USER@HOST:PORT/DB`:   `store "mysql://x": must be sqlite:PATH or postgres://USER@HOST:PORT/DB`,
+		"store `postgres://h`: bad, try postgres://u@h":                            "store `postgres://h`: bad, try postgres://u@h",
+		`open store mysql://x: store "mysql://x": must be postgres://USER@HOST/DB`: `open store mysql://x: store "mysql://x": must be postgres://USER@HOST/DB`,
+	} {
+		if got := String(in); got != want {
+			t.Errorf("String(%q)\n = %q\nwant %q", in, got, want)
+		}
+	}
+}
+
+func TestTrickyQueryPasswords(t *testing.T) {
+	t.Parallel()
+	for _, pw := range trickyPasswords {
+		for _, key := range []string{"password", "PassWord", "sslpassword", "%70assword", "pass%77ord", "%73sl%70%61ssword"} {
+			for _, u := range []string{
+				"postgres://u@h/db?" + key + "=" + url.QueryEscape(pw),
+				"postgres://u@h1:1,h2:2/db?sslmode=disable&" + key + "=" + url.QueryEscape(pw) + "&x=1",
+			} {
+				assertMasked(t, u)
+				assertMasked(t, fmt.Sprintf("open store %q: bad", u))
+				assertMasked(t, "cannot parse `"+u+"`: bad")
+			}
+			if !strings.ContainsAny(pw, "&#") {
+				raw := "postgres://u@h/db?" + key + "=" + pw
+				assertMasked(t, raw)
+				assertMasked(t, "cannot parse `"+raw+"`: bad")
+			}
+		}
+	}
+	for in, want := range map[string]string{
+		"postgres://u@h/db?%70assword=s&x=1":       "postgres://u@h/db?%70assword=xxxxx&x=1",
+		"open 'postgres://h/db?password=a'b': bad": "open 'postgres://h/db?password=xxxxx': bad",
+	} {
+		if got := String(in); got != want {
+			t.Errorf("String(%q)\n = %q\nwant %q", in, got, want)
+		}
+	}
+}
+
+func TestTrickyKeywordValuePasswords(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		`host=h password=` + leakA + `\ ` + leakB + ` dbname=db`:    `host=h password=xxxxx dbname=db`,
+		`host=h password='` + leakA + `\' ` + leakB + `' dbname=db`: `host=h password=xxxxx dbname=db`,
+		// An escaped backslash before the closing quote reads as an escaped
+		// quote (Go's %q doubles backslashes): masked to the end.
+		`host=h password='` + leakA + `\\' dbname=db`:                 `host=h password=xxxxx`,
+		`host=h password=` + leakA + `'` + leakB + ` dbname=db`:       `host=h password=xxxxx dbname=db`,
+		"cannot parse `host=h password=" + leakA + `\ ` + leakB + "`": "cannot parse `host=h password=xxxxx`",
+		"cannot parse `host=h password=" + leakA + "`: failed":        "cannot parse `host=h password=xxxxx`: failed",
+	} {
+		if got := String(in); got != want {
+			t.Errorf("String(%q)\n = %q\nwant %q", in, got, want)
+		}
+	}
+}

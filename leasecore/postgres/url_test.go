@@ -1,0 +1,35 @@
+package postgres
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestOpenErrorsMaskPasswords opens URLs and connection strings that pgx
+// refuses or would misread: no error quotes any part of the password.
+func TestOpenErrorsMaskPasswords(t *testing.T) {
+	t.Parallel()
+	const a, b = "alpha7", "omega9"
+	for _, raw := range []string{
+		// pgx's own masking leaves the tail of an escaped value.
+		`host=127.0.0.1 port=notaport password=` + a + `\ ` + b,
+		`host=127.0.0.1 port=notaport password='` + a + `\' ` + b + `'`,
+		"postgres://u:" + a + "'" + b + "@127.0.0.1:notaport/db",
+		"postgres://u@127.0.0.1:notaport/db?%70assword=" + a + "'" + b,
+		// pgx would read the rest of the password as a host or database.
+		"postgres://u:" + a + "@" + b + "@127.0.0.1:1/db",
+		"postgres://u:" + a + "/" + b + "@127.0.0.1:1/db",
+		"postgres://u:" + a + "'`@:/" + b + "@127.0.0.1:1,127.0.0.1:2/db",
+	} {
+		s, err := Open(context.Background(), raw)
+		if err == nil {
+			_ = s.Close()
+			t.Errorf("Open(%q) succeeded", raw)
+			continue
+		}
+		if msg := err.Error(); strings.Contains(msg, a) || strings.Contains(msg, b) {
+			t.Errorf("Open(%q) = %q holds part of the password", raw, msg)
+		}
+	}
+}
