@@ -178,6 +178,17 @@ func checkTask(task string, ops []*Op) []Violation {
 	for _, op := range extensions {
 		confirms[op.Lease.Token] = append(confirms[op.Lease.Token], op)
 	}
+	// reach is the latest expiry any confirmation gave each token. Rule b's
+	// bound is never later than it, so a grant acquired at or after it
+	// cannot overlap that token: skipping those pairs changes no verdict,
+	// and keeps the rule from costing grants² × (releases + pending) per
+	// task, which a 10-minute run cannot afford.
+	reach := map[int64]int64{}
+	for tok, cs := range confirms {
+		for _, c := range cs {
+			reach[tok] = max(reach[tok], c.Lease.ExpiresAt)
+		}
+	}
 
 	// b: a grant starts no earlier than the expiry that the last
 	// confirmation by then (by the store's clock: a confirmation later than
@@ -187,7 +198,7 @@ func checkTask(task string, ops []*Op) []Violation {
 	// of the expiries that may have been the last one (see bound).
 	for _, g := range grants {
 		for tok, cs := range confirms {
-			if tok >= g.Lease.Token {
+			if tok >= g.Lease.Token || g.Lease.AcquiredAt >= reach[tok] {
 				continue
 			}
 			var last *Op
