@@ -132,19 +132,8 @@ func launchSidecar(t *testing.T, store string, extra ...string) (*sidecar, error
 // waitReady polls /readyz until it answers 200.
 func (s *sidecar) waitReady() {
 	s.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(s.base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("sidecar %s not ready within 30s (last: %v):\n%s", s.base, err, s.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := awaitReady(s.base, 30*time.Second); err != nil {
+		s.t.Fatalf("sidecar %v:\n%s", err, s.logs.String())
 	}
 }
 

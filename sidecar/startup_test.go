@@ -64,17 +64,8 @@ func serving(t *testing.T, cfg Config) (addr string, logs *lockedbuf.Buffer, don
 
 func status(t *testing.T, method, url, body string) int {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
+	code, _ := answer(t, method, url, body)
+	return code
 }
 
 // TestServeMigratesBeforeServing: on a store that answers, the first
