@@ -97,7 +97,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		// The pruner starts once the schema is in place, on a Service of its
 		// own: its claims of leasehold:prune are not the API's.
-		leasecore.NewPruner(leasecore.New(store), cfg.PruneInterval, newOwner(), log).Run(bgCtx)
+		leasecore.NewPruner(leasecore.New(store), cfg.PruneInterval, leasecore.NewOwner(), log).Run(bgCtx)
 	})
 	defer wg.Wait()
 	defer stopBackground()
@@ -142,7 +142,7 @@ func Prune(ctx context.Context, storeURL string, log *slog.Logger) error {
 		return err
 	}
 	defer store.Close()
-	result, n, err := leasecore.NewPruner(leasecore.New(store), 0, newOwner(), log).Once(ctx)
+	result, n, err := leasecore.NewPruner(leasecore.New(store), 0, leasecore.NewOwner(), log).Once(ctx)
 	if err != nil {
 		return fmt.Errorf("prune store %s: %w", storeName, err)
 	}

@@ -2,8 +2,6 @@ package leaserun
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -46,7 +44,7 @@ type Config struct {
 	BearerToken string
 	// Task is the task to hold.
 	Task string
-	// Owner to claim as; empty means a fresh <hostname>#<pid>#<8 hex digits>.
+	// Owner to claim as; empty means a fresh one from leasecore.NewOwner.
 	Owner string
 	// TTL of the lease, from leasecore.MinTTL to leasecore.MaxTTL; zero
 	// means the task's declared ttl, else DefaultTTL, as for any claim.
@@ -95,7 +93,7 @@ func (c *Config) check() error {
 		return flagError("task", c.Task, leasecore.ReservedRule+" (such as the pruner's lease "+leasecore.PruneTask+"); pick another name")
 	}
 	if c.Owner == "" {
-		c.Owner = newOwner()
+		c.Owner = leasecore.NewOwner()
 	}
 	if err := leasecore.ValidateOwner(c.Owner); err != nil {
 		return flagError("owner", c.Owner, rule(err))
@@ -130,18 +128,6 @@ func rule(err error) string {
 		return v.Rule
 	}
 	return err.Error()
-}
-
-// newOwner makes an owner unique across replicas and restarts:
-// <hostname>#<pid>#<8 random hex digits>.
-func newOwner() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "leasehold"
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s#%d#%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
 // hold is a lease being kept in the background, by a Keeper or a sidecar.
@@ -241,45 +227,21 @@ func acquire(ctx context.Context, cfg *Config, log *slog.Logger) (hold, int) {
 	}
 }
 
-// Backoff between claims while a task is held and --wait has time left.
-const (
-	minBackoff = 100 * time.Millisecond
-	maxBackoff = 2 * time.Second
-)
-
 // claimWaiting calls try until it acquires, fails for another reason than
-// held, or cfg.Wait runs out. try gets the time left to wait (the sidecar
-// waits on its side for that long).
+// held, or cfg.Wait runs out, paced by leasecore.ClaimWait. try gets the time
+// left to wait (the sidecar waits on its side for that long).
 func claimWaiting(ctx context.Context, cfg *Config, log *slog.Logger, try func(ctx context.Context, wait time.Duration) (hold, error)) (hold, error) {
-	deadline := time.Now().Add(cfg.Wait)
-	backoff := minBackoff
-	for first := true; ; first = false {
-		h, err := try(ctx, max(time.Until(deadline), 0))
-		var held *leasecore.HeldError
-		if !errors.As(err, &held) {
-			return h, err
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return nil, err
-		}
+	first := true
+	onHeld := func(held *leasecore.HeldError, left time.Duration) {
 		if first {
+			first = false
 			log.Info("waiting", "task", cfg.Task, "holder", held.Holder.Owner, "wait", left.Round(time.Millisecond).String())
 		}
 		if cfg.onHeld != nil {
 			cfg.onHeld()
 		}
-		// Try again when the holder's lease would expire, if that is sooner.
-		pause := min(backoff, left, max(held.Holder.TTLRemaining, time.Millisecond))
-		backoff = min(2*backoff, maxBackoff)
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, leasecore.Unavailable("claim", context.Cause(ctx))
-		case <-t.C:
-		}
 	}
+	return leasecore.ClaimWait(ctx, leasecore.WaitOptions{Wait: cfg.Wait, OnHeld: onHeld}, try)
 }
 
 // supervise runs the command under the held lease and returns the status.
