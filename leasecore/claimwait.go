@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/backoff"
 )
 
 // The pause between two claims of a held task in ClaimWait starts at
@@ -55,7 +57,7 @@ func ClaimWait[T any](ctx context.Context, opts WaitOptions, claim func(ctx cont
 		clock = SystemClock
 	}
 	deadline := clock.Now().Add(opts.Wait)
-	backoff := ClaimRetryMin
+	retry := backoff.New(ClaimRetryMin, ClaimRetryMax)
 	for {
 		var woken <-chan struct{}
 		if opts.Wake != nil {
@@ -75,8 +77,7 @@ func ClaimWait[T any](ctx context.Context, opts WaitOptions, claim func(ctx cont
 		}
 		// A holder whose lease has (nearly) expired is tried again at once,
 		// give or take a millisecond, rather than in a busy loop.
-		pause := min(backoff, left, max(held.Holder.TTLRemaining, time.Millisecond))
-		backoff = min(2*backoff, ClaimRetryMax)
+		pause := min(retry.Next(), left, max(held.Holder.TTLRemaining, time.Millisecond))
 		select {
 		case <-ctx.Done():
 			var zero T
