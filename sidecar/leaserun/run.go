@@ -12,15 +12,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/leasecore"
-	"github.com/leasehold/leasehold/leasecore/storeurl"
-	"github.com/leasehold/leasehold/sidecar"
 )
 
 // Defaults of the flags.
 const (
 	// DefaultAddr is the sidecar asked when neither --addr nor --store is given.
-	DefaultAddr = "http://" + sidecar.DefaultListen
+	DefaultAddr = "http://" + cli.DefaultListen
 	// DefaultTTL is the lease's TTL when --ttl is not given and the task
 	// declares none.
 	DefaultTTL = leasecore.DefaultTTL
@@ -36,7 +35,7 @@ type Config struct {
 	// when Store is empty.
 	Addr string
 	// Store, when set, is the store URL (sqlite:PATH or postgres://…):
-	// leasehold run holds the lease itself, with no sidecar.
+	// leasehold run holds the lease itself, with no cli.
 	Store string
 	// TokenFile is the --token-file flag; Main reads it into BearerToken.
 	TokenFile string
@@ -130,7 +129,7 @@ func rule(err error) string {
 	return err.Error()
 }
 
-// hold is a lease being kept in the background, by a Keeper or a sidecar.
+// hold is a lease being kept in the background, by a Keeper or a cli.
 type hold interface {
 	// lease is the lease as acquired.
 	lease() leasecore.Lease
@@ -155,7 +154,7 @@ func Run(ctx context.Context, cfg Config) int {
 		if w == nil {
 			w = io.Discard
 		}
-		cfg.Logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{ReplaceAttr: storeurl.RedactAttr}))
+		cfg.Logger, _ = cli.NewLogger("text", w) // text is a format it knows
 	}
 	log := cfg.Logger
 	if err := cfg.check(); err != nil {
