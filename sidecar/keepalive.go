@@ -27,8 +27,8 @@ const DefaultMaxStreams = 20000
 // connection and returns: net/http's per-request buffers and goroutines go
 // away, and what is left of a stream is its connection, one goroutine that
 // waits for the client to hang up (a small stack), a Keeper (a timer between
-// renewals) and a ping timer. That is what lets one sidecar hold 10,000
-// streams in well under 256 MB (see the README's benchmark).
+// renewals) and a ping timer. That is what lets one sidecar hold tens of
+// thousands of streams (the README's stream benchmark gives the memory).
 
 // streamWriteTimeout bounds one write to a stream. Events are a few hundred
 // bytes and the socket's buffer holds thousands of them: a write that cannot
