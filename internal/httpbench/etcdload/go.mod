@@ -1,6 +1,6 @@
 module github.com/leasehold/leasehold/internal/httpbench/etcdload
 
-go 1.26.8
+go 1.26.0
 
 require (
 	go.etcd.io/etcd/client/v3 v3.7.3
