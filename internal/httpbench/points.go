@@ -171,8 +171,15 @@ func (b *bench) rawPoint(clients int, prefix string) (point, error) {
 		return p, fmt.Errorf("leasehold migrate: %w: %s", err, out)
 	}
 	pg0, pgOK := b.pgCPU()
+	var before map[int]bool
+	if pgOK {
+		_, before, _ = treeCPUChildren(b.postmaster)
+	}
 	out, err := exec.Command(b.self, "raw", "-url", dbURL, "-driver-dir", b.cfg.driverDir,
 		"-clients", strconv.Itoa(clients), "-duration", b.cfg.duration.String(), "-prefix", prefix).Output()
+	if pgOK {
+		b.awaitBackendsGone(before)
+	}
 	pg1, pgOK1 := b.pgCPU()
 	lr, perr := parseLoad(out)
 	if perr != nil {
@@ -411,6 +418,30 @@ const grantsSQL = `SELECT count(*) FROM leasehold_history WHERE kind = 'acquired
 // tasksLike matches the names of a point's tasks, PREFIX-...: prefixes
 // hold no LIKE wildcard.
 func tasksLike(prefix string) string { return prefix + "-%" }
+
+// awaitBackendsGone waits (5 s at most) until the postmaster has no child
+// that it did not have before a load: the load's backends have exited and
+// been reaped, so that their CPU is in the postmaster's cutime and cstime.
+// An exited backend not reaped yet would count neither there nor among the
+// live children.
+func (b *bench) awaitBackendsGone(before map[int]bool) {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		_, now, err := treeCPUChildren(b.postmaster)
+		if err != nil {
+			return
+		}
+		gone := true
+		for pid := range now {
+			if !before[pid] {
+				gone = false
+				break
+			}
+		}
+		if gone {
+			return
+		}
+	}
+}
 
 func countPostgres(dbURL, prefix string) (int64, error) {
 	ctx := context.Background()

@@ -73,14 +73,21 @@ func processCPU(pid int) (time.Duration, error) {
 // own, its exited children's (which it has waited for), and its live
 // children's.
 func treeCPU(parent int) (time.Duration, error) {
+	d, _, err := treeCPUChildren(parent)
+	return d, err
+}
+
+// treeCPUChildren is treeCPU and the PIDs of the live children counted.
+func treeCPUChildren(parent int) (time.Duration, map[int]bool, error) {
+	children := map[int]bool{}
 	st, err := readProcStat(parent)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	ticks := st.UTime + st.STime + st.CUTime + st.CSTime
 	dirs, err := filepath.Glob("/proc/[0-9]*")
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(filepath.Base(d))
@@ -92,8 +99,9 @@ func treeCPU(parent int) (time.Duration, error) {
 			continue // gone since the listing, or not a child
 		}
 		ticks += child.UTime + child.STime
+		children[pid] = true
 	}
-	return time.Duration(ticks) * clockTick, nil
+	return time.Duration(ticks) * clockTick, children, nil
 }
 
 // freePort is a loopback port nobody listened on a moment ago. A server
