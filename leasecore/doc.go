@@ -20,6 +20,9 @@
 //   - Keeper and Run, which hold a lease in the background; Coalescer, which
 //     sends many keepers' renewals together; Pruner, which deletes history
 //     beyond each task's retention policy under the lease PruneTask.
+//   - ClaimWait, the one claim-and-wait loop (the keepalive stream and
+//     `leasehold run --wait` both use it, over HTTP or a store), and
+//     NewOwner, the one generator of default owner names.
 //
 // Related packages: leasecore/storetest is the conformance suite both
 // drivers pass (a behaviour not specified there is not promised);
