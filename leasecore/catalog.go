@@ -155,7 +155,8 @@ func (e *UndeclaredError) Error() string {
 func (e *UndeclaredError) Unwrap() error { return ErrUndeclared }
 
 // CatalogStore is the part of a Store that keeps declarations, policies and
-// history. Every Store is one (see Store). Inputs have passed Validate. A
+// history. Every Store is one (see Store, and its validation stance: inputs
+// have passed Validate, which the Service checks). A
 // task's history is written by the lease operations themselves, in the same
 // transaction as the change it records.
 type CatalogStore interface {
