@@ -252,7 +252,7 @@ func (s *Service) checkRenewDecl(task string, ttl time.Duration) error {
 
 func checkMaxTTL(decl *TaskDecl, task string, ttl time.Duration) error {
 	if decl.MaxTTL != 0 && ttl > decl.MaxTTL {
-		return &ValidationError{Field: "ttl_ms", Rule: fmt.Sprintf("must be at most %d, the max_ttl of task %q", decl.MaxTTL.Milliseconds(), task)}
+		return &ValidationError{Field: "TTL", Rule: fmt.Sprintf("must be at most %d, the max_ttl of task %q", decl.MaxTTL.Milliseconds(), task)}
 	}
 	return nil
 }
@@ -388,7 +388,7 @@ func (s *Service) putPolicy(ctx context.Context, op string, p RetentionPolicy, p
 
 // GetPolicy returns a retention policy, or nil when there is none.
 func (s *Service) GetPolicy(ctx context.Context, name string) (*RetentionPolicy, error) {
-	if err := ValidatePolicyName("name", name); err != nil {
+	if err := ValidatePolicyName("Name", name); err != nil {
 		return nil, err
 	}
 	ctx, cancel := s.bound(ctx)
@@ -422,7 +422,7 @@ func (s *Service) ListPolicies(ctx context.Context) ([]RetentionPolicy, error) {
 // DeletePolicy removes a retention policy and reports whether there was
 // one; *InUseError when it is the default or tasks name it.
 func (s *Service) DeletePolicy(ctx context.Context, name string) (bool, error) {
-	if err := ValidatePolicyName("name", name); err != nil {
+	if err := ValidatePolicyName("Name", name); err != nil {
 		return false, err
 	}
 	ctx, cancel := s.bound(ctx)

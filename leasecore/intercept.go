@@ -11,9 +11,10 @@ import "context"
 // store call and returns the driver's error as the driver returned it,
 // before the Service classifies it; its results reach the Service, not the
 // interceptor. An interceptor calls call at most once, with ctx or a
-// context derived from it, and returns its error; or it returns an error of
-// its own without calling it, and the store is not asked (an error that is
-// not a model outcome reaches the Service's caller as ErrUnavailable).
+// context derived from it, and returns its error, or an error of its own
+// that wraps it (to add a remedy, say); or it returns an error of its own
+// without calling it, and the store is not asked. An error that is not a
+// model outcome reaches the Service's caller as ErrUnavailable.
 type Interceptor func(ctx context.Context, op string, call func(context.Context) error) error
 
 // The operations an Interceptor is told about: one per Store method a

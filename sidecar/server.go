@@ -74,7 +74,7 @@ func New(opts Options) (*Server, error) {
 		log:     log,
 		streams: newStreams(opts.MaxStreams),
 	}
-	svc := leasecore.New(opts.Store, leasecore.WithInterceptor(s.interceptStore),
+	svc := leasecore.New(opts.Store, leasecore.WithInterceptor(s.interceptStore), leasecore.WithInterceptor(MigrateHint),
 		leasecore.WithDeclarations(opts.DeclarationsMaxAge, opts.RequireDeclared))
 	s.svc = svc
 	m.registerStoreCounts(svc)

@@ -176,7 +176,7 @@ func notConfigured(svc *leasecore.Service, diags *diag.Diagnostics) bool {
 // and the Service's words for why, which name the field, the policy's
 // tasks or the store fault.
 func storeError(diags *diag.Diagnostics, what string, err error) {
-	detail := err.Error()
+	detail := errorText(err)
 	switch {
 	case errors.Is(err, leasecore.ErrUnavailable):
 		detail = "The lease store did not answer: " + detail

@@ -159,7 +159,6 @@ var (
 	errClosed        = errors.New("the store is closed")
 	errUndecided     = errors.New("cannot tell held from free")
 	errUsersChanging = errors.New("cannot tell whether tasks use the retention policy")
-	errSchemaBehind  = errors.New("the schema is older than this build")
 	errReadOnly      = errors.New("PostgreSQL is read-only")
 )
 
@@ -614,7 +613,7 @@ func (s *Store) Ping(ctx context.Context) error {
 		return interpretError(op, err)
 	}
 	if int(version) < len(want) {
-		return interpretError(op, fmt.Errorf("%w (version %d, needs %d): run `leasehold migrate`", errSchemaBehind, version, len(want)))
+		return interpretError(op, fmt.Errorf("%w (version %d, needs %d)", leasecore.ErrSchemaBehind, version, len(want)))
 	}
 	return nil
 }

@@ -428,7 +428,7 @@ SELECT (SELECT coalesce(max(version), 0) FROM leasehold_schema_migrations),
 		return interpretError("ping", err)
 	}
 	if want := len(s.migrations); version < want {
-		return interpretError("ping", fmt.Errorf("schema is at version %d, this build needs %d", version, want))
+		return interpretError("ping", fmt.Errorf("%w (version %d, needs %d)", leasecore.ErrSchemaBehind, version, want))
 	}
 	return nil
 }

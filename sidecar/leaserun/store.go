@@ -7,6 +7,7 @@ import (
 
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
+	"github.com/leasehold/leasehold/sidecar"
 )
 
 // storeHold is a lease leasehold run holds itself: a Keeper renews it in
@@ -23,7 +24,7 @@ func acquireStore(ctx context.Context, cfg *Config, log *slog.Logger) (hold, err
 	if err != nil {
 		return nil, leasecore.Unavailable("open", err)
 	}
-	svc := leasecore.New(store)
+	svc := leasecore.New(store, leasecore.WithInterceptor(sidecar.MigrateHint))
 	p := leasecore.ClaimParams{Task: cfg.Task, Owner: cfg.Owner, TTL: cfg.TTL}
 	h, err := claimWaiting(ctx, cfg, log, func(ctx context.Context, _ time.Duration) (hold, error) {
 		lease, err := svc.Claim(ctx, p)
