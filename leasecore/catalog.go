@@ -150,12 +150,13 @@ func (e *InUseError) Unwrap() error { return ErrInUse }
 type UndeclaredError struct{ Task string }
 
 func (e *UndeclaredError) Error() string {
-	return fmt.Sprintf("task %q is not declared, and this sidecar requires declared tasks (--require-declared)", e.Task)
+	return fmt.Sprintf("task %q is not declared, and declarations are required", e.Task)
 }
 func (e *UndeclaredError) Unwrap() error { return ErrUndeclared }
 
 // CatalogStore is the part of a Store that keeps declarations, policies and
-// history. Every Store is one (see Store). Inputs have passed Validate. A
+// history. Every Store is one (see Store, and its validation stance: inputs
+// have passed Validate, which the Service checks). A
 // task's history is written by the lease operations themselves, in the same
 // transaction as the change it records.
 type CatalogStore interface {
@@ -195,7 +196,9 @@ type CatalogStore interface {
 }
 
 // ValidatePolicyName checks a retention policy's name: the task charset,
-// 1 to MaxPolicyNameLen characters.
+// 1 to MaxPolicyNameLen characters. field is the Go name a refusal names
+// (ValidationError.Field): "Name" for a policy's own, "RetentionPolicy" for
+// a declaration's.
 func ValidatePolicyName(field, name string) error {
 	if name == "" || len(name) > MaxPolicyNameLen {
 		return &ValidationError{Field: field, Rule: fmt.Sprintf("must be 1 to %d characters of %s", MaxPolicyNameLen, taskCharsetMsg)}
@@ -212,39 +215,39 @@ func ValidatePolicyName(field, name string) error {
 // Durations are kept to whole milliseconds.
 func (d *TaskDecl) Validate() error {
 	if err := ValidateTask(d.Name); err != nil {
-		return &ValidationError{Field: "name", Rule: err.(*ValidationError).Rule}
+		return &ValidationError{Field: "Name", Rule: err.(*ValidationError).Rule}
 	}
 	d.TTL = d.TTL.Truncate(time.Millisecond)
 	d.MaxTTL = d.MaxTTL.Truncate(time.Millisecond)
 	if d.TTL < MinTTL || d.TTL > MaxTTL {
-		return &ValidationError{Field: "ttl", Rule: fmt.Sprintf("must be between %s and %s", MinTTL, MaxTTL)}
+		return &ValidationError{Field: "TTL", Rule: fmt.Sprintf("must be between %s and %s", MinTTL, MaxTTL)}
 	}
 	if d.MaxTTL != 0 && (d.MaxTTL < MinTTL || d.MaxTTL > MaxTTL) {
-		return &ValidationError{Field: "max_ttl", Rule: fmt.Sprintf("must be between %s and %s, or unset", MinTTL, MaxTTL)}
+		return &ValidationError{Field: "MaxTTL", Rule: fmt.Sprintf("must be between %s and %s, or unset", MinTTL, MaxTTL)}
 	}
 	if d.MaxTTL != 0 && d.TTL > d.MaxTTL {
-		return &ValidationError{Field: "ttl", Rule: fmt.Sprintf("must be at most max_ttl (%s), is %s", d.MaxTTL, d.TTL)}
+		return &ValidationError{Field: "TTL", Rule: fmt.Sprintf("must be at most max_ttl (%s), is %s", d.MaxTTL, d.TTL)}
 	}
 	if len(d.Description) > MaxDescriptionLen || !utf8.ValidString(d.Description) || strings.ContainsRune(d.Description, 0) {
-		return &ValidationError{Field: "description", Rule: fmt.Sprintf("must be valid UTF-8 without NUL, at most %d bytes", MaxDescriptionLen)}
+		return &ValidationError{Field: "Description", Rule: fmt.Sprintf("must be valid UTF-8 without NUL, at most %d bytes", MaxDescriptionLen)}
 	}
 	if d.RetentionPolicy == "" {
 		d.RetentionPolicy = DefaultPolicy
 	}
-	return ValidatePolicyName("retention_policy", d.RetentionPolicy)
+	return ValidatePolicyName("RetentionPolicy", d.RetentionPolicy)
 }
 
 // Validate checks a policy. KeepFor is kept to whole seconds.
 func (p *RetentionPolicy) Validate() error {
-	if err := ValidatePolicyName("name", p.Name); err != nil {
+	if err := ValidatePolicyName("Name", p.Name); err != nil {
 		return err
 	}
 	p.KeepFor = p.KeepFor.Truncate(time.Second)
 	if p.KeepFor < 0 || p.KeepFor > MaxKeepFor {
-		return &ValidationError{Field: "keep_for", Rule: fmt.Sprintf("must be between 0 (no age limit) and %s", MaxKeepFor)}
+		return &ValidationError{Field: "KeepFor", Rule: fmt.Sprintf("must be between 0 (no age limit) and %s", MaxKeepFor)}
 	}
 	if p.KeepLast < 0 || p.KeepLast > MaxKeepLast {
-		return &ValidationError{Field: "keep_last", Rule: fmt.Sprintf("must be between 0 (no count limit) and %d", MaxKeepLast)}
+		return &ValidationError{Field: "KeepLast", Rule: fmt.Sprintf("must be between 0 (no count limit) and %d", MaxKeepLast)}
 	}
 	return nil
 }
@@ -252,7 +255,7 @@ func (p *RetentionPolicy) Validate() error {
 // ValidateHistoryLimit checks the number of events asked for.
 func ValidateHistoryLimit(limit int) error {
 	if limit < 1 || limit > MaxHistoryLimit {
-		return &ValidationError{Field: "limit", Rule: fmt.Sprintf("must be between 1 and %d", MaxHistoryLimit)}
+		return &ValidationError{Field: "Limit", Rule: fmt.Sprintf("must be between 1 and %d", MaxHistoryLimit)}
 	}
 	return nil
 }

@@ -139,7 +139,11 @@ func (s *Service) loadDecls(ctx context.Context, l *declLoad, gen uint64) {
 	}()
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.loadTimeout())
 	defer cancel()
-	list, err := s.store.ListTasks(lctx, ListParams{}) // every declaration: the copy is the whole catalog
+	var list []TaskDecl
+	err := s.call(lctx, OpListTasks, func(ctx context.Context) (err error) {
+		list, err = s.store.ListTasks(ctx, ListParams{}) // every declaration: the copy is the whole catalog
+		return err
+	})
 	if err != nil {
 		l.err = err
 		return
@@ -248,7 +252,7 @@ func (s *Service) checkRenewDecl(task string, ttl time.Duration) error {
 
 func checkMaxTTL(decl *TaskDecl, task string, ttl time.Duration) error {
 	if decl.MaxTTL != 0 && ttl > decl.MaxTTL {
-		return &ValidationError{Field: "ttl_ms", Rule: fmt.Sprintf("must be at most %d, the max_ttl of task %q", decl.MaxTTL.Milliseconds(), task)}
+		return &ValidationError{Field: "TTL", Rule: fmt.Sprintf("must be at most %d, the max_ttl of task %q", decl.MaxTTL.Milliseconds(), task)}
 	}
 	return nil
 }
@@ -258,14 +262,14 @@ var catalogOutcomes = []error{ErrNotFound, ErrExists, ErrInUse}
 
 // CreateTask declares a task; see CatalogStore.CreateTask.
 func (s *Service) CreateTask(ctx context.Context, d TaskDecl) (*TaskDecl, error) {
-	return s.putTask(ctx, "create_task", d, func(ctx context.Context, d TaskDecl) (*TaskDecl, error) {
+	return s.putTask(ctx, OpCreateTask, d, func(ctx context.Context, d TaskDecl) (*TaskDecl, error) {
 		return s.store.CreateTask(ctx, d)
 	})
 }
 
 // UpdateTask replaces a task's declaration; see CatalogStore.UpdateTask.
 func (s *Service) UpdateTask(ctx context.Context, d TaskDecl) (*TaskDecl, error) {
-	return s.putTask(ctx, "update_task", d, func(ctx context.Context, d TaskDecl) (*TaskDecl, error) {
+	return s.putTask(ctx, OpUpdateTask, d, func(ctx context.Context, d TaskDecl) (*TaskDecl, error) {
 		return s.store.UpdateTask(ctx, d)
 	})
 }
@@ -276,7 +280,11 @@ func (s *Service) putTask(ctx context.Context, op string, d TaskDecl, put func(c
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	out, err := put(ctx, d)
+	var out *TaskDecl
+	err := s.call(ctx, op, func(ctx context.Context) (err error) {
+		out, err = put(ctx, d)
+		return err
+	})
 	s.decls.invalidate()
 	if err != nil {
 		return nil, outcome(op, err, catalogOutcomes...)
@@ -294,9 +302,13 @@ func (s *Service) GetTask(ctx context.Context, name string) (*TaskDecl, error) {
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	d, err := s.store.GetTask(ctx, name)
+	var d *TaskDecl
+	err := s.call(ctx, OpGetTask, func(ctx context.Context) (err error) {
+		d, err = s.store.GetTask(ctx, name)
+		return err
+	})
 	if err != nil {
-		return nil, outcome("get_task", err)
+		return nil, outcome(OpGetTask, err)
 	}
 	return d, nil
 }
@@ -310,9 +322,12 @@ func (s *Service) ListTasks(ctx context.Context, p ListParams) (decls []TaskDecl
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	decls, err = s.store.ListTasks(ctx, p.ask())
+	err = s.call(ctx, OpListTasks, func(ctx context.Context) (err error) {
+		decls, err = s.store.ListTasks(ctx, p.ask())
+		return err
+	})
 	if err != nil {
-		return nil, "", outcome("list_tasks", err)
+		return nil, "", outcome(OpListTasks, err)
 	}
 	decls, next = page(p, decls, func(d *TaskDecl) string { return d.Name })
 	return decls, next, nil
@@ -325,24 +340,28 @@ func (s *Service) DeleteTask(ctx context.Context, name string) (bool, error) {
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	ok, err := s.store.DeleteTask(ctx, name)
+	var ok bool
+	err := s.call(ctx, OpDeleteTask, func(ctx context.Context) (err error) {
+		ok, err = s.store.DeleteTask(ctx, name)
+		return err
+	})
 	s.decls.invalidate()
 	if err != nil {
-		return false, outcome("delete_task", err)
+		return false, outcome(OpDeleteTask, err)
 	}
 	return ok, nil
 }
 
 // CreatePolicy stores a new retention policy; see CatalogStore.
 func (s *Service) CreatePolicy(ctx context.Context, p RetentionPolicy) (*RetentionPolicy, error) {
-	return s.putPolicy(ctx, "create_policy", p, func(ctx context.Context, p RetentionPolicy) (*RetentionPolicy, error) {
+	return s.putPolicy(ctx, OpCreatePolicy, p, func(ctx context.Context, p RetentionPolicy) (*RetentionPolicy, error) {
 		return s.store.CreatePolicy(ctx, p)
 	})
 }
 
 // UpdatePolicy replaces a retention policy; see CatalogStore.
 func (s *Service) UpdatePolicy(ctx context.Context, p RetentionPolicy) (*RetentionPolicy, error) {
-	return s.putPolicy(ctx, "update_policy", p, func(ctx context.Context, p RetentionPolicy) (*RetentionPolicy, error) {
+	return s.putPolicy(ctx, OpUpdatePolicy, p, func(ctx context.Context, p RetentionPolicy) (*RetentionPolicy, error) {
 		return s.store.UpdatePolicy(ctx, p)
 	})
 }
@@ -353,7 +372,11 @@ func (s *Service) putPolicy(ctx context.Context, op string, p RetentionPolicy, p
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	out, err := put(ctx, p)
+	var out *RetentionPolicy
+	err := s.call(ctx, op, func(ctx context.Context) (err error) {
+		out, err = put(ctx, p)
+		return err
+	})
 	if err != nil {
 		return nil, outcome(op, err, catalogOutcomes...)
 	}
@@ -365,14 +388,18 @@ func (s *Service) putPolicy(ctx context.Context, op string, p RetentionPolicy, p
 
 // GetPolicy returns a retention policy, or nil when there is none.
 func (s *Service) GetPolicy(ctx context.Context, name string) (*RetentionPolicy, error) {
-	if err := ValidatePolicyName("name", name); err != nil {
+	if err := ValidatePolicyName("Name", name); err != nil {
 		return nil, err
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	p, err := s.store.GetPolicy(ctx, name)
+	var p *RetentionPolicy
+	err := s.call(ctx, OpGetPolicy, func(ctx context.Context) (err error) {
+		p, err = s.store.GetPolicy(ctx, name)
+		return err
+	})
 	if err != nil {
-		return nil, outcome("get_policy", err)
+		return nil, outcome(OpGetPolicy, err)
 	}
 	return p, nil
 }
@@ -381,9 +408,13 @@ func (s *Service) GetPolicy(ctx context.Context, name string) (*RetentionPolicy,
 func (s *Service) ListPolicies(ctx context.Context) ([]RetentionPolicy, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	ps, err := s.store.ListPolicies(ctx)
+	var ps []RetentionPolicy
+	err := s.call(ctx, OpListPolicies, func(ctx context.Context) (err error) {
+		ps, err = s.store.ListPolicies(ctx)
+		return err
+	})
 	if err != nil {
-		return nil, outcome("list_policies", err)
+		return nil, outcome(OpListPolicies, err)
 	}
 	return ps, nil
 }
@@ -391,14 +422,18 @@ func (s *Service) ListPolicies(ctx context.Context) ([]RetentionPolicy, error) {
 // DeletePolicy removes a retention policy and reports whether there was
 // one; *InUseError when it is the default or tasks name it.
 func (s *Service) DeletePolicy(ctx context.Context, name string) (bool, error) {
-	if err := ValidatePolicyName("name", name); err != nil {
+	if err := ValidatePolicyName("Name", name); err != nil {
 		return false, err
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	ok, err := s.store.DeletePolicy(ctx, name)
+	var ok bool
+	err := s.call(ctx, OpDeletePolicy, func(ctx context.Context) (err error) {
+		ok, err = s.store.DeletePolicy(ctx, name)
+		return err
+	})
 	if err != nil {
-		return false, outcome("delete_policy", err, ErrInUse)
+		return false, outcome(OpDeletePolicy, err, ErrInUse)
 	}
 	return ok, nil
 }
@@ -413,9 +448,13 @@ func (s *Service) History(ctx context.Context, task string, limit int) ([]Event,
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	evs, err := s.store.History(ctx, task, limit)
+	var evs []Event
+	err := s.call(ctx, OpHistory, func(ctx context.Context) (err error) {
+		evs, err = s.store.History(ctx, task, limit)
+		return err
+	})
 	if err != nil {
-		return nil, outcome("history", err)
+		return nil, outcome(OpHistory, err)
 	}
 	return evs, nil
 }
@@ -425,9 +464,13 @@ func (s *Service) History(ctx context.Context, task string, limit int) ([]Event,
 func (s *Service) PruneHistory(ctx context.Context) (int64, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	n, err := s.store.PruneHistory(ctx)
+	var n int64
+	err := s.call(ctx, OpPrune, func(ctx context.Context) (err error) {
+		n, err = s.store.PruneHistory(ctx)
+		return err
+	})
 	if err != nil {
-		return 0, outcome("prune", err)
+		return 0, outcome(OpPrune, err)
 	}
 	return n, nil
 }

@@ -25,6 +25,17 @@ var (
 	ErrInvalid = errors.New("invalid input")
 )
 
+// Causes of ErrUnavailable that a migration (Store.Migrate) fixes. A
+// driver's *UnavailableError wraps them, so errors.Is finds them; a program
+// that can tell its user how to migrate says so there.
+var (
+	// ErrSchemaMissing: the store has no leasehold schema; it was never
+	// migrated.
+	ErrSchemaMissing = errors.New("the leasehold schema is missing")
+	// ErrSchemaBehind: the store's schema is older than this build.
+	ErrSchemaBehind = errors.New("the leasehold schema is older than this build")
+)
+
 // Holder describes the owner of a live lease, as seen by a refused claimant.
 type Holder struct {
 	Owner     string
@@ -111,7 +122,11 @@ func Unavailable(op string, err error) error {
 
 // ValidationError names the field that broke a rule and the rule.
 type ValidationError struct {
-	// Field is the name as the HTTP API spells it: task, owner, ttl_ms, note, token.
+	// Field is the Go name of what broke the rule: the field of the
+	// parameters (ClaimParams.TTL is "TTL", TaskDecl.MaxTTL "MaxTTL"), or
+	// the argument's role ("Task" for a task name, "Limit" for History's
+	// limit). Interfaces that spell fields otherwise (the HTTP API's
+	// ttl_ms, a Terraform attribute) rename it where they answer.
 	Field string
 	// Rule says what a valid value looks like.
 	Rule string

@@ -77,16 +77,16 @@ type ReleaseParams struct {
 // the two in step).
 func ValidateTask(task string) error {
 	if task == "" || len(task) > MaxTaskLen {
-		return &ValidationError{Field: "task", Rule: taskRule}
+		return &ValidationError{Field: "Task", Rule: taskRule}
 	}
 	for i := 0; i < len(task); i++ {
 		if !isTaskChar(task[i]) {
-			return &ValidationError{Field: "task", Rule: fmt.Sprintf("%s; %q at position %d is not", taskRule, rune(task[i]), i+1)}
+			return &ValidationError{Field: "Task", Rule: fmt.Sprintf("%s; %q at position %d is not", taskRule, rune(task[i]), i+1)}
 		}
 	}
 	for i, seg := range strings.Split(task, "/") {
 		if seg == "" || seg == "." || seg == ".." {
-			return &ValidationError{Field: "task", Rule: fmt.Sprintf("%s; segment %d is %q", taskRule, i+1, seg)}
+			return &ValidationError{Field: "Task", Rule: fmt.Sprintf("%s; segment %d is %q", taskRule, i+1, seg)}
 		}
 	}
 	return nil
@@ -111,11 +111,11 @@ func isTaskChar(c byte) bool {
 func ValidateOwner(owner string) error {
 	rule := fmt.Sprintf("must be 1 to %d printable characters", MaxOwnerLen)
 	if owner == "" || !utf8.ValidString(owner) || utf8.RuneCountInString(owner) > MaxOwnerLen {
-		return &ValidationError{Field: "owner", Rule: rule}
+		return &ValidationError{Field: "Owner", Rule: rule}
 	}
 	for _, r := range owner {
 		if !unicode.IsPrint(r) {
-			return &ValidationError{Field: "owner", Rule: rule + fmt.Sprintf("; %U is not printable", r)}
+			return &ValidationError{Field: "Owner", Rule: rule + fmt.Sprintf("; %U is not printable", r)}
 		}
 	}
 	return nil
@@ -128,21 +128,21 @@ func ValidateTTL(ttl time.Duration) error {
 		return nil
 	}
 	if ttl < MinTTL || ttl > MaxTTL {
-		return &ValidationError{Field: "ttl_ms", Rule: fmt.Sprintf("must be between %d and %d milliseconds", MinTTL.Milliseconds(), MaxTTL.Milliseconds())}
+		return &ValidationError{Field: "TTL", Rule: fmt.Sprintf("must be between %d and %d milliseconds", MinTTL.Milliseconds(), MaxTTL.Milliseconds())}
 	}
 	return nil
 }
 
 func validateNote(note string) error {
 	if len(note) > MaxNoteBytes || !utf8.ValidString(note) || strings.IndexByte(note, 0) >= 0 {
-		return &ValidationError{Field: "note", Rule: fmt.Sprintf("must be valid UTF-8 without NUL, of at most %d bytes", MaxNoteBytes)}
+		return &ValidationError{Field: "Note", Rule: fmt.Sprintf("must be valid UTF-8 without NUL, of at most %d bytes", MaxNoteBytes)}
 	}
 	return nil
 }
 
 func validateToken(token int64) error {
 	if token < 0 {
-		return &ValidationError{Field: "token", Rule: "must be a positive integer when given"}
+		return &ValidationError{Field: "Token", Rule: "must be a positive integer when given"}
 	}
 	return nil
 }

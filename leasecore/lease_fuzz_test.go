@@ -23,7 +23,7 @@ func FuzzValidateTask(f *testing.F) {
 		err := ValidateTask(task)
 		if err != nil {
 			var ve *ValidationError
-			if !errors.As(err, &ve) || ve.Field != "task" || ve.Rule == "" {
+			if !errors.As(err, &ve) || ve.Field != "Task" || ve.Rule == "" {
 				t.Fatalf("ValidateTask(%q) = %v, want a *ValidationError for task with a rule", task, err)
 			}
 			return
@@ -66,7 +66,7 @@ func FuzzValidateOwner(f *testing.F) {
 			t.Fatalf("ValidateOwner(%q) = %v; want accepted %v", owner, err, want)
 		}
 		var ve *ValidationError
-		if err != nil && (!errors.As(err, &ve) || ve.Field != "owner") {
+		if err != nil && (!errors.As(err, &ve) || ve.Field != "Owner") {
 			t.Fatalf("ValidateOwner(%q) = %v, want a *ValidationError for owner", owner, err)
 		}
 	})

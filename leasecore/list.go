@@ -32,14 +32,14 @@ type ListParams struct {
 // past a name stored before that rule existed.
 func (p ListParams) Validate() error {
 	if p.Limit < 0 || p.Limit > MaxListLimit {
-		return &ValidationError{Field: "limit", Rule: fmt.Sprintf("must be between 1 and %d", MaxListLimit)}
+		return &ValidationError{Field: "Limit", Rule: fmt.Sprintf("must be between 1 and %d", MaxListLimit)}
 	}
 	if len(p.After) > MaxTaskLen {
-		return &ValidationError{Field: "after", Rule: fmt.Sprintf("must be at most %d characters of %s", MaxTaskLen, taskCharsetMsg)}
+		return &ValidationError{Field: "After", Rule: fmt.Sprintf("must be at most %d characters of %s", MaxTaskLen, taskCharsetMsg)}
 	}
 	for i := 0; i < len(p.After); i++ {
 		if !isTaskChar(p.After[i]) {
-			return &ValidationError{Field: "after", Rule: fmt.Sprintf("must be at most %d characters of %s; %q at position %d is not", MaxTaskLen, taskCharsetMsg, rune(p.After[i]), i+1)}
+			return &ValidationError{Field: "After", Rule: fmt.Sprintf("must be at most %d characters of %s; %q at position %d is not", MaxTaskLen, taskCharsetMsg, rune(p.After[i]), i+1)}
 		}
 	}
 	return nil

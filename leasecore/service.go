@@ -22,7 +22,8 @@ import (
 //
 // The lease pointer is non-nil exactly when err is nil.
 type Service struct {
-	store     Store
+	store     Store       // called only through s.call
+	intercept Interceptor // nil: none
 	opTimeout time.Duration
 	decls     declarations // applied to claims and renewals
 }
@@ -56,9 +57,6 @@ func (s *Service) bound(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(ctx, s.opTimeout)
 }
 
-// Store returns the underlying store.
-func (s *Service) Store() Store { return s.store }
-
 // Claim acquires or refreshes a lease; see Store.Claim.
 func (s *Service) Claim(ctx context.Context, p ClaimParams) (*Lease, error) {
 	if err := p.Validate(); err != nil {
@@ -73,11 +71,15 @@ func (s *Service) Claim(ctx context.Context, p ClaimParams) (*Lease, error) {
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	lease, err := s.store.Claim(ctx, p)
+	var lease *Lease
+	err := s.call(ctx, OpClaim, func(ctx context.Context) (err error) {
+		lease, err = s.store.Claim(ctx, p)
+		return err
+	})
 	if err != nil {
-		return nil, outcome("claim", err, ErrHeld)
+		return nil, outcome(OpClaim, err, ErrHeld)
 	}
-	return mustLease("claim", lease)
+	return mustLease(OpClaim, lease)
 }
 
 // Renew extends the owner's live lease; see Store.Renew.
@@ -93,11 +95,15 @@ func (s *Service) Renew(ctx context.Context, p RenewParams) (*Lease, error) {
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	lease, err := s.store.Renew(ctx, p)
+	var lease *Lease
+	err := s.call(ctx, OpRenew, func(ctx context.Context) (err error) {
+		lease, err = s.store.Renew(ctx, p)
+		return err
+	})
 	if err != nil {
-		return nil, outcome("renew", err, ErrLost)
+		return nil, outcome(OpRenew, err, ErrLost)
 	}
-	return mustLease("renew", lease)
+	return mustLease(OpRenew, lease)
 }
 
 // RenewBatch renews many leases at once, each judged on its own as by
@@ -130,7 +136,11 @@ func (s *Service) RenewBatch(ctx context.Context, ps []RenewParams) []RenewResul
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	got, err := RenewBatch(ctx, s.store, valid)
+	var got []RenewResult
+	err := s.call(ctx, OpRenewBatch, func(ctx context.Context) (err error) {
+		got, err = renewBatch(ctx, s.store, valid)
+		return err
+	})
 	for j := range valid {
 		if err != nil {
 			results[at[j]] = RenewResult{Err: outcome("renew", err)}
@@ -141,10 +151,9 @@ func (s *Service) RenewBatch(ctx context.Context, ps []RenewParams) []RenewResul
 	return results
 }
 
-// RenewBatch renews ps on store: through its BatchRenewer when it has one,
-// otherwise with one concurrent Renew call each. It is the BatchRenewer
-// contract for any Store, for wrappers of a Store that must stay one.
-func RenewBatch(ctx context.Context, store Store, ps []RenewParams) ([]RenewResult, error) {
+// renewBatch renews ps on store: through its BatchRenewer when it has one,
+// otherwise with one concurrent Renew call each.
+func renewBatch(ctx context.Context, store Store, ps []RenewParams) ([]RenewResult, error) {
 	if br, ok := store.(BatchRenewer); ok {
 		got, err := br.RenewBatch(ctx, ps)
 		if err == nil && len(got) != len(ps) {
@@ -180,9 +189,13 @@ func (s *Service) Release(ctx context.Context, p ReleaseParams) (bool, error) {
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	released, err := s.store.Release(ctx, p)
+	var released bool
+	err := s.call(ctx, OpRelease, func(ctx context.Context) (err error) {
+		released, err = s.store.Release(ctx, p)
+		return err
+	})
 	if err != nil {
-		return false, outcome("release", err)
+		return false, outcome(OpRelease, err)
 	}
 	return released, nil
 }
@@ -194,9 +207,13 @@ func (s *Service) Get(ctx context.Context, task string) (*Lease, error) {
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	lease, err := s.store.Get(ctx, task)
+	var lease *Lease
+	err := s.call(ctx, OpGet, func(ctx context.Context) (err error) {
+		lease, err = s.store.Get(ctx, task)
+		return err
+	})
 	if err != nil {
-		return nil, outcome("get", err)
+		return nil, outcome(OpGet, err)
 	}
 	return lease, nil
 }
@@ -210,9 +227,12 @@ func (s *Service) List(ctx context.Context, p ListParams) (leases []Lease, next 
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	leases, err = s.store.List(ctx, p.ask())
+	err = s.call(ctx, OpList, func(ctx context.Context) (err error) {
+		leases, err = s.store.List(ctx, p.ask())
+		return err
+	})
 	if err != nil {
-		return nil, "", outcome("list", err)
+		return nil, "", outcome(OpList, err)
 	}
 	leases, next = page(p, leases, func(l *Lease) string { return l.Task })
 	return leases, next, nil
@@ -222,8 +242,28 @@ func (s *Service) List(ctx context.Context, p ListParams) (leases []Lease, next 
 func (s *Service) Ping(ctx context.Context) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	if err := s.store.Ping(ctx); err != nil {
-		return outcome("ping", err)
+	if err := s.call(ctx, OpPing, s.store.Ping); err != nil {
+		return outcome(OpPing, err)
+	}
+	return nil
+}
+
+// Migrate creates or upgrades the store's schema; see Store.Migrate. It is
+// not bounded by the operation timeout (a migration may wait for another
+// process's), and its error is the driver's, unclassified: a failed
+// migration is no outcome of the lease model, and callers tell an
+// unreachable store (ErrUnavailable) from one that cannot be used.
+func (s *Service) Migrate(ctx context.Context) error {
+	return s.call(ctx, OpMigrate, s.store.Migrate)
+}
+
+// WriteCounts returns the store's cumulative write counts when it keeps
+// them (WriteCounter), and nil otherwise. It reads counters the driver
+// keeps in memory and asks the database nothing, so it is no store call
+// and passes no interceptor: it answers before the schema is migrated.
+func (s *Service) WriteCounts() []WriteCount {
+	if wc, ok := s.store.(WriteCounter); ok {
+		return wc.WriteCounts()
 	}
 	return nil
 }

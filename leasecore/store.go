@@ -6,12 +6,26 @@ import "context"
 // (leasecore/postgres, leasecore/sqlite) implements it; everything above it
 // (Service, the sidecar, the Terraform provider) is written against it.
 //
-// A driver may assume its inputs passed Validate and that TTLs are whole
-// milliseconds and non-zero in Claim. Each method is one atomic step in the
-// store, judged by the store's clock, and returns only these errors:
-// *HeldError (Claim), *LostError (Renew), or an *UnavailableError built by the
-// driver's interpretError. Behaviour is specified case by case by the
-// conformance suite in leasecore/storetest.
+// Validation stance: input is checked once, by the Service, before any
+// store call; a driver does not check it again. A driver may assume its
+// inputs passed Validate (defaults filled, durations truncated as Validate
+// leaves them), that TTLs are whole milliseconds and non-zero in Claim, and
+// that a History limit passed ValidateHistoryLimit. Input that did not is a
+// programming error of a caller that went around the Service: a driver may
+// write it or fail it (unavailable), and, since a driver shares a write
+// round trip among concurrent calls, may fail the calls batched with it.
+// Call a Store through a Service.
+//
+// The model's rules that a store applies inside its operations are
+// leasecore's, not the driver's: RenewRefusal and RenewLost classify lost
+// renewals, CheckPolicyDeletable refuses to delete the default policy, and
+// MaxBatch and MaxRenewBatch bound a batch.
+//
+// Each method is one atomic step in the store, judged by the store's clock,
+// and returns only these errors: *HeldError (Claim), *LostError (Renew), or
+// an *UnavailableError built by the driver's interpretError (and the
+// catalog's outcomes, see CatalogStore). Behaviour is specified case by case
+// by the conformance suite in leasecore/storetest.
 type Store interface {
 	// Claim acquires a free or expired lease (new token), refreshes the
 	// owner's own live lease (same token), or returns *HeldError.
@@ -50,8 +64,8 @@ type Store interface {
 //
 // Each lease is judged on its own, exactly as by Renew: owner-, token- and
 // expiry-checked, with its own result. ps may name a task more than once; the
-// renewals of one task take effect one after another. A driver may assume
-// every element passed Validate. The error is for the whole batch: when it
+// renewals of one task take effect one after another. As for Store, every
+// element passed Validate (the Service checked it). The error is for the whole batch: when it
 // is not nil (an *UnavailableError), none of the results is known.
 type BatchRenewer interface {
 	RenewBatch(ctx context.Context, ps []RenewParams) ([]RenewResult, error)

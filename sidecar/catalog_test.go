@@ -339,7 +339,7 @@ func TestCatalogErrorsAsProblems(t *testing.T) {
 		{&leasecore.NotFoundError{Kind: "retention policy", Name: "audit"}, http.StatusNotFound, problemNotFound},
 		{&leasecore.ExistsError{Kind: "task", Name: "x"}, http.StatusConflict, problemExists},
 		{&leasecore.InUseError{Policy: "audit", Tasks: []string{"x"}}, http.StatusConflict, problemInUse},
-		{&leasecore.ValidationError{Field: "ttl_ms", Rule: "must be at most 1000"}, http.StatusUnprocessableEntity, problemInvalid},
+		{&leasecore.ValidationError{Field: "TTL", Rule: "must be at most 1000"}, http.StatusUnprocessableEntity, problemInvalid},
 		{fmt.Errorf("create: %w", &leasecore.ExistsError{Kind: "task", Name: "x"}), http.StatusConflict, problemExists},
 		// A catalog error a driver returned where none is allowed is a
 		// store failure.
@@ -352,5 +352,17 @@ func TestCatalogErrorsAsProblems(t *testing.T) {
 		if p.Status != tc.status || p.Type != tc.typ || p.Title == "" || p.Detail == "" {
 			t.Errorf("%v: %d %s %q %q, want %d %s", tc.err, p.Status, p.Type, p.Title, p.Detail, tc.status, tc.typ)
 		}
+	}
+	// leasecore's Go field name reaches the client as the API's name.
+	p, _ := toProblem(&leasecore.ValidationError{Field: "TTL", Rule: "must be at most 1000"}, c)
+	if p.InvalidParams == nil || len(*p.InvalidParams) != 1 || (*p.InvalidParams)[0].Name != "ttl_ms" ||
+		p.Detail != "invalid request: ttl_ms: must be at most 1000" {
+		t.Errorf("a TTL refusal answers %q with %+v, want invalid_params naming ttl_ms", p.Detail, p.InvalidParams)
+	}
+	// The undeclared problem's detail names the sidecar's flag; leasecore's error does not.
+	p, _ = toProblem(&leasecore.UndeclaredError{Task: "x"}, c)
+	if want := `task "x" is not declared, and this sidecar requires declared tasks (--require-declared); ` +
+		`declare it (Terraform resource leasehold_task) or run the sidecar without --require-declared`; p.Detail != want {
+		t.Errorf("undeclared detail %q, want %q", p.Detail, want)
 	}
 }

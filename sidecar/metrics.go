@@ -1,7 +1,6 @@
 package sidecar
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -42,11 +41,12 @@ const (
 	resultUndeclared  = "undeclared" // refused: --require-declared and no declaration
 )
 
-// storeOps are the operations of leasecore.Store whose series start at zero:
-// those the sidecar performs. (The other catalog operations are timed too,
-// under their own names, if anything calls them.)
-var storeOps = []string{"claim", "renew", "renew_batch", "release", "get", "list", "ping", "migrate",
-	"get_task", "list_tasks", "history", "prune"}
+// storeOps are the store operations whose series start at zero: those the
+// sidecar performs. (The other catalog operations are timed too, under
+// their own names, if anything calls them.)
+var storeOps = []string{leasecore.OpClaim, leasecore.OpRenew, leasecore.OpRenewBatch, leasecore.OpRelease,
+	leasecore.OpGet, leasecore.OpList, leasecore.OpPing, leasecore.OpMigrate,
+	leasecore.OpGetTask, leasecore.OpListTasks, leasecore.OpHistory, leasecore.OpPrune}
 
 func newMetrics() *metrics {
 	reg := prometheus.NewRegistry()
@@ -106,16 +106,12 @@ func newMetrics() *metrics {
 // registerStoreCounts exports the store's own write counts, when it keeps
 // them: statements (PostgreSQL) or transactions (SQLite) per operation, and
 // the operations they carried. Their ratio is how well the store batches.
-func (m *metrics) registerStoreCounts(store leasecore.Store) {
-	wc, ok := store.(leasecore.WriteCounter)
-	if !ok {
-		return
-	}
-	for _, c := range wc.WriteCounts() {
+func (m *metrics) registerStoreCounts(svc *leasecore.Service) {
+	for _, c := range svc.WriteCounts() {
 		op := c.Op
 		count := func(pick func(leasecore.WriteCount) uint64) func() float64 {
 			return func() float64 {
-				for _, c := range wc.WriteCounts() {
+				for _, c := range svc.WriteCounts() {
 					if c.Op == op {
 						return float64(pick(c))
 					}
@@ -210,22 +206,15 @@ func (m *metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// instrumentedStore times every store operation and logs each failure of a
-// lease or catalog operation once, where it happens (ping and migrate
-// failures are reported by readyz and the migration loop). It embeds the
-// Store so that it stays one.
-type instrumentedStore struct {
-	leasecore.Store
-	metrics *metrics
-	log     *slog.Logger
-}
-
-func (s instrumentedStore) observe(op string, start time.Time, err error) {
-	s.metrics.storeDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+// storeCall times one store operation and counts and logs its failure: a
+// lease or catalog operation's once, where it happens (ping and migrate
+// failures are reported by readyz and the migration loop).
+func (m *metrics) storeCall(log *slog.Logger, op string, start time.Time, err error) {
+	m.storeDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
 	if err != nil && !isOutcome(err) {
-		s.metrics.storeErrors.WithLabelValues(op).Inc()
-		if op != "ping" && op != "migrate" {
-			s.log.Warn("lease store operation failed", "operation", op, "err", err)
+		m.storeErrors.WithLabelValues(op).Inc()
+		if op != leasecore.OpPing && op != leasecore.OpMigrate {
+			log.Warn("lease store operation failed", "operation", op, "err", err)
 		}
 	}
 }
@@ -239,109 +228,4 @@ func isOutcome(err error) bool {
 		}
 	}
 	return false
-}
-
-func (s instrumentedStore) Claim(ctx context.Context, p leasecore.ClaimParams) (l *leasecore.Lease, err error) {
-	defer func(start time.Time) { s.observe("claim", start, err) }(time.Now())
-	return s.Store.Claim(ctx, p)
-}
-
-func (s instrumentedStore) Renew(ctx context.Context, p leasecore.RenewParams) (l *leasecore.Lease, err error) {
-	defer func(start time.Time) { s.observe("renew", start, err) }(time.Now())
-	return s.Store.Renew(ctx, p)
-}
-
-// RenewBatch times a batch renewal as one "renew_batch" operation; the
-// keepalive streams' renewals go this way (leasecore.Coalescer).
-func (s instrumentedStore) RenewBatch(ctx context.Context, ps []leasecore.RenewParams) (rs []leasecore.RenewResult, err error) {
-	defer func(start time.Time) { s.observe("renew_batch", start, err) }(time.Now())
-	return leasecore.RenewBatch(ctx, s.Store, ps)
-}
-
-func (s instrumentedStore) Release(ctx context.Context, p leasecore.ReleaseParams) (ok bool, err error) {
-	defer func(start time.Time) { s.observe("release", start, err) }(time.Now())
-	return s.Store.Release(ctx, p)
-}
-
-func (s instrumentedStore) Get(ctx context.Context, task string) (l *leasecore.Lease, err error) {
-	defer func(start time.Time) { s.observe("get", start, err) }(time.Now())
-	return s.Store.Get(ctx, task)
-}
-
-func (s instrumentedStore) List(ctx context.Context, p leasecore.ListParams) (ls []leasecore.Lease, err error) {
-	defer func(start time.Time) { s.observe("list", start, err) }(time.Now())
-	return s.Store.List(ctx, p)
-}
-
-func (s instrumentedStore) Ping(ctx context.Context) (err error) {
-	defer func(start time.Time) { s.observe("ping", start, err) }(time.Now())
-	return s.Store.Ping(ctx)
-}
-
-func (s instrumentedStore) Migrate(ctx context.Context) (err error) {
-	defer func(start time.Time) { s.observe("migrate", start, err) }(time.Now())
-	return s.Store.Migrate(ctx)
-}
-
-// The catalog's methods, timed as the lease operations are.
-
-func (s instrumentedStore) CreateTask(ctx context.Context, d leasecore.TaskDecl) (out *leasecore.TaskDecl, err error) {
-	defer func(start time.Time) { s.observe("create_task", start, err) }(time.Now())
-	return s.Store.CreateTask(ctx, d)
-}
-
-func (s instrumentedStore) UpdateTask(ctx context.Context, d leasecore.TaskDecl) (out *leasecore.TaskDecl, err error) {
-	defer func(start time.Time) { s.observe("update_task", start, err) }(time.Now())
-	return s.Store.UpdateTask(ctx, d)
-}
-
-func (s instrumentedStore) GetTask(ctx context.Context, name string) (out *leasecore.TaskDecl, err error) {
-	defer func(start time.Time) { s.observe("get_task", start, err) }(time.Now())
-	return s.Store.GetTask(ctx, name)
-}
-
-// ListTasks is also how the Service refreshes its copy of the declarations.
-func (s instrumentedStore) ListTasks(ctx context.Context, p leasecore.ListParams) (out []leasecore.TaskDecl, err error) {
-	defer func(start time.Time) { s.observe("list_tasks", start, err) }(time.Now())
-	return s.Store.ListTasks(ctx, p)
-}
-
-func (s instrumentedStore) DeleteTask(ctx context.Context, name string) (out bool, err error) {
-	defer func(start time.Time) { s.observe("delete_task", start, err) }(time.Now())
-	return s.Store.DeleteTask(ctx, name)
-}
-
-func (s instrumentedStore) CreatePolicy(ctx context.Context, p leasecore.RetentionPolicy) (out *leasecore.RetentionPolicy, err error) {
-	defer func(start time.Time) { s.observe("create_policy", start, err) }(time.Now())
-	return s.Store.CreatePolicy(ctx, p)
-}
-
-func (s instrumentedStore) UpdatePolicy(ctx context.Context, p leasecore.RetentionPolicy) (out *leasecore.RetentionPolicy, err error) {
-	defer func(start time.Time) { s.observe("update_policy", start, err) }(time.Now())
-	return s.Store.UpdatePolicy(ctx, p)
-}
-
-func (s instrumentedStore) GetPolicy(ctx context.Context, name string) (out *leasecore.RetentionPolicy, err error) {
-	defer func(start time.Time) { s.observe("get_policy", start, err) }(time.Now())
-	return s.Store.GetPolicy(ctx, name)
-}
-
-func (s instrumentedStore) ListPolicies(ctx context.Context) (out []leasecore.RetentionPolicy, err error) {
-	defer func(start time.Time) { s.observe("list_policies", start, err) }(time.Now())
-	return s.Store.ListPolicies(ctx)
-}
-
-func (s instrumentedStore) DeletePolicy(ctx context.Context, name string) (out bool, err error) {
-	defer func(start time.Time) { s.observe("delete_policy", start, err) }(time.Now())
-	return s.Store.DeletePolicy(ctx, name)
-}
-
-func (s instrumentedStore) History(ctx context.Context, task string, limit int) (out []leasecore.Event, err error) {
-	defer func(start time.Time) { s.observe("history", start, err) }(time.Now())
-	return s.Store.History(ctx, task, limit)
-}
-
-func (s instrumentedStore) PruneHistory(ctx context.Context) (out int64, err error) {
-	defer func(start time.Time) { s.observe("prune", start, err) }(time.Now())
-	return s.Store.PruneHistory(ctx)
 }

@@ -114,7 +114,7 @@ func toProblem(err error, c echo.Context) (p *problemError, bug bool) {
 		return pe, false // deliberate; a recovered panic was logged with its stack
 
 	case errors.As(err, &ve):
-		return invalid([]api.InvalidParam{{Name: ve.Field, Reason: ve.Rule}}), false
+		return invalid([]api.InvalidParam{{Name: wireName(ve.Field), Reason: ve.Rule}}), false
 	case errors.Is(err, leasecore.ErrUnavailable):
 		// Before the catalog outcomes: an unavailable error may wrap
 		// anything a driver returned.
@@ -123,7 +123,8 @@ func toProblem(err error, c echo.Context) (p *problemError, bug bool) {
 	case errors.As(err, &re):
 		return reserved(re), false
 	case errors.As(err, &ue):
-		return undeclared(ue.Error() + "; declare it (Terraform resource leasehold_task) or run the sidecar without --require-declared"), false
+		return undeclared(fmt.Sprintf("task %q is not declared, and this sidecar requires declared tasks (--require-declared); "+
+			"declare it (Terraform resource leasehold_task) or run the sidecar without --require-declared", ue.Task)), false
 	case errors.As(err, &nfe) && nfe.Kind == "task":
 		return undeclared(fmt.Sprintf("task %q is not declared", nfe.Name)), false
 	case errors.Is(err, leasecore.ErrNotFound):

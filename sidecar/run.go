@@ -96,9 +96,11 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if cfg.PruneInterval == 0 {
 			return
 		}
-		// The pruner starts once the schema is in place, on a Service of its
-		// own: its claims of leasehold:prune are not the API's.
-		leasecore.NewPruner(leasecore.New(store), cfg.PruneInterval, leasecore.NewOwner(), log).Run(bgCtx)
+		// The pruner starts once the schema is in place, on the server's
+		// Service, so that its store calls are timed with the API's (its
+		// claims of leasehold:prune are counted by no handler: they are not
+		// the API's).
+		leasecore.NewPruner(srv.svc, cfg.PruneInterval, leasecore.NewOwner(), log).Run(bgCtx)
 	})
 	defer wg.Wait()
 	defer stopBackground()

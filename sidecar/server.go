@@ -16,14 +16,16 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/leasehold/leasehold/internal/backoff"
+	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
 
 // Options configure a Server.
 type Options struct {
-	// Store is the lease store. New wraps it to time every operation; the
-	// Server never closes it (whoever opened it does).
+	// Store is the lease store. The Server calls it only through its
+	// leasecore.Service, whose one interceptor gates and times every call
+	// (Server.interceptStore); it never closes it (whoever opened it does).
 	Store leasecore.Store
 	// Token, when non-empty, is the bearer token every /v1/* request must
 	// carry. Empty disables authentication.
@@ -47,7 +49,7 @@ type Options struct {
 // and its own Prometheus registry.
 type Server struct {
 	echo     *echo.Echo
-	store    leasecore.Store // instrumented
+	svc      *leasecore.Service // every store call of the Server goes through it
 	metrics  *metrics
 	log      *slog.Logger
 	migrated atomic.Bool
@@ -70,15 +72,15 @@ func New(opts Options) (*Server, error) {
 	}
 	m := newMetrics()
 	s := &Server{
-		store:   instrumentedStore{Store: opts.Store, metrics: m, log: log},
 		metrics: m,
 		log:     log,
 		streams: newStreams(opts.MaxStreams),
 	}
-	m.registerStoreCounts(opts.Store)
+	svc := leasecore.New(opts.Store, leasecore.WithInterceptor(s.interceptStore), leasecore.WithInterceptor(cli.MigrateHint),
+		leasecore.WithDeclarations(opts.DeclarationsMaxAge, opts.RequireDeclared))
+	s.svc = svc
+	m.registerStoreCounts(svc)
 	m.registerStreams(s.streams)
-	gated := gatedStore{Store: s.store, migrated: &s.migrated}
-	svc := leasecore.New(gated, leasecore.WithDeclarations(opts.DeclarationsMaxAge, opts.RequireDeclared))
 	// The coalescer has goroutines only while renewals wait in it, so it
 	// needs no Close of its own.
 	renewals := leasecore.NewCoalescer(svc, leasecore.DefaultCoalesceWindow, nil)
@@ -171,7 +173,7 @@ func (s *Server) HTTPServer() *http.Server {
 // Migrate applies the store's migrations once and, on success, marks the
 // server ready.
 func (s *Server) Migrate(ctx context.Context) error {
-	if err := s.store.Migrate(ctx); err != nil {
+	if err := s.svc.Migrate(ctx); err != nil {
 		return err
 	}
 	s.migrated.Store(true)
@@ -209,7 +211,7 @@ func (s *Server) ready(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
-	if err := s.store.Ping(ctx); err != nil {
+	if err := s.svc.Ping(ctx); err != nil {
 		return leasecore.Unavailable("ping", err)
 	}
 	return nil
@@ -274,145 +276,18 @@ func bearerToken(header string) (string, bool) {
 // start-up migration succeeded.
 var errNotMigrated = errors.New("the store's schema is not migrated yet")
 
-// gatedStore answers unavailable, without asking the store, until the
-// server's migration has succeeded: a half-migrated or old schema is never
-// used for a lease.
-type gatedStore struct {
-	leasecore.Store
-	migrated *atomic.Bool
-}
-
-func (g gatedStore) check(op string) error {
-	if !g.migrated.Load() {
+// interceptStore is the Server's one hook on the store: every call its
+// Service makes passes here. Until the server's migration has succeeded it
+// answers unavailable without asking the store, so a half-migrated or old
+// schema is never used for a lease (the migration itself passes); every
+// call that reaches the store is timed, and its failure counted and logged
+// (metrics.storeCall).
+func (s *Server) interceptStore(ctx context.Context, op string, call func(context.Context) error) error {
+	if op != leasecore.OpMigrate && !s.migrated.Load() {
 		return leasecore.Unavailable(op, errNotMigrated)
 	}
-	return nil
-}
-
-func (g gatedStore) Claim(ctx context.Context, p leasecore.ClaimParams) (*leasecore.Lease, error) {
-	if err := g.check("claim"); err != nil {
-		return nil, err
-	}
-	return g.Store.Claim(ctx, p)
-}
-
-func (g gatedStore) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.Lease, error) {
-	if err := g.check("renew"); err != nil {
-		return nil, err
-	}
-	return g.Store.Renew(ctx, p)
-}
-
-func (g gatedStore) RenewBatch(ctx context.Context, ps []leasecore.RenewParams) ([]leasecore.RenewResult, error) {
-	if err := g.check("renew"); err != nil {
-		return nil, err
-	}
-	return leasecore.RenewBatch(ctx, g.Store, ps)
-}
-
-func (g gatedStore) Release(ctx context.Context, p leasecore.ReleaseParams) (bool, error) {
-	if err := g.check("release"); err != nil {
-		return false, err
-	}
-	return g.Store.Release(ctx, p)
-}
-
-func (g gatedStore) Get(ctx context.Context, task string) (*leasecore.Lease, error) {
-	if err := g.check("get"); err != nil {
-		return nil, err
-	}
-	return g.Store.Get(ctx, task)
-}
-
-func (g gatedStore) List(ctx context.Context, p leasecore.ListParams) ([]leasecore.Lease, error) {
-	if err := g.check("list"); err != nil {
-		return nil, err
-	}
-	return g.Store.List(ctx, p)
-}
-
-// The catalog's methods, gated as the lease operations are.
-
-func (g gatedStore) CreateTask(ctx context.Context, d leasecore.TaskDecl) (*leasecore.TaskDecl, error) {
-	if err := g.check("create_task"); err != nil {
-		return nil, err
-	}
-	return g.Store.CreateTask(ctx, d)
-}
-
-func (g gatedStore) UpdateTask(ctx context.Context, d leasecore.TaskDecl) (*leasecore.TaskDecl, error) {
-	if err := g.check("update_task"); err != nil {
-		return nil, err
-	}
-	return g.Store.UpdateTask(ctx, d)
-}
-
-func (g gatedStore) GetTask(ctx context.Context, name string) (*leasecore.TaskDecl, error) {
-	if err := g.check("get_task"); err != nil {
-		return nil, err
-	}
-	return g.Store.GetTask(ctx, name)
-}
-
-func (g gatedStore) ListTasks(ctx context.Context, p leasecore.ListParams) ([]leasecore.TaskDecl, error) {
-	if err := g.check("list_tasks"); err != nil {
-		return nil, err
-	}
-	return g.Store.ListTasks(ctx, p)
-}
-
-func (g gatedStore) DeleteTask(ctx context.Context, name string) (bool, error) {
-	if err := g.check("delete_task"); err != nil {
-		return false, err
-	}
-	return g.Store.DeleteTask(ctx, name)
-}
-
-func (g gatedStore) CreatePolicy(ctx context.Context, p leasecore.RetentionPolicy) (*leasecore.RetentionPolicy, error) {
-	if err := g.check("create_policy"); err != nil {
-		return nil, err
-	}
-	return g.Store.CreatePolicy(ctx, p)
-}
-
-func (g gatedStore) UpdatePolicy(ctx context.Context, p leasecore.RetentionPolicy) (*leasecore.RetentionPolicy, error) {
-	if err := g.check("update_policy"); err != nil {
-		return nil, err
-	}
-	return g.Store.UpdatePolicy(ctx, p)
-}
-
-func (g gatedStore) GetPolicy(ctx context.Context, name string) (*leasecore.RetentionPolicy, error) {
-	if err := g.check("get_policy"); err != nil {
-		return nil, err
-	}
-	return g.Store.GetPolicy(ctx, name)
-}
-
-func (g gatedStore) ListPolicies(ctx context.Context) ([]leasecore.RetentionPolicy, error) {
-	if err := g.check("list_policies"); err != nil {
-		return nil, err
-	}
-	return g.Store.ListPolicies(ctx)
-}
-
-func (g gatedStore) DeletePolicy(ctx context.Context, name string) (bool, error) {
-	if err := g.check("delete_policy"); err != nil {
-		return false, err
-	}
-	return g.Store.DeletePolicy(ctx, name)
-}
-
-func (g gatedStore) History(ctx context.Context, task string, limit int) ([]leasecore.Event, error) {
-	if err := g.check("history"); err != nil {
-		return nil, err
-	}
-	return g.Store.History(ctx, task, limit)
-}
-
-func (g gatedStore) PruneHistory(ctx context.Context) (int64, error) {
-	if err := g.check("prune"); err != nil {
-		return 0, err
-	}
-	return g.Store.PruneHistory(ctx)
+	start := time.Now()
+	err := call(ctx)
+	s.metrics.storeCall(s.log, op, start, err)
+	return err
 }

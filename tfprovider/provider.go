@@ -112,7 +112,8 @@ func (p *leaseholdProvider) Configure(ctx context.Context, req provider.Configur
 		configError(&resp.Diagnostics, cfg.Store.ValueString() == "", summary, detail)
 		return
 	}
-	if err := store.Migrate(ctx); err != nil {
+	svc := leasecore.New(store)
+	if err := svc.Migrate(ctx); err != nil {
 		summary, detail := "Cannot migrate store", fmt.Sprintf("Create or upgrade the schema of %s: %s", storeurl.Redact(url), storeurl.Redact(err.Error()))
 		if errors.Is(err, leasecore.ErrUnavailable) {
 			summary, detail = "Cannot reach store", fmt.Sprintf("The store %s does not answer: %s", storeurl.Redact(url), storeurl.Redact(err.Error()))
@@ -123,7 +124,6 @@ func (p *leaseholdProvider) Configure(ctx context.Context, req provider.Configur
 	// The store stays open for the life of the provider process: the
 	// framework gives a provider no hook to close it, and Terraform ends the
 	// process when the command is done.
-	svc := leasecore.New(store)
 	resp.ResourceData = svc
 	resp.DataSourceData = svc
 }
@@ -176,7 +176,7 @@ func notConfigured(svc *leasecore.Service, diags *diag.Diagnostics) bool {
 // and the Service's words for why, which name the field, the policy's
 // tasks or the store fault.
 func storeError(diags *diag.Diagnostics, what string, err error) {
-	detail := err.Error()
+	detail := errorText(err)
 	switch {
 	case errors.Is(err, leasecore.ErrUnavailable):
 		detail = "The lease store did not answer: " + detail

@@ -166,8 +166,8 @@ func (r *policyResource) Delete(ctx context.Context, req resource.DeleteRequest,
 
 // ImportState imports a policy by its name.
 func (r *policyResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	if err := leasecore.ValidatePolicyName("name", req.ID); err != nil {
-		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("The import ID is a retention policy's name, %q is not one: %v", req.ID, err))
+	if err := leasecore.ValidatePolicyName("Name", req.ID); err != nil {
+		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("The import ID is a retention policy's name, %q is not one: %s", req.ID, errorText(err)))
 		return
 	}
 	resource.ImportStatePassthroughID(ctx, path.Root("name"), req, resp)

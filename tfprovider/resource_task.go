@@ -213,7 +213,7 @@ func (r *taskResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 // ImportState imports a declaration by the task's name.
 func (r *taskResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	if err := leasecore.ValidateTask(req.ID); err != nil {
-		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("The import ID is a task's name, %q is not one: %v", req.ID, err))
+		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("The import ID is a task's name, %q is not one: %s", req.ID, errorText(err)))
 		return
 	}
 	resource.ImportStatePassthroughID(ctx, path.Root("name"), req, resp)

@@ -70,7 +70,7 @@ type nameRule struct {
 
 var (
 	taskNameRule   = nameRule{what: "task name", validate: leasecore.ValidateTask}
-	policyNameRule = nameRule{what: "retention policy name", validate: func(s string) error { return leasecore.ValidatePolicyName("name", s) }}
+	policyNameRule = nameRule{what: "retention policy name", validate: func(s string) error { return leasecore.ValidatePolicyName("Name", s) }}
 )
 
 func (r nameRule) Description(context.Context) string {

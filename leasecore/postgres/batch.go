@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/leasehold/leasehold/leasecore"
 )
 
 // Batching. Concurrent claims (and renewals, and releases) of one Store are
@@ -35,11 +37,9 @@ import (
 // once and one stalled batch leaves the other slot working.
 const batchFlushers = 2
 
-// maxBatch bounds the calls in one statement. A batch's row locks are all
-// held until its commit, so a very large batch would make a contender of any
-// one of its tasks wait for all of them; a queue longer than this is drained
-// by several batches in a row.
-const maxBatch = 256
+// maxBatch bounds the calls in one statement: the model's bound (see
+// leasecore.MaxBatch for why there is one).
+const maxBatch = leasecore.MaxBatch
 
 // batchTimeout bounds one batch statement. A batch of many calls runs under
 // this timeout alone, not under any caller's context: one caller giving up

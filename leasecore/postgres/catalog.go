@@ -42,9 +42,6 @@ func (s *Store) putTask(ctx context.Context, op, sql string, d leasecore.TaskDec
 	if s.closed.Load() {
 		return nil, interpretError(op, errClosed)
 	}
-	if err := d.Validate(); err != nil {
-		return nil, interpretError(op, fmt.Errorf("%w: %s", errNotValidated, err))
-	}
 	out, err := scanTask(s.pool.QueryRow(ctx, sql, d.Name, d.TTL.Milliseconds(), d.MaxTTL.Milliseconds(), d.Description, d.RetentionPolicy))
 	if errors.Is(err, pgx.ErrNoRows) { // only an update answers no row
 		return nil, &leasecore.NotFoundError{Kind: "task", Name: d.Name}
@@ -127,9 +124,6 @@ func (s *Store) putPolicy(ctx context.Context, op, sql string, p leasecore.Reten
 	if s.closed.Load() {
 		return nil, interpretError(op, errClosed)
 	}
-	if err := p.Validate(); err != nil {
-		return nil, interpretError(op, fmt.Errorf("%w: %s", errNotValidated, err))
-	}
 	out, err := scanPolicy(s.pool.QueryRow(ctx, sql, p.Name, p.KeepFor.Milliseconds(), p.KeepLast))
 	if errors.Is(err, pgx.ErrNoRows) { // only an update answers no row
 		return nil, &leasecore.NotFoundError{Kind: "retention policy", Name: p.Name}
@@ -194,8 +188,8 @@ func (s *Store) DeletePolicy(ctx context.Context, name string) (bool, error) {
 	if s.closed.Load() {
 		return false, interpretError(op, errClosed)
 	}
-	if name == leasecore.DefaultPolicy {
-		return false, &leasecore.InUseError{Policy: name}
+	if err := leasecore.CheckPolicyDeletable(name); err != nil {
+		return false, err
 	}
 	for range maxDeletePolicyAttempts {
 		tag, err := s.pool.Exec(ctx, deletePolicySQL, name)
@@ -228,9 +222,6 @@ func (s *Store) History(ctx context.Context, task string, limit int) ([]leasecor
 	const op = "history"
 	if s.closed.Load() {
 		return nil, interpretError(op, errClosed)
-	}
-	if err := leasecore.ValidateHistoryLimit(limit); err != nil {
-		return nil, interpretError(op, fmt.Errorf("%w: %s", errNotValidated, err))
 	}
 	rows, err := s.pool.Query(ctx, historySQL, task, limit)
 	if err != nil {

@@ -52,13 +52,15 @@ func describe(err error) error {
 	switch {
 	case errors.As(err, &step):
 		return detail(err, "%s: %v", step.step, describe(step.err))
-	case errors.Is(err, errClosed), errors.Is(err, errUndecided), errors.Is(err, errSchemaBehind),
+	case errors.Is(err, errClosed), errors.Is(err, errUndecided), errors.Is(err, leasecore.ErrSchemaBehind),
 		errors.Is(err, errUsersChanging), errors.Is(err, errReadOnly):
 		return err
 	case errors.Is(err, context.Canceled):
 		return detail(err, "cancelled before PostgreSQL answered")
 	case errors.Is(err, context.DeadlineExceeded), pgconn.Timeout(err):
 		return detail(err, "PostgreSQL did not answer in time")
+	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table
+		return detail(fmt.Errorf("%w: %w", leasecore.ErrSchemaMissing, err), "%s (%s)", leasecore.ErrSchemaMissing, pgErr.Message)
 	case errors.As(err, &pgErr):
 		return detail(err, "%s", describePgError(pgErr))
 	case errors.Is(err, syscall.ECONNREFUSED):
@@ -75,8 +77,6 @@ func describe(err error) error {
 // describePgError words an error the server reported, by SQLSTATE.
 func describePgError(e *pgconn.PgError) string {
 	switch e.Code {
-	case "42P01": // undefined_table
-		return fmt.Sprintf("the leasehold schema is missing (%s): run `leasehold migrate --store URL` to create it", e.Message)
 	case "42501": // insufficient_privilege
 		return fmt.Sprintf("permission denied (%s): the role needs SELECT, INSERT, UPDATE and DELETE on the leasehold tables, and CREATE on the schema to migrate", e.Message)
 	case "28000", "28P01": // invalid_authorization_specification, invalid_password

@@ -375,8 +375,8 @@ func TestUnavailableDetails(t *testing.T) {
 		name, op, want string
 		err            error
 	}{
-		{"unmigrated", "claim", "run `leasehold migrate", errUnmigrated},
-		{"schema behind", "ping", "run `leasehold migrate`", errBehind},
+		{"unmigrated", "claim", "the leasehold schema is missing (", errUnmigrated},
+		{"schema behind", "ping", "the leasehold schema is older than this build (version", errBehind},
 		{"unreachable", "claim", "connection refused", errUnreachable},
 		{"closed", "claim", "closed", errClosedStore},
 	} {
@@ -388,6 +388,12 @@ func TestUnavailableDetails(t *testing.T) {
 		if !strings.Contains(c.err.Error(), c.want) {
 			t.Errorf("%s: %q does not say %q", c.name, c.err.Error(), c.want)
 		}
+	}
+	if !errors.Is(errUnmigrated, leasecore.ErrSchemaMissing) {
+		t.Errorf("unmigrated: %v, want ErrSchemaMissing", errUnmigrated)
+	}
+	if !errors.Is(errBehind, leasecore.ErrSchemaBehind) {
+		t.Errorf("schema behind: %v, want ErrSchemaBehind", errBehind)
 	}
 }
 

@@ -160,8 +160,6 @@ var (
 	errClosed        = errors.New("the store is closed")
 	errUndecided     = errors.New("cannot tell held from free")
 	errUsersChanging = errors.New("cannot tell whether tasks use the retention policy")
-	errSchemaBehind  = errors.New("the schema is older than this build")
-	errNotValidated  = errors.New("refused a request that fails leasecore's Validate")
 	errReadOnly      = errors.New("PostgreSQL is read-only")
 )
 
@@ -229,9 +227,6 @@ func (s *Store) Claim(ctx context.Context, p leasecore.ClaimParams) (*leasecore.
 	if s.closed.Load() {
 		return nil, interpretError(op, errClosed)
 	}
-	if err := p.Validate(); err != nil {
-		return nil, interpretError(op, fmt.Errorf("%w: %s", errNotValidated, err))
-	}
 	ttlMS := p.TTL.Milliseconds()
 	if ttlMS <= 0 { // Service never sends one; a direct caller gets the model's default
 		ttlMS = leasecore.DefaultTTL.Milliseconds()
@@ -296,9 +291,6 @@ func (s *Store) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.
 	if s.closed.Load() {
 		return nil, interpretError(op, errClosed)
 	}
-	if err := p.Validate(); err != nil {
-		return nil, interpretError(op, fmt.Errorf("%w: %s", errNotValidated, err))
-	}
 	lease, err := s.renewals.do(ctx, renewReq{task: p.Task, owner: p.Owner, ttlMS: p.TTL.Milliseconds(), token: p.Token})
 	if err != nil {
 		return nil, err
@@ -313,12 +305,12 @@ func (s *Store) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.
 	)
 	err = s.pool.QueryRow(ctx, renewStateSQL, p.Task, p.Owner).Scan(&owner, &token, &released, &live)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, &leasecore.LostError{Task: p.Task, Reason: leasecore.LostNotHeld, Detail: "the task has never been claimed"}
+		return nil, leasecore.RenewLost(p, leasecore.LeaseState{})
 	}
 	if err != nil {
 		return nil, interpretError(op, err)
 	}
-	return nil, lostReason(p, owner, token, released, live)
+	return nil, leasecore.RenewLost(p, leasecore.LeaseState{Exists: true, Owner: owner, Token: token, Released: released, Live: live})
 }
 
 // sendRenewals runs one batch of renewals of distinct tasks; a nil lease is
@@ -341,11 +333,9 @@ func (s *Store) sendRenewals(ctx context.Context, reqs []renewReq) ([]*leasecore
 	return leasesByTask(rows, tasks)
 }
 
-// maxRenewBatch bounds the renewals in one RenewBatch statement. It is
-// larger than maxBatch: a RenewBatch carries the renewals of leases this
-// process holds, which nobody else can change meanwhile, so its row locks
-// hold up only claims that would be refused anyway.
-const maxRenewBatch = 2048
+// maxRenewBatch bounds the renewals in one RenewBatch statement: the
+// model's bound (see leasecore.MaxRenewBatch for why it exceeds maxBatch).
+const maxRenewBatch = leasecore.MaxRenewBatch
 
 // RenewBatch renews many leases in as few statements as it can: up to
 // maxRenewBatch renewals of distinct tasks per statement (a task named twice
@@ -365,9 +355,6 @@ func (s *Store) RenewBatch(ctx context.Context, ps []leasecore.RenewParams) ([]l
 		reqs := make([]renewReq, len(chunk))
 		for j, i := range chunk {
 			p := ps[i]
-			if err := p.Validate(); err != nil {
-				return nil, interpretError(op, fmt.Errorf("%w: %s", errNotValidated, err))
-			}
 			reqs[j] = renewReq{task: p.Task, owner: p.Owner, ttlMS: p.TTL.Milliseconds(), token: p.Token}
 		}
 		leases, err := s.renewals.send(ctx, reqs)
@@ -425,11 +412,7 @@ func (s *Store) lostReasons(ctx context.Context, ps []leasecore.RenewParams, ref
 	for _, i := range refused {
 		p := ps[i]
 		st, ok := found[p.Task]
-		if !ok {
-			results[i].Err = &leasecore.LostError{Task: p.Task, Reason: leasecore.LostNotHeld, Detail: "the task has never been claimed"}
-			continue
-		}
-		results[i].Err = lostReason(p, st.owner, st.token, st.released, st.live)
+		results[i].Err = leasecore.RenewLost(p, leasecore.LeaseState{Exists: ok, Owner: st.owner, Token: st.token, Released: st.released, Live: st.live})
 	}
 	return nil
 }
@@ -506,30 +489,6 @@ func leasesByTask(rows pgx.Rows, tasks []string) ([]*leasecore.Lease, error) {
 	return leases, nil
 }
 
-// lostReason classifies a refused renewal from the row read after it.
-func lostReason(p leasecore.RenewParams, owner string, token int64, released, live bool) *leasecore.LostError {
-	lost := func(r leasecore.LostReason, detail string) *leasecore.LostError {
-		return &leasecore.LostError{Task: p.Task, Reason: r, Detail: detail}
-	}
-	switch {
-	case owner != p.Owner && live:
-		return lost(leasecore.LostHeldByOther, fmt.Sprintf("%q holds it now", owner))
-	case owner != p.Owner:
-		return lost(leasecore.LostNotHeld, "another owner held it last and nobody holds it now")
-	case released:
-		return lost(leasecore.LostNotHeld, "the lease was released")
-	case !live:
-		return lost(leasecore.LostExpired, "the lease expired; claim it again for a new token")
-	case p.Token != 0 && p.Token != token:
-		return lost(leasecore.LostTokenMismatch, fmt.Sprintf("the lease now has token %d, not %d", token, p.Token))
-	default:
-		// The renewal saw no live lease of ours, yet the read after it does:
-		// the owner claimed the task again in between. The lease this renewal
-		// was meant for is gone.
-		return lost(leasecore.LostNotHeld, "the lease changed while it was being renewed")
-	}
-}
-
 // Release ends the owner's live lease (checking the token when given) and
 // reports whether it did, recording "released" in the task's history in the
 // same statement. Not holding it is (false, nil).
@@ -537,9 +496,6 @@ func (s *Store) Release(ctx context.Context, p leasecore.ReleaseParams) (bool, e
 	const op = "release"
 	if s.closed.Load() {
 		return false, interpretError(op, errClosed)
-	}
-	if err := p.Validate(); err != nil {
-		return false, interpretError(op, fmt.Errorf("%w: %s", errNotValidated, err))
 	}
 	return s.releases.do(ctx, releaseReq{task: p.Task, owner: p.Owner, token: p.Token})
 }
@@ -659,7 +615,7 @@ func (s *Store) Ping(ctx context.Context) error {
 		return interpretError(op, err)
 	}
 	if int(version) < len(want) {
-		return interpretError(op, fmt.Errorf("%w (version %d, needs %d): run `leasehold migrate`", errSchemaBehind, version, len(want)))
+		return interpretError(op, fmt.Errorf("%w (version %d, needs %d)", leasecore.ErrSchemaBehind, version, len(want)))
 	}
 	return nil
 }

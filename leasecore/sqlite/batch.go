@@ -10,10 +10,10 @@ import (
 	"github.com/leasehold/leasehold/leasecore"
 )
 
-// maxBatch caps the operations one write transaction carries: the cap keeps
-// one transaction's share of the file lock, and the delay it adds for other
-// processes, short.
-const maxBatch = 256
+// maxBatch caps the operations one write transaction carries: the model's
+// bound (see leasecore.MaxBatch); it keeps one transaction's share of the
+// file lock, and the delay it adds for other processes, short.
+const maxBatch = leasecore.MaxBatch
 
 // batchTimeout bounds one batch, from preparing its statements to the
 // commit: the wait for another process's write lock (BusyTimeout), plus time

@@ -279,8 +279,8 @@ func (s *Store) ListPolicies(ctx context.Context) ([]leasecore.RetentionPolicy, 
 // with *leasecore.InUseError (naming those tasks, by name).
 func (s *Store) DeletePolicy(ctx context.Context, name string) (bool, error) {
 	res := s.submit(ctx, "delete_policy", func(ctx context.Context, st *txStmts) (answer, error) {
-		if name == leasecore.DefaultPolicy {
-			return answer{err: &leasecore.InUseError{Policy: name}}, nil
+		if err := leasecore.CheckPolicyDeletable(name); err != nil {
+			return answer{err: err}, nil
 		}
 		rows, err := st.tx.QueryContext(ctx,
 			`SELECT name FROM leasehold_tasks WHERE retention_policy = :name ORDER BY name`, sql.Named("name", name))

@@ -33,7 +33,7 @@ func explain(err error) error {
 		switch se.Code() & 0xff {
 		case sqlite3.SQLITE_ERROR:
 			if strings.Contains(se.Error(), "no such table") {
-				return fmt.Errorf("schema missing, run leasehold migrate: %w", err)
+				return fmt.Errorf("%w: %w", leasecore.ErrSchemaMissing, err)
 			}
 		case sqlite3.SQLITE_BUSY:
 			return fmt.Errorf("database is locked by another connection (waited up to %s): %w", BusyTimeout, err)

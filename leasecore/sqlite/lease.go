@@ -246,8 +246,9 @@ func (s *Store) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.
 }
 
 // maxRenewBatch bounds the renewals RenewBatch puts in one operation of the
-// writer's batches; a larger RenewBatch is split into several.
-const maxRenewBatch = 2048
+// writer's batches (leasecore.MaxRenewBatch); a larger RenewBatch is split
+// into several.
+const maxRenewBatch = leasecore.MaxRenewBatch
 
 // RenewBatch renews many leases in the writer's transactions: up to
 // maxRenewBatch renewals as one operation of a batch, in order, each judged
@@ -284,8 +285,9 @@ func renew(ctx context.Context, st *txStmts, p leasecore.RenewParams) (answer, e
 	if err != nil {
 		return answer{}, err
 	}
-	if reason, detail := lostReason(cur, p); reason != "" {
-		if reason == leasecore.LostExpired && cur.endUnrecorded() {
+	state := leasecore.LeaseState{Exists: cur.exists, Owner: cur.owner, Token: cur.token, Released: cur.released, Live: cur.live()}
+	if lost := leasecore.RenewRefusal(p, state); lost != nil {
+		if lost.Reason == leasecore.LostExpired && cur.endUnrecorded() {
 			end := leasecore.Event{Task: p.Task, Kind: leasecore.EventLost, Owner: cur.owner, Token: cur.token}
 			id, err := record(ctx, st, end, cur.now, cur.lastEvent)
 			if err != nil {
@@ -295,7 +297,7 @@ func renew(ctx context.Context, st *txStmts, p leasecore.RenewParams) (answer, e
 				return answer{}, err
 			}
 		}
-		return answer{err: &leasecore.LostError{Task: p.Task, Reason: reason, Detail: detail}}, nil
+		return answer{err: lost}, nil
 	}
 	ttl := p.TTL.Milliseconds()
 	if ttl == 0 {
@@ -307,25 +309,6 @@ func renew(ctx context.Context, st *txStmts, p leasecore.RenewParams) (answer, e
 		sql.Named("set_note", false), sql.Named("note", ""))
 	lease, err := scanLease(row, cur.now)
 	return answer{lease: lease}, err
-}
-
-// lostReason says why p cannot renew cur, or "" when it can.
-func lostReason(cur current, p leasecore.RenewParams) (leasecore.LostReason, string) {
-	switch {
-	case !cur.exists:
-		return leasecore.LostNotHeld, "the task has no lease"
-	case cur.owner != p.Owner && cur.live():
-		return leasecore.LostHeldByOther, fmt.Sprintf("held by %q", cur.owner)
-	case cur.owner != p.Owner:
-		return leasecore.LostNotHeld, "the owner holds no lease on the task"
-	case cur.released:
-		return leasecore.LostNotHeld, "the lease was released"
-	case !cur.live():
-		return leasecore.LostExpired, "the lease expired; claim it again for a new token"
-	case p.Token != 0 && p.Token != cur.token:
-		return leasecore.LostTokenMismatch, fmt.Sprintf("the lease has token %d, not %d", cur.token, p.Token)
-	}
-	return "", ""
 }
 
 // Release ends the owner's live lease (checking the token when given) and
@@ -445,7 +428,7 @@ SELECT (SELECT coalesce(max(version), 0) FROM leasehold_schema_migrations),
 		return interpretError("ping", err)
 	}
 	if want := len(s.migrations); version < want {
-		return interpretError("ping", fmt.Errorf("schema is at version %d, this build needs %d", version, want))
+		return interpretError("ping", fmt.Errorf("%w (version %d, needs %d)", leasecore.ErrSchemaBehind, version, want))
 	}
 	return nil
 }

@@ -71,15 +71,21 @@ func TestOpenDoesNotTouchTheFile(t *testing.T) {
 	}
 }
 
-func TestUnmigratedSaysRunMigrate(t *testing.T) {
+func TestUnmigratedSaysSchemaMissing(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, filepath.Join(t.TempDir(), "leasehold.db"))
 	ctx := context.Background()
-	assertUnavailable(t, "ping", s.Ping(ctx), "run leasehold migrate")
+	errPing := s.Ping(ctx)
+	assertUnavailable(t, "ping", errPing, "schema is missing")
 	_, err := s.Claim(ctx, leasecore.ClaimParams{Task: "t", Owner: "o", TTL: time.Second})
 	assertUnavailable(t, "claim", err, "no such table: leasehold_leases")
-	_, err = s.Get(ctx, "t")
-	assertUnavailable(t, "get", err, "run leasehold migrate")
+	_, errGet := s.Get(ctx, "t")
+	assertUnavailable(t, "get", errGet, "schema is missing")
+	for op, err := range map[string]error{"ping": errPing, "claim": err, "get": errGet} {
+		if !errors.Is(err, leasecore.ErrSchemaMissing) {
+			t.Errorf("%s of an unmigrated store: %v, want ErrSchemaMissing", op, err)
+		}
+	}
 }
 
 func TestPingWantsTheLatestSchema(t *testing.T) {
@@ -92,7 +98,11 @@ func TestPingWantsTheLatestSchema(t *testing.T) {
 	}
 	// Pretend this build knows one more migration than the file has.
 	s.migrations = append(s.migrations[:len(s.migrations):len(s.migrations)], s.migrations[0])
-	assertUnavailable(t, "ping", s.Ping(ctx), "schema is at version")
+	err := s.Ping(ctx)
+	assertUnavailable(t, "ping", err, "schema is older than this build")
+	if !errors.Is(err, leasecore.ErrSchemaBehind) {
+		t.Errorf("ping of an old schema: %v, want ErrSchemaBehind", err)
+	}
 }
 
 func TestCallsAfterCloseAreUnavailable(t *testing.T) {

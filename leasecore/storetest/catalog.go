@@ -30,7 +30,7 @@ func uniquePolicy(t testing.TB, label string) string {
 		t.Fatalf("random suffix: %v", err)
 	}
 	name := "p-" + label + "-" + hex.EncodeToString(r[:])
-	if err := leasecore.ValidatePolicyName("name", name); err != nil {
+	if err := leasecore.ValidatePolicyName("Name", name); err != nil {
 		t.Fatalf("uniquePolicy made an invalid name %q: %v", name, err)
 	}
 	return name
@@ -517,7 +517,7 @@ func (s *suite) testTaskListPages(t *testing.T) {
 		t.Errorf("list tasks after %q limit 1: %v %v, want %q", want[3], decls, err, want[4])
 	}
 	_, _, err = s.svc.ListTasks(t.Context(), leasecore.ListParams{Limit: leasecore.MaxListLimit + 1})
-	mustInvalid(t, err, "limit")
+	mustInvalid(t, err, "Limit")
 }
 
 // After Migrate, the default policy exists with keep_for 720h and
@@ -707,28 +707,28 @@ var taskRules = []struct {
 	name, field string
 	edit        func(d *leasecore.TaskDecl)
 }{
-	{"name empty", "name", func(d *leasecore.TaskDecl) { d.Name = "" }},
-	{"name with space", "name", func(d *leasecore.TaskDecl) { d.Name = "nightly report" }},
-	{"name of 201 chars", "name", func(d *leasecore.TaskDecl) { d.Name = strings.Repeat("t", leasecore.MaxTaskLen+1) }},
-	{"name non-ASCII", "name", func(d *leasecore.TaskDecl) { d.Name = "tâche" }},
-	{"ttl missing", "ttl", func(d *leasecore.TaskDecl) { d.TTL = 0 }},
-	{"ttl 99ms", "ttl", func(d *leasecore.TaskDecl) { d.TTL = leasecore.MinTTL - time.Millisecond }},
-	{"ttl above 24h", "ttl", func(d *leasecore.TaskDecl) { d.TTL = leasecore.MaxTTL + time.Millisecond }},
-	{"ttl negative", "ttl", func(d *leasecore.TaskDecl) { d.TTL = -time.Second }},
-	{"max_ttl 99ms", "max_ttl", func(d *leasecore.TaskDecl) { d.MaxTTL = leasecore.MinTTL - time.Millisecond }},
-	{"max_ttl above 24h", "max_ttl", func(d *leasecore.TaskDecl) { d.MaxTTL = leasecore.MaxTTL + time.Millisecond }},
-	{"max_ttl negative", "max_ttl", func(d *leasecore.TaskDecl) { d.MaxTTL = -time.Second }},
-	{"ttl above max_ttl", "ttl", func(d *leasecore.TaskDecl) { d.TTL, d.MaxTTL = 2*time.Minute, time.Minute }},
-	{"description of 1025 bytes", "description", func(d *leasecore.TaskDecl) {
+	{"name empty", "Name", func(d *leasecore.TaskDecl) { d.Name = "" }},
+	{"name with space", "Name", func(d *leasecore.TaskDecl) { d.Name = "nightly report" }},
+	{"name of 201 chars", "Name", func(d *leasecore.TaskDecl) { d.Name = strings.Repeat("t", leasecore.MaxTaskLen+1) }},
+	{"name non-ASCII", "Name", func(d *leasecore.TaskDecl) { d.Name = "tâche" }},
+	{"ttl missing", "TTL", func(d *leasecore.TaskDecl) { d.TTL = 0 }},
+	{"ttl 99ms", "TTL", func(d *leasecore.TaskDecl) { d.TTL = leasecore.MinTTL - time.Millisecond }},
+	{"ttl above 24h", "TTL", func(d *leasecore.TaskDecl) { d.TTL = leasecore.MaxTTL + time.Millisecond }},
+	{"ttl negative", "TTL", func(d *leasecore.TaskDecl) { d.TTL = -time.Second }},
+	{"max_ttl 99ms", "MaxTTL", func(d *leasecore.TaskDecl) { d.MaxTTL = leasecore.MinTTL - time.Millisecond }},
+	{"max_ttl above 24h", "MaxTTL", func(d *leasecore.TaskDecl) { d.MaxTTL = leasecore.MaxTTL + time.Millisecond }},
+	{"max_ttl negative", "MaxTTL", func(d *leasecore.TaskDecl) { d.MaxTTL = -time.Second }},
+	{"ttl above max_ttl", "TTL", func(d *leasecore.TaskDecl) { d.TTL, d.MaxTTL = 2*time.Minute, time.Minute }},
+	{"description of 1025 bytes", "Description", func(d *leasecore.TaskDecl) {
 		d.Description = strings.Repeat("d", leasecore.MaxDescriptionLen+1)
 	}},
-	{"description invalid UTF-8", "description", func(d *leasecore.TaskDecl) { d.Description = "bad \xc3\x28" }},
-	{"description with NUL", "description", func(d *leasecore.TaskDecl) { d.Description = "a\x00b" }},
-	{"retention_policy with space", "retention_policy", func(d *leasecore.TaskDecl) { d.RetentionPolicy = "audit log" }},
-	{"retention_policy of 65 chars", "retention_policy", func(d *leasecore.TaskDecl) {
+	{"description invalid UTF-8", "Description", func(d *leasecore.TaskDecl) { d.Description = "bad \xc3\x28" }},
+	{"description with NUL", "Description", func(d *leasecore.TaskDecl) { d.Description = "a\x00b" }},
+	{"retention_policy with space", "RetentionPolicy", func(d *leasecore.TaskDecl) { d.RetentionPolicy = "audit log" }},
+	{"retention_policy of 65 chars", "RetentionPolicy", func(d *leasecore.TaskDecl) {
 		d.RetentionPolicy = strings.Repeat("p", leasecore.MaxPolicyNameLen+1)
 	}},
-	{"retention_policy non-ASCII", "retention_policy", func(d *leasecore.TaskDecl) { d.RetentionPolicy = "pölicy" }},
+	{"retention_policy non-ASCII", "RetentionPolicy", func(d *leasecore.TaskDecl) { d.RetentionPolicy = "pölicy" }},
 }
 
 // policyRules are policies that each break one rule, with the field named.
@@ -736,14 +736,14 @@ var policyRules = []struct {
 	name, field string
 	edit        func(p *leasecore.RetentionPolicy)
 }{
-	{"name empty", "name", func(p *leasecore.RetentionPolicy) { p.Name = "" }},
-	{"name of 65 chars", "name", func(p *leasecore.RetentionPolicy) { p.Name = strings.Repeat("p", leasecore.MaxPolicyNameLen+1) }},
-	{"name with space", "name", func(p *leasecore.RetentionPolicy) { p.Name = "audit log" }},
-	{"name with hash", "name", func(p *leasecore.RetentionPolicy) { p.Name = "audit#1" }},
-	{"keep_for negative", "keep_for", func(p *leasecore.RetentionPolicy) { p.KeepFor = -time.Second }},
-	{"keep_for above the bound", "keep_for", func(p *leasecore.RetentionPolicy) { p.KeepFor = leasecore.MaxKeepFor + time.Second }},
-	{"keep_last negative", "keep_last", func(p *leasecore.RetentionPolicy) { p.KeepLast = -1 }},
-	{"keep_last above the bound", "keep_last", func(p *leasecore.RetentionPolicy) { p.KeepLast = leasecore.MaxKeepLast + 1 }},
+	{"name empty", "Name", func(p *leasecore.RetentionPolicy) { p.Name = "" }},
+	{"name of 65 chars", "Name", func(p *leasecore.RetentionPolicy) { p.Name = strings.Repeat("p", leasecore.MaxPolicyNameLen+1) }},
+	{"name with space", "Name", func(p *leasecore.RetentionPolicy) { p.Name = "audit log" }},
+	{"name with hash", "Name", func(p *leasecore.RetentionPolicy) { p.Name = "audit#1" }},
+	{"keep_for negative", "KeepFor", func(p *leasecore.RetentionPolicy) { p.KeepFor = -time.Second }},
+	{"keep_for above the bound", "KeepFor", func(p *leasecore.RetentionPolicy) { p.KeepFor = leasecore.MaxKeepFor + time.Second }},
+	{"keep_last negative", "KeepLast", func(p *leasecore.RetentionPolicy) { p.KeepLast = -1 }},
+	{"keep_last above the bound", "KeepLast", func(p *leasecore.RetentionPolicy) { p.KeepLast = leasecore.MaxKeepLast + 1 }},
 }
 
 // catalogRows are the refused catalog calls.
@@ -778,26 +778,26 @@ func catalogRows() []catalogRow {
 		)
 	}
 	for _, limit := range []int{0, -1, leasecore.MaxHistoryLimit + 1} {
-		rows = append(rows, catalogRow{fmt.Sprintf("history limit %d", limit), "limit",
+		rows = append(rows, catalogRow{fmt.Sprintf("history limit %d", limit), "Limit",
 			func(ctx context.Context, svc *leasecore.Service, task, _ string) error {
 				return errOf(svc.History(ctx, task, limit))
 			}})
 	}
 	const badTask, badPolicy = "nightly report", "audit log"
 	rows = append(rows,
-		catalogRow{"history task with space", "task", func(ctx context.Context, svc *leasecore.Service, _, _ string) error {
+		catalogRow{"history task with space", "Task", func(ctx context.Context, svc *leasecore.Service, _, _ string) error {
 			return errOf(svc.History(ctx, badTask, 10))
 		}},
-		catalogRow{"get task with space", "task", func(ctx context.Context, svc *leasecore.Service, _, _ string) error {
+		catalogRow{"get task with space", "Task", func(ctx context.Context, svc *leasecore.Service, _, _ string) error {
 			return errOf(svc.GetTask(ctx, badTask))
 		}},
-		catalogRow{"delete task with space", "task", func(ctx context.Context, svc *leasecore.Service, _, _ string) error {
+		catalogRow{"delete task with space", "Task", func(ctx context.Context, svc *leasecore.Service, _, _ string) error {
 			return errOf(svc.DeleteTask(ctx, badTask))
 		}},
-		catalogRow{"get policy with space", "name", func(ctx context.Context, svc *leasecore.Service, _, _ string) error {
+		catalogRow{"get policy with space", "Name", func(ctx context.Context, svc *leasecore.Service, _, _ string) error {
 			return errOf(svc.GetPolicy(ctx, badPolicy))
 		}},
-		catalogRow{"delete policy with space", "name", func(ctx context.Context, svc *leasecore.Service, _, _ string) error {
+		catalogRow{"delete policy with space", "Name", func(ctx context.Context, svc *leasecore.Service, _, _ string) error {
 			return errOf(svc.DeletePolicy(ctx, badPolicy))
 		}},
 	)
@@ -969,10 +969,10 @@ func (s *suite) testDeclaredMaxTTLLoweredUnderALiveLease(t *testing.T) {
 		t.Errorf("renewal keeping its ttl: ttl %s, want the lease's 2m", kept.TTL)
 	}
 	_, err := svc.Renew(t.Context(), leasecore.RenewParams{Task: name, Owner: "a", Token: l.Token, TTL: 2 * time.Minute})
-	mustInvalid(t, err, "ttl_ms")
+	mustInvalid(t, err, "TTL")
 	releaseOK(t, svc, name, "a", l.Token)
 	_, err = svc.Claim(t.Context(), leasecore.ClaimParams{Task: name, Owner: "a", TTL: 2 * time.Minute})
-	mustInvalid(t, err, "ttl_ms")
+	mustInvalid(t, err, "TTL")
 }
 
 // leasehold's own tasks take their ttls from leasehold: a declaration of
@@ -1001,7 +1001,7 @@ func (s *suite) testDeclaredMaxTTL(t *testing.T) {
 
 	refused := func(what string, err error) {
 		t.Helper()
-		mustInvalid(t, err, "ttl_ms")
+		mustInvalid(t, err, "TTL")
 		var ve *leasecore.ValidationError
 		if errors.As(err, &ve) && !strings.Contains(ve.Rule, "60000") {
 			t.Errorf("%s: rule %q does not name the limit, 60000 ms", what, ve.Rule)

@@ -150,10 +150,10 @@ func (s *suite) testListPages(t *testing.T) {
 	}
 	for _, bad := range []leasecore.ListParams{{Limit: -1}, {Limit: leasecore.MaxListLimit + 1}} {
 		_, _, err := s.svc.List(t.Context(), bad)
-		mustInvalid(t, err, "limit")
+		mustInvalid(t, err, "Limit")
 	}
 	_, _, err = s.svc.List(t.Context(), leasecore.ListParams{After: "a b", Limit: 1})
-	mustInvalid(t, err, "after")
+	mustInvalid(t, err, "After")
 }
 
 // TTLRemaining is measured by the store: positive, at most the TTL, and

@@ -74,7 +74,7 @@ func (s *suite) testRenewBatchEachOnItsOwn(t *testing.T) {
 	lost(5, leasecore.LostNotHeld)
 	lost(6, leasecore.LostExpired)
 	var ve *leasecore.ValidationError
-	if !errors.As(got[7].Err, &ve) || ve.Field != "owner" {
+	if !errors.As(got[7].Err, &ve) || ve.Field != "Owner" {
 		t.Errorf("renewal with no owner: %v, want a validation error on owner", got[7].Err)
 	}
 

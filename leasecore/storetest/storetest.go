@@ -29,7 +29,10 @@
 //     measured by the store and never above the TTL, also while renewals
 //     race the reads;
 //   - input validation through leasecore.Service: every bound of the model,
-//     the field named in the error, nothing written;
+//     the field named in the error, nothing written. Validation is the
+//     Service's, for every driver alike (leasecore.Store's validation
+//     stance): no case hands a driver input that fails Validate, and none
+//     expects a driver to refuse such input itself;
 //   - failure: an unmigrated, an unreachable and a closed store, and a
 //     cancelled context, answer ErrUnavailable from every operation, never
 //     ErrHeld or ErrLost; Migrate makes an empty database work and is

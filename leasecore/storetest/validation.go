@@ -91,22 +91,22 @@ func badFields() []struct {
 	var rows []row
 	for _, o := range owners {
 		rows = append(rows,
-			row{"claim owner " + o.name, "owner", claimWith(leasecore.ClaimParams{Owner: o.owner, TTL: time.Minute})},
-			row{"renew owner " + o.name, "owner", renewWith(leasecore.RenewParams{Owner: o.owner})},
-			row{"release owner " + o.name, "owner", releaseWith(leasecore.ReleaseParams{Owner: o.owner})},
+			row{"claim owner " + o.name, "Owner", claimWith(leasecore.ClaimParams{Owner: o.owner, TTL: time.Minute})},
+			row{"renew owner " + o.name, "Owner", renewWith(leasecore.RenewParams{Owner: o.owner})},
+			row{"release owner " + o.name, "Owner", releaseWith(leasecore.ReleaseParams{Owner: o.owner})},
 		)
 	}
 	for _, ttl := range []time.Duration{leasecore.MinTTL - time.Millisecond, leasecore.MaxTTL + time.Millisecond, -time.Second} {
 		rows = append(rows,
-			row{fmt.Sprintf("claim ttl %v", ttl), "ttl_ms", claimWith(leasecore.ClaimParams{Owner: "a", TTL: ttl})},
-			row{fmt.Sprintf("renew ttl %v", ttl), "ttl_ms", renewWith(leasecore.RenewParams{Owner: "a", TTL: ttl})},
+			row{fmt.Sprintf("claim ttl %v", ttl), "TTL", claimWith(leasecore.ClaimParams{Owner: "a", TTL: ttl})},
+			row{fmt.Sprintf("renew ttl %v", ttl), "TTL", renewWith(leasecore.RenewParams{Owner: "a", TTL: ttl})},
 		)
 	}
 	rows = append(rows,
-		row{"note 1025 bytes", "note", claimWith(leasecore.ClaimParams{Owner: "a", TTL: time.Minute, Note: strings.Repeat("n", leasecore.MaxNoteBytes+1)})},
-		row{"note invalid UTF-8", "note", claimWith(leasecore.ClaimParams{Owner: "a", TTL: time.Minute, Note: "bad \xc3\x28"})},
-		row{"renew token -1", "token", renewWith(leasecore.RenewParams{Owner: "a", Token: -1})},
-		row{"release token -1", "token", releaseWith(leasecore.ReleaseParams{Owner: "a", Token: -1})},
+		row{"note 1025 bytes", "Note", claimWith(leasecore.ClaimParams{Owner: "a", TTL: time.Minute, Note: strings.Repeat("n", leasecore.MaxNoteBytes+1)})},
+		row{"note invalid UTF-8", "Note", claimWith(leasecore.ClaimParams{Owner: "a", TTL: time.Minute, Note: "bad \xc3\x28"})},
+		row{"renew token -1", "Token", renewWith(leasecore.RenewParams{Owner: "a", Token: -1})},
+		row{"release token -1", "Token", releaseWith(leasecore.ReleaseParams{Owner: "a", Token: -1})},
 	)
 	return rows
 }
@@ -141,7 +141,7 @@ func (s *suite) testValidationRefused(t *testing.T) {
 		for _, o := range taskOps {
 			t.Run(o.name+" task "+bt.name, func(t *testing.T) {
 				t.Parallel()
-				mustInvalid(t, o.call(t.Context(), s.svc, bt.task), "task")
+				mustInvalid(t, o.call(t.Context(), s.svc, bt.task), "Task")
 				all, _, err := s.svc.List(t.Context(), leasecore.ListParams{})
 				if err != nil {
 					t.Fatalf("list: %v", err)
@@ -221,17 +221,17 @@ func (s *suite) testValidationNothingWritten(t *testing.T) {
 	ctx := t.Context()
 
 	a := claim(t, s.svc, task, "a", time.Minute)
-	mustInvalid(t, errOf(s.svc.Claim(ctx, leasecore.ClaimParams{Task: task, Owner: "b\n", TTL: time.Minute})), "owner")
-	mustInvalid(t, errOf(s.svc.Claim(ctx, leasecore.ClaimParams{Task: task, Owner: "a", TTL: leasecore.MaxTTL + time.Millisecond})), "ttl_ms")
-	mustInvalid(t, errOf(s.svc.Renew(ctx, leasecore.RenewParams{Task: task, Owner: "a", TTL: leasecore.MaxTTL + time.Millisecond})), "ttl_ms")
-	mustInvalid(t, errOf(s.svc.Renew(ctx, leasecore.RenewParams{Task: task, Owner: "a", Token: -a.Token})), "token")
-	mustInvalid(t, errOf(s.svc.Release(ctx, leasecore.ReleaseParams{Task: task, Owner: "a", Token: -a.Token})), "token")
-	mustInvalid(t, errOf(s.svc.Release(ctx, leasecore.ReleaseParams{Task: task, Owner: ""})), "owner")
+	mustInvalid(t, errOf(s.svc.Claim(ctx, leasecore.ClaimParams{Task: task, Owner: "b\n", TTL: time.Minute})), "Owner")
+	mustInvalid(t, errOf(s.svc.Claim(ctx, leasecore.ClaimParams{Task: task, Owner: "a", TTL: leasecore.MaxTTL + time.Millisecond})), "TTL")
+	mustInvalid(t, errOf(s.svc.Renew(ctx, leasecore.RenewParams{Task: task, Owner: "a", TTL: leasecore.MaxTTL + time.Millisecond})), "TTL")
+	mustInvalid(t, errOf(s.svc.Renew(ctx, leasecore.RenewParams{Task: task, Owner: "a", Token: -a.Token})), "Token")
+	mustInvalid(t, errOf(s.svc.Release(ctx, leasecore.ReleaseParams{Task: task, Owner: "a", Token: -a.Token})), "Token")
+	mustInvalid(t, errOf(s.svc.Release(ctx, leasecore.ReleaseParams{Task: task, Owner: ""})), "Owner")
 	checkSame(t, "live lease after refused input", get(t, s.svc, task), a)
 
 	releaseOK(t, s.svc, task, "a", a.Token)
-	mustInvalid(t, errOf(s.svc.Claim(ctx, leasecore.ClaimParams{Task: task, Owner: "a", TTL: time.Minute, Note: strings.Repeat("n", leasecore.MaxNoteBytes+1)})), "note")
-	mustInvalid(t, errOf(s.svc.Claim(ctx, leasecore.ClaimParams{Task: task, Owner: "a", TTL: leasecore.MinTTL - time.Millisecond})), "ttl_ms")
+	mustInvalid(t, errOf(s.svc.Claim(ctx, leasecore.ClaimParams{Task: task, Owner: "a", TTL: time.Minute, Note: strings.Repeat("n", leasecore.MaxNoteBytes+1)})), "Note")
+	mustInvalid(t, errOf(s.svc.Claim(ctx, leasecore.ClaimParams{Task: task, Owner: "a", TTL: leasecore.MinTTL - time.Millisecond})), "TTL")
 	mustGone(t, s.svc, task)
 	if l := claim(t, s.svc, task, "a", time.Minute); l.Token != a.Token+1 {
 		t.Errorf("first grant after refused claims: token %d, want %d (refused input moved the counter)", l.Token, a.Token+1)
@@ -245,6 +245,6 @@ func (s *suite) testValidationNoteWithNUL(t *testing.T) {
 	task := uniqueTask(t)
 	p := leasecore.ClaimParams{Task: task, Owner: "a", TTL: time.Minute, Note: "before\x00after"}
 	_, err := s.svc.Claim(t.Context(), p)
-	mustInvalid(t, err, "note")
+	mustInvalid(t, err, "Note")
 	mustGone(t, s.svc, task)
 }

@@ -69,7 +69,7 @@ func TestMainFlags(t *testing.T) {
 		{name: "missing token file", args: []string{"--task", "t", "--token-file", filepath.Join(dir, "none"), "--", "true"}, code: ExitUsage, stderr: "--token-file"},
 		{name: "sidecar not listening", args: []string{"--task", "t", "--addr", "CLOSED", "--", "true"}, code: ExitUnavailable, stderr: "msg=unavailable"},
 		{
-			name: "store not migrated", code: ExitUnavailable, stderr: "msg=unavailable",
+			name: "store not migrated", code: ExitUnavailable, stderr: "leasehold migrate",
 			args: []string{"--task", "t", "--store", "sqlite:" + filepath.Join(dir, "empty.db"), "--", "true"},
 		},
 		{

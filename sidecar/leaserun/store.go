@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 )
@@ -23,7 +24,7 @@ func acquireStore(ctx context.Context, cfg *Config, log *slog.Logger) (hold, err
 	if err != nil {
 		return nil, leasecore.Unavailable("open", err)
 	}
-	svc := leasecore.New(store)
+	svc := leasecore.New(store, leasecore.WithInterceptor(cli.MigrateHint))
 	p := leasecore.ClaimParams{Task: cfg.Task, Owner: cfg.Owner, TTL: cfg.TTL}
 	h, err := claimWaiting(ctx, cfg, log, func(ctx context.Context, _ time.Duration) (hold, error) {
 		lease, err := svc.Claim(ctx, p)
