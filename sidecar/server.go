@@ -93,8 +93,12 @@ func New(opts Options) (*Server, error) {
 	if len(opts.Token) > 0 {
 		e.Use(requireBearer(opts.Token))
 	}
-	e.Use(validateRequests(sp))
+	ops := operations(sp.doc)
+	e.Use(validateRequests(ops))
 	api.RegisterHandlers(e, h)
+	if err := checkRoutes(ops, e.Routes()); err != nil {
+		return nil, err
+	}
 	s.echo = e
 	return s, nil
 }
