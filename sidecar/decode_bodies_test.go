@@ -53,8 +53,7 @@ func TestRequestBodiesReadEveryField(t *testing.T) {
 		if err := op.bodySchema.VisitJSON(body); err != nil {
 			t.Fatalf("%s: the test's body does not match the schema: %v", id, err)
 		}
-		c := e.NewContext(httptest.NewRequest("POST", "/", nil), httptest.NewRecorder())
-		c.Set(bodyKey, body)
+		c := &bodyContext{Context: e.NewContext(httptest.NewRequest("POST", "/", nil), httptest.NewRecorder()), body: body}
 		v, err := read(c)
 		if err != nil {
 			t.Fatalf("%s: %v", id, err)

@@ -136,7 +136,7 @@ func (h *handlers) GetTask(c echo.Context, task api.Task) error {
 
 // GetHealth answers GET /healthz: the process serves HTTP.
 func (h *handlers) GetHealth(c echo.Context) error {
-	return c.JSON(http.StatusOK, api.Status{Status: api.Ok})
+	return writeJSON(c, http.StatusOK, api.Status{Status: api.Ok})
 }
 
 // GetReadiness answers GET /readyz: the store is migrated and answers.
@@ -144,7 +144,7 @@ func (h *handlers) GetReadiness(c echo.Context) error {
 	if err := h.ready(c.Request().Context()); err != nil {
 		return unavailable(err.Error())
 	}
-	return c.JSON(http.StatusOK, api.Status{Status: api.Ok})
+	return writeJSON(c, http.StatusOK, api.Status{Status: api.Ok})
 }
 
 // GetMetrics answers GET /metrics from the server's own registry.
@@ -190,11 +190,12 @@ type bodyReader struct {
 }
 
 func bodyFields(c echo.Context) bodyReader {
-	m, ok := c.Get(bodyKey).(map[string]any)
-	if !ok {
-		return bodyReader{bad: "body"}
+	if bc, ok := c.(*bodyContext); ok {
+		if m, ok := bc.body.(map[string]any); ok {
+			return bodyReader{fields: m}
+		}
 	}
-	return bodyReader{fields: m}
+	return bodyReader{bad: "body"}
 }
 
 func (b *bodyReader) take(name string) (any, bool) {

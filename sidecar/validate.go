@@ -89,13 +89,28 @@ type operation struct {
 	// params are the parameters ValidateRequest would check, in its order:
 	// the path item's (unless the operation overrides them), then the
 	// operation's.
-	params []*openapi3.Parameter
+	params []param
 	// query names the query parameters, each to be given at most once.
 	query []string
 	// body is the request body, or nil; bodySchema its JSON schema.
 	body       *openapi3.RequestBody
 	bodySchema *openapi3.Schema
 	intField   func(path []string) *openapi3.Schema
+}
+
+// param is a parameter of an operation.
+type param struct {
+	*openapi3.Parameter
+	// simpleString: in the path, in the simple style, with a string
+	// schema: its value is the path segment (percent-decoded), which
+	// ValidateParameter would check against the schema as it is.
+	simpleString bool
+}
+
+func newParam(p *openapi3.Parameter) param {
+	return param{Parameter: p, simpleString: p.In == openapi3.ParameterInPath && p.Content == nil &&
+		(p.Style == "" || p.Style == openapi3.SerializationSimple) &&
+		p.Schema != nil && p.Schema.Value != nil && p.Schema.Value.Type.Is(openapi3.TypeString)}
 }
 
 // operations maps each operation of the document to the route echo
@@ -109,11 +124,11 @@ func operations(doc *openapi3.T) map[routeKey]*operation {
 			}
 			for _, ref := range item.Parameters {
 				if op.Parameters.GetByInAndName(ref.Value.In, ref.Value.Name) == nil {
-					o.params = append(o.params, ref.Value)
+					o.params = append(o.params, newParam(ref.Value))
 				}
 			}
 			for _, ref := range op.Parameters {
-				o.params = append(o.params, ref.Value)
+				o.params = append(o.params, newParam(ref.Value))
 			}
 			for _, p := range o.params {
 				if p.In == openapi3.ParameterInQuery {
@@ -165,9 +180,21 @@ var validationOptions = &openapi3filter.Options{
 	AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
 }
 
-// bodyKey is where validateRequests leaves a request's decoded body in
-// echo's context, for the handler (see requestBody).
-const bodyKey = "leasehold.body"
+// paramValidation are the options openapi3filter.ValidateParameter
+// validates a parameter's value with, given validationOptions.
+var paramValidation = []openapi3.SchemaValidationOption{openapi3.MultiErrors()}
+
+// bodyValidation are the options openapi3filter.ValidateRequestBody
+// validates a body with, given validationOptions.
+var bodyValidation = []openapi3.SchemaValidationOption{openapi3.VisitAsRequest(), openapi3.MultiErrors()}
+
+// bodyContext is the context validateRequests hands on for a request with
+// a body: the body as it decoded and validated it, for the handler
+// (bodyFields). It saves echo's Set a map per request.
+type bodyContext struct {
+	echo.Context
+	body any
+}
 
 // validateRequests checks each request that echo routed to an operation of
 // openapi.yaml before its handler runs: body size (413), content type (415),
@@ -175,7 +202,7 @@ const bodyKey = "leasehold.body"
 // schemas with kin-openapi (422). The route is echo's: the operation was
 // found for it at start-up, so nothing routes a request twice. The body is
 // read and decoded once; the decoded value is what the schema validates and
-// what the handler reads (requestBody). Requests that match no operation
+// what the handler reads (bodyFields). Requests that match no operation
 // go on to echo, which answers 404 or 405.
 func validateRequests(ops map[routeKey]*operation) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
@@ -191,16 +218,15 @@ func validateRequests(ops map[routeKey]*operation) echo.MiddlewareFunc {
 			// echo hands back a parameter still percent-encoded when the
 			// path has an escaped form of its own (RawPath), as
 			// billing%2Fnightly has; decoding here checks the task itself.
-			params := make(map[string]string, len(names))
-			for i, name := range names {
-				v := values[i]
-				if req.URL.RawPath != "" {
+			if req.URL.RawPath != "" {
+				decoded := make([]string, len(values))
+				for i, v := range values {
 					var err error
-					if v, err = url.PathUnescape(v); err != nil {
-						return invalid([]api.InvalidParam{{Name: name, Reason: "is not a valid percent-encoded path segment"}})
+					if decoded[i], err = url.PathUnescape(v); err != nil {
+						return invalid([]api.InvalidParam{{Name: names[i], Reason: "is not a valid percent-encoded path segment"}})
 					}
 				}
-				params[name] = v
+				values = decoded
 			}
 			if len(op.query) > 0 {
 				if err := checkRepeatedQuery(req, op.query); err != nil {
@@ -215,27 +241,47 @@ func validateRequests(ops map[routeKey]*operation) echo.MiddlewareFunc {
 				}
 			}
 			var errs openapi3.MultiError
-			input := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: op.route, Options: validationOptions}
+			var input *openapi3filter.RequestValidationInput // made when needed
 			for _, p := range op.params {
-				if err := openapi3filter.ValidateParameter(req.Context(), input, p); err != nil {
+				if i := slices.Index(names, p.Name); i >= 0 && p.simpleString {
+					// What ValidateParameter does with a string in the
+					// path, without decoding it from a map again.
+					if err := p.Schema.Value.VisitJSON(values[i], paramValidation...); err != nil {
+						errs = append(errs, &openapi3filter.RequestError{Parameter: p.Parameter, Err: err})
+					}
+					continue
+				}
+				if input == nil {
+					input = validationInput(req, op, names, values)
+				}
+				if err := openapi3filter.ValidateParameter(req.Context(), input, p.Parameter); err != nil {
 					errs = append(errs, err)
 				}
 			}
 			if body != nil && op.bodySchema != nil {
 				// As openapi3filter.ValidateRequestBody validates a body.
-				if err := op.bodySchema.VisitJSON(body, openapi3.VisitAsRequest(), openapi3.MultiErrors()); err != nil {
-					errs = append(errs, &openapi3filter.RequestError{Input: input, RequestBody: op.body, Reason: "doesn't match schema", Err: err})
+				if err := op.bodySchema.VisitJSON(body, bodyValidation...); err != nil {
+					errs = append(errs, &openapi3filter.RequestError{RequestBody: op.body, Reason: "doesn't match schema", Err: err})
 				}
 			}
 			if len(errs) > 0 {
 				return invalid(invalidParams(errs))
 			}
 			if body != nil {
-				c.Set(bodyKey, body)
+				return next(&bodyContext{Context: c, body: body})
 			}
 			return next(c)
 		}
 	}
+}
+
+// validationInput is what openapi3filter's validators take of a request.
+func validationInput(req *http.Request, op *operation, names, values []string) *openapi3filter.RequestValidationInput {
+	params := make(map[string]string, len(names))
+	for i, name := range names {
+		params[name] = values[i]
+	}
+	return &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: op.route, Options: validationOptions}
 }
 
 // routable says whether the document's paths match the parameter values
@@ -560,8 +606,11 @@ func (t *validTokens) next() (jsonToken, error) {
 		t.pos = i + 1
 		if !escaped {
 			tok.str = string(b[start+1 : i])
-		} else if err := json.Unmarshal(b[start:t.pos], &tok.str); err != nil {
-			return jsonToken{}, malformed("the request body is not valid JSON: " + syntaxDetail(err))
+		} else {
+			var err error
+			if tok.str, err = unquote(b[start:t.pos]); err != nil {
+				return jsonToken{}, malformed("the request body is not valid JSON: " + syntaxDetail(err))
+			}
 		}
 	case 't', 'n':
 		t.pos += len("true")
@@ -575,6 +624,13 @@ func (t *validTokens) next() (jsonToken, error) {
 	}
 	tok.raw = b[start:t.pos]
 	return tok, nil
+}
+
+// unquote is the value of a JSON string literal with escapes.
+func unquote(lit []byte) (string, error) {
+	var s string
+	err := json.Unmarshal(lit, &s)
+	return s, err
 }
 
 // isSeparator reports whether c is whitespace or a separator between tokens.
