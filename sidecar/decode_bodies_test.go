@@ -3,13 +3,17 @@ package sidecar
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"maps"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/labstack/echo/v4"
+
+	"github.com/leasehold/leasehold/sidecar/api"
 )
 
 // TestRequestBodiesReadEveryField: each operation with a request body has a
@@ -79,5 +83,24 @@ func TestRequestBodiesReadEveryField(t *testing.T) {
 			t.Errorf("%s: a body with an unknown field was read", id)
 		}
 		delete(body, "unknown")
+	}
+}
+
+// TestNullBodyMeetsTheSchema: a body of JSON's null is a body, validated
+// against the request's schema like any other (not taken for a missing one).
+func TestNullBodyMeetsTheSchema(t *testing.T) {
+	t.Parallel()
+	sp, err := spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var se *openapi3.SchemaError
+	if !errors.As(sp.doc.Components.Schemas["ClaimRequest"].Value.VisitJSON(nil), &se) {
+		t.Fatal("the claim's schema accepts null")
+	}
+	ts := newTestServer(t)
+	p := expectProblem(t, ts.do("POST", "/v1/leases/n/claim", "application/json", []byte(`null`)), http.StatusUnprocessableEntity, problemInvalid)
+	if p.InvalidParams == nil || len(*p.InvalidParams) != 1 || (*p.InvalidParams)[0] != (api.InvalidParam{Name: "body", Reason: se.Reason}) {
+		t.Errorf("invalid_params %+v, want body: %s", p.InvalidParams, se.Reason)
 	}
 }

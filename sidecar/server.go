@@ -94,7 +94,7 @@ func New(opts Options) (*Server, error) {
 	if len(opts.Token) > 0 {
 		e.Use(requireBearer(opts.Token))
 	}
-	e.Use(validateRequests(ops))
+	e.Use(validateRequests(sp, ops))
 	api.RegisterHandlers(e, h)
 	if err := checkRoutes(ops, e.Routes()); err != nil {
 		return nil, err

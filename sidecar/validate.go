@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -95,7 +96,7 @@ type operation struct {
 	// body is the request body, or nil; bodySchema its JSON schema.
 	body       *openapi3.RequestBody
 	bodySchema *openapi3.Schema
-	intField   func(path []string) *openapi3.Schema
+	intFields  map[string]*openapi3.Schema
 }
 
 // param is a parameter of an operation.
@@ -140,7 +141,7 @@ func operations(doc *openapi3.T) map[routeKey]*operation {
 				if mt := rb.Value.Content.Get(echo.MIMEApplicationJSON); mt != nil && mt.Schema != nil {
 					o.bodySchema = mt.Schema.Value
 				}
-				o.intField = integerFields(o.bodySchema)
+				o.intFields = integerFields(o.bodySchema)
 			}
 			ops[routeKey{method, echoPath(path)}] = o
 		}
@@ -196,47 +197,37 @@ type bodyContext struct {
 	body any
 }
 
-// validateRequests checks each request that echo routed to an operation of
+// validateRequests checks each request that asks for an operation of
 // openapi.yaml before its handler runs: body size (413), content type (415),
 // JSON syntax (400), then parameters and body against the operation's
-// schemas with kin-openapi (422). The route is echo's: the operation was
-// found for it at start-up, so nothing routes a request twice. The body is
-// read and decoded once; the decoded value is what the schema validates and
-// what the handler reads (bodyFields). Requests that match no operation
-// go on to echo, which answers 404 or 405.
-func validateRequests(ops map[routeKey]*operation) echo.MiddlewareFunc {
+// schemas with kin-openapi (422). The operation is found from the route echo
+// matched (operationOf), so a request is routed once. The body is read and
+// decoded once: the decoded value is what the schema validates and what the
+// handler reads (bodyFields). Requests that match no operation go on to
+// echo, which answers 404 or 405.
+func validateRequests(sp *specRouter, ops map[routeKey]*operation) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			req := c.Request()
-			names := c.ParamNames()
-			values := c.ParamValues()
-			values = values[:min(len(names), len(values))]
-			op := ops[routeKey{req.Method, c.Path()}]
-			if op == nil || !routable(values) {
-				return unroutable(c, next, names, values)
+			op, names, values, err := operationOf(c, sp, ops)
+			if err != nil {
+				return err
 			}
-			// echo hands back a parameter still percent-encoded when the
-			// path has an escaped form of its own (RawPath), as
-			// billing%2Fnightly has; decoding here checks the task itself.
-			if req.URL.RawPath != "" {
-				decoded := make([]string, len(values))
-				for i, v := range values {
-					var err error
-					if decoded[i], err = url.PathUnescape(v); err != nil {
-						return invalid([]api.InvalidParam{{Name: names[i], Reason: "is not a valid percent-encoded path segment"}})
-					}
-				}
-				values = decoded
+			if op == nil {
+				return next(c) // echo answers 404 or 405
 			}
 			if len(op.query) > 0 {
 				if err := checkRepeatedQuery(req, op.query); err != nil {
 					return err
 				}
 			}
-			var body any
+			var (
+				body    any
+				hasBody bool // body may be JSON's null
+			)
 			if op.body != nil {
 				var err error
-				if body, err = checkBody(req, op); err != nil {
+				if body, hasBody, err = checkBody(req, op); err != nil {
 					return err
 				}
 			}
@@ -258,7 +249,7 @@ func validateRequests(ops map[routeKey]*operation) echo.MiddlewareFunc {
 					errs = append(errs, err)
 				}
 			}
-			if body != nil && op.bodySchema != nil {
+			if hasBody && op.bodySchema != nil {
 				// As openapi3filter.ValidateRequestBody validates a body.
 				if err := op.bodySchema.VisitJSON(body, bodyValidation...); err != nil {
 					errs = append(errs, &openapi3filter.RequestError{RequestBody: op.body, Reason: "doesn't match schema", Err: err})
@@ -267,7 +258,7 @@ func validateRequests(ops map[routeKey]*operation) echo.MiddlewareFunc {
 			if len(errs) > 0 {
 				return invalid(invalidParams(errs))
 			}
-			if body != nil {
+			if hasBody {
 				return next(&bodyContext{Context: c, body: body})
 			}
 			return next(c)
@@ -284,6 +275,62 @@ func validationInput(req *http.Request, op *operation, names, values []string) *
 	return &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: op.route, Options: validationOptions}
 }
 
+// operationOf returns the operation of the document req asks for, with the
+// names of its path parameters and their values, percent-decoded. With no
+// operation, it returns the error to answer, or none to let echo answer.
+func operationOf(c echo.Context, sp *specRouter, ops map[routeKey]*operation) (op *operation, names, values []string, err error) {
+	req := c.Request()
+	names = c.ParamNames()
+	values = c.ParamValues()
+	values = values[:min(len(names), len(values))]
+	if op = ops[routeKey{req.Method, c.Path()}]; op != nil && routable(values) {
+		// echo hands back a parameter still percent-encoded when the path
+		// has an escaped form of its own (RawPath), as billing%2Fnightly
+		// has; decoding here checks the task itself.
+		if req.URL.RawPath != "" {
+			decoded := make([]string, len(values))
+			for i, v := range values {
+				if decoded[i], err = url.PathUnescape(v); err != nil {
+					return nil, nil, nil, invalid([]api.InvalidParam{{Name: names[i], Reason: "is not a valid percent-encoded path segment"}})
+				}
+			}
+			values = decoded
+		}
+		return op, names, values, nil
+	}
+
+	// echo routed the request to no operation (and answers 404 or 405), or
+	// matched a parameter to an empty segment or to several: the document's
+	// own router says what the request is. This is the path of requests
+	// that are refused, so routing again costs nothing that matters.
+	route, params, err := sp.findRoute(req)
+	if err != nil {
+		if _, ok := err.(*problemError); ok {
+			return nil, nil, nil, err
+		}
+		// echo matches an empty segment (/v1/leases//claim) to a
+		// parameter; the document's router, rightly, does not.
+		for i, v := range values {
+			if v == "" {
+				return nil, nil, nil, invalid([]api.InvalidParam{{Name: names[i], Reason: "is required: the path segment is empty"}})
+			}
+		}
+		// echo lets a parameter that ends a route take the rest of the
+		// path, slashes included (/v1/tasks/billing/nightly); the
+		// document's paths say {task} is one segment.
+		if errors.Is(err, routers.ErrPathNotFound) {
+			return nil, nil, nil, echo.ErrNotFound
+		}
+		return nil, nil, nil, nil
+	}
+	names = slices.Sorted(maps.Keys(params))
+	values = make([]string, len(names))
+	for i, name := range names {
+		values[i] = params[name]
+	}
+	return ops[routeKey{route.Method, echoPath(route.Path)}], names, values, nil
+}
+
 // routable says whether the document's paths match the parameter values
 // echo matched: each is one non-empty path segment.
 func routable(values []string) bool {
@@ -293,24 +340,6 @@ func routable(values []string) bool {
 		}
 	}
 	return true
-}
-
-// unroutable answers a request that matches no operation of the document.
-func unroutable(c echo.Context, next echo.HandlerFunc, names, values []string) error {
-	// echo matches an empty segment (/v1/leases//claim) to a parameter;
-	// the document's paths do not.
-	for i, v := range values {
-		if v == "" {
-			return invalid([]api.InvalidParam{{Name: names[i], Reason: "is required: the path segment is empty"}})
-		}
-	}
-	// echo lets a parameter that ends a route take the rest of the path,
-	// slashes included (/v1/tasks/billing/nightly); the document's paths
-	// say {task} is one segment.
-	if !routable(values) {
-		return echo.ErrNotFound
-	}
-	return next(c)
 }
 
 // checkRepeatedQuery refuses a query parameter of the operation given more
@@ -337,39 +366,41 @@ var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // checkBody reads the body (at most maxBodyBytes), checks that it is present,
 // declared as a content type the operation accepts, and strict JSON (see
 // strictJSON), and returns it decoded, as openapi3filter decodes a JSON
-// body (numbers as json.Number), or nil when it is empty and optional.
-func checkBody(req *http.Request, op *operation) (any, error) {
+// body (numbers as json.Number); present is false when it is empty and
+// optional.
+func checkBody(req *http.Request, op *operation) (value any, present bool, err error) {
 	if req.ContentLength > maxBodyBytes {
-		return nil, tooLarge()
+		return nil, false, tooLarge()
 	}
 	buf := bodyBuffers.Get().(*bytes.Buffer)
 	defer bodyBuffers.Put(buf)
 	buf.Reset()
 	if _, err := buf.ReadFrom(io.LimitReader(req.Body, maxBodyBytes+1)); err != nil {
-		return nil, bodyReadProblem(req, err)
+		return nil, false, bodyReadProblem(req, err)
 	}
 	body := buf.Bytes()
 	if len(body) > maxBodyBytes {
-		return nil, tooLarge()
+		return nil, false, tooLarge()
 	}
 
 	if n := len(req.Header.Values(echo.HeaderContentType)); n > 1 {
-		return nil, newProblem(http.StatusUnsupportedMediaType, problemBlank, "",
+		return nil, false, newProblem(http.StatusUnsupportedMediaType, problemBlank, "",
 			fmt.Sprintf("the request has %d Content-Type headers; give one: application/json", n))
 	}
 	ct := req.Header.Get(echo.HeaderContentType)
 	mt := op.body.Content.Get(ct)
 	if (ct != "" || len(body) > 0) && mt == nil {
-		return nil, newProblem(http.StatusUnsupportedMediaType, problemBlank, "",
+		return nil, false, newProblem(http.StatusUnsupportedMediaType, problemBlank, "",
 			fmt.Sprintf("the request body must be application/json, not %q", ct))
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		if op.body.Required {
-			return nil, malformed("a request body is required: a JSON object")
+			return nil, false, malformed("a request body is required: a JSON object")
 		}
-		return nil, nil
+		return nil, false, nil
 	}
-	return strictJSON(body, op.intField)
+	value, err = strictJSON(body, op.intFields)
+	return value, err == nil, err
 }
 
 // bodyReadProblem is the answer to a body that could not be read. Its detail
@@ -404,19 +435,19 @@ func bodyReadProblem(req *http.Request, err error) *problemError {
 const maxBodyDepth = 16
 
 // integerFields returns, for an object schema, the schema of each top-level
-// property declared as an integer (nil for any other path): the fields whose
-// numbers strictJSON checks and respells.
-func integerFields(schema *openapi3.Schema) func(path []string) *openapi3.Schema {
-	return func(path []string) *openapi3.Schema {
-		if schema == nil || len(path) != 1 {
-			return nil
-		}
-		p := schema.Properties[path[0]]
-		if p == nil || p.Value == nil || !p.Value.Type.Is(openapi3.TypeInteger) {
-			return nil
-		}
-		return p.Value
+// property declared as an integer: the fields whose numbers strictJSON
+// checks and respells.
+func integerFields(schema *openapi3.Schema) map[string]*openapi3.Schema {
+	if schema == nil {
+		return nil
 	}
+	out := make(map[string]*openapi3.Schema)
+	for name, p := range schema.Properties {
+		if p != nil && p.Value != nil && p.Value.Type.Is(openapi3.TypeInteger) {
+			out[name] = p.Value
+		}
+	}
+	return out
 }
 
 // strictJSON checks body and decodes it in one pass, into what
@@ -438,7 +469,7 @@ func integerFields(schema *openapi3.Schema) func(path []string) *openapi3.Schema
 //
 // JSON has one number type, so an integer field accepts any spelling of a
 // whole number (1e5, 100000.0, 1.0E5): its json.Number is respelled as a
-// plain integer ("100000"). intField says which paths are integers.
+// plain integer ("100000"). intFields are the top-level integer fields.
 //
 // The tokens come from encoding/json: a body json.Valid accepts (every
 // body a client means) is cut into tokens by validTokens, which only has to
@@ -446,11 +477,11 @@ func integerFields(schema *openapi3.Schema) func(path []string) *openapi3.Schema
 // whose errors say where the syntax breaks. Either way strictValue applies
 // the rules to the same tokens in the same order, so the first rule broken
 // is the one named.
-func strictJSON(body []byte, intField func(path []string) *openapi3.Schema) (any, error) {
+func strictJSON(body []byte, intFields map[string]*openapi3.Schema) (any, error) {
 	if json.Valid(body) {
-		return strictValue(&validTokens{body: body}, intField)
+		return strictValue(&validTokens{body: body}, intFields)
 	}
-	return strictValue(newDecoderTokens(body), intField)
+	return strictValue(newDecoderTokens(body), intFields)
 }
 
 // jsonToken is one token of a body: its kind (one of {}[]" for delimiters
@@ -470,7 +501,7 @@ type tokenSource interface {
 
 // strictValue applies strictJSON's rules to the tokens of src and builds
 // the value.
-func strictValue(src tokenSource, intField func(path []string) *openapi3.Schema) (any, error) {
+func strictValue(src tokenSource, intFields map[string]*openapi3.Schema) (any, error) {
 	type frame struct {
 		obj     map[string]any // when an object
 		arr     []any          // when an array
@@ -478,9 +509,14 @@ func strictValue(src tokenSource, intField func(path []string) *openapi3.Schema)
 		key     string // in an object: the key of the value being read
 		wantKey bool   // in an object: the next string is a key
 	}
+	// Neither grows past maxBodyDepth; the arrays keep them off the heap.
 	var (
-		stack []frame
-		path  []string // of the value being read
+		stackArray [maxBodyDepth]frame
+		pathArray  [maxBodyDepth]string
+	)
+	var (
+		stack = stackArray[:0]
+		path  = pathArray[:0] // of the value being read
 		root  any
 		done  bool // one whole value has been read
 	)
@@ -552,7 +588,11 @@ func strictValue(src tokenSource, intField func(path []string) *openapi3.Schema)
 			v = tok.str
 		case '0':
 			valuePath := path[:min(len(stack), len(path))]
-			text, reason := checkNumber(string(tok.raw), intField(valuePath))
+			var schema *openapi3.Schema // of an integer field
+			if len(valuePath) == 1 {
+				schema = intFields[valuePath[0]]
+			}
+			text, reason := checkNumber(string(tok.raw), schema)
 			if reason != "" {
 				return nil, invalid([]api.InvalidParam{{Name: bodyField(valuePath), Reason: reason}})
 			}
