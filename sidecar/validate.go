@@ -34,7 +34,8 @@ const maxBodyBytes = 64 << 10
 
 // spec is the embedded openapi.yaml, parsed and checked once per process,
 // with a router that matches its paths on whatever address the server
-// listens on. Nothing modifies it after loading.
+// listens on (the server asks it only about requests echo routed to no
+// operation; see operationOf). Nothing modifies it after loading.
 var spec = sync.OnceValues(func() (*specRouter, error) {
 	loader := openapi3.NewLoader()
 	doc, err := loader.LoadFromData(leasehold.OpenAPI)
