@@ -64,7 +64,7 @@ chaos: ## Run only the chaos test, DURATION of load per store (default 10m); sum
 	  LEASEHOLD_CHAOS_DURATION=$(DURATION) $(WITH_PG) $(GO) test -race -count=1 -v -timeout $$((2 * secs + 600))s -run '^TestChaos$$' ./e2e/
 
 .PHONY: bench
-bench: bench-go bench-streams ## Run every benchmark: bench-go, then bench-streams
+bench: bench-go bench-streams bench-http ## Run every benchmark: bench-go, bench-streams, then bench-http
 
 .PHONY: bench-go
 bench-go: ## Go benchmarks on both stores, summarised with benchstat (bench.txt)
@@ -78,6 +78,24 @@ bench-streams: build ## Hold STREAMS keepalive streams on one sidecar for STREAM
 	  $(BIN)/streambench -leasehold $(BIN)/leasehold -store $$store -streams $$n -duration $(STREAM_DURATION); \
 	done; done' | tee bench-streams.txt
 	$(GO) tool benchstat bench-streams.txt
+
+# make bench-http's load per point is DURATION when given (make bench-http DURATION=5s), else
+# 10s (DURATION's default above is make chaos's). RUNS interleaved runs, CLIENTS per point.
+BENCH_HTTP_DURATION = $(if $(filter file undefined,$(origin DURATION)),10s,$(DURATION))
+RUNS      ?= 3
+CLIENTS   ?= 1 8 32
+
+.PHONY: bench-http
+# etcd and its load client build in their own module (internal/httpbench/etcdload) so that etcd's
+# dependencies stay out of go.mod.
+bench-http: build ## New grants/s from an outside client: sidecar (wrk) vs raw pgx, etcd, HTTP floor; DURATION=10s RUNS=3 (bench-http.txt)
+	@command -v wrk >/dev/null || { \
+	  if [[ "$$(id -u)" == 0 ]]; then apt-get install -y wrk || { apt-get update && apt-get install -y wrk; }; \
+	  else echo "bench-http needs wrk: install the Debian package wrk (apt-get install -y wrk, as root)"; exit 1; fi; }
+	$(GO) build -o $(BIN)/httpbench ./internal/httpbench
+	cd internal/httpbench/etcdload && $(GO) build -o $(CURDIR)/$(BIN)/etcd go.etcd.io/etcd/server/v3 && $(GO) build -o $(CURDIR)/$(BIN)/etcdload .
+	$(WITH_PG) $(BIN)/httpbench -leasehold $(BIN)/leasehold -etcd $(BIN)/etcd -etcdload $(BIN)/etcdload \
+	  -duration $(BENCH_HTTP_DURATION) -runs $(RUNS) -clients "$(CLIENTS)" -out bench-http.txt
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
@@ -107,4 +125,4 @@ check-docs: docs ## Fail when tfprovider/docs differs from what is committed
 
 .PHONY: clean
 clean: ## Remove build output
-	rm -rf $(BIN) bench.txt bench-streams.txt
+	rm -rf $(BIN) bench.txt bench-streams.txt bench-http.txt

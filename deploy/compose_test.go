@@ -13,6 +13,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/types"
 
+	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/sidecar"
 )
 
@@ -73,11 +74,8 @@ func serveConfig(t *testing.T, s types.ServiceConfig) sidecar.Config {
 	return cfg
 }
 
-// migrateStore parses the migrate service's command and returns its --store.
-// `leasehold migrate` defines its flags in package main (storeCommand in
-// sidecar/cmd/leasehold), which cannot be imported: this replicates its flag
-// set (--store and --log-format), so an unknown flag or a stray argument
-// still fails here.
+// migrateStore parses the migrate service's command with `leasehold
+// migrate`'s own flags, as the binary does, and returns its --store.
 func migrateStore(t *testing.T, s types.ServiceConfig) string {
 	t.Helper()
 	if len(s.Entrypoint) != 0 {
@@ -86,24 +84,25 @@ func migrateStore(t *testing.T, s types.ServiceConfig) string {
 	if len(s.Command) == 0 || s.Command[0] != "migrate" {
 		t.Fatalf("%s: command %q, want leasehold migrate", s.Name, s.Command)
 	}
-	var store, logFormat string
+	cfg := cli.DefaultStoreConfig()
 	fs := flag.NewFlagSet(s.Name+" migrate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&store, "store", "", "")
-	fs.StringVar(&logFormat, "log-format", "text", "")
+	cfg.RegisterFlags(fs)
 	if err := fs.Parse(s.Command[1:]); err != nil {
 		t.Fatalf("%s: leasehold migrate refuses its command %q: %v", s.Name, s.Command, err)
 	}
 	if fs.NArg() > 0 {
 		t.Fatalf("%s: leasehold migrate refuses the extra argument %q", s.Name, fs.Arg(0))
 	}
-	if _, err := sidecar.NewLogger(logFormat, io.Discard); err != nil {
+	if _, err := cli.NewLogger(cfg.LogFormat, io.Discard); err != nil {
 		t.Fatalf("%s: %v", s.Name, err)
 	}
-	if store == "" {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "store" })
+	if !given {
 		t.Fatalf("%s: command %q has no --store: it would migrate the default SQLite file inside its container", s.Name, s.Command)
 	}
-	return store
+	return cfg.Store
 }
 
 // secretPath is where a service's secret appears inside its container.
@@ -132,7 +131,7 @@ func TestComposeServices(t *testing.T) {
 	// lines run outside Docker (e2e/compose_test.go runs them).
 	for _, name := range append([]string{migrateService}, sidecarServices...) {
 		for k := range service(t, p, name).Environment {
-			if strings.HasPrefix(k, sidecar.EnvPrefix) {
+			if strings.HasPrefix(k, cli.EnvPrefix) {
 				t.Errorf("%s sets %s in environment:, put it on the command line", name, k)
 			}
 		}
@@ -274,7 +273,7 @@ func TestComposeSecretFile(t *testing.T) {
 				t.Errorf("%s mounts secret %q, which names no file", name, ref.Source)
 				continue
 			}
-			if _, err := sidecar.ReadTokenFile(sec.File); err != nil {
+			if _, err := cli.ReadTokenFile(sec.File); err != nil {
 				t.Errorf("%s mounts secret %q: %v", name, ref.Source, err)
 			}
 		}

@@ -63,8 +63,8 @@ const defaultChaosDuration = 50 * time.Second
 // at least longRun (`make chaos`) long per longRun of load. The targets of
 // the two stores add up to the issue's: 1,000 grants in the bounded run and
 // 20,000 per 10 minutes. SQLite, three processes contending for one file's
-// lock under -race, grants several times fewer than PostgreSQL (on a quiet
-// machine, 10 minutes gave PostgreSQL 40,842 and SQLite 7,390). The load
+// lock under -race, grants several times fewer than PostgreSQL (the README's
+// chaos table has a 10-minute run of each). The load
 // goes on past its duration until it has them (and every fault was
 // injected once), up to maxLoad(duration).
 type grantTarget struct{ short, long int }
@@ -90,8 +90,8 @@ func maxLoad(dur time.Duration) time.Duration { return dur + max(dur/2, 100*time
 
 // linearizeLimit bounds porcupine's search over a run of dur: past it the
 // verdict is Unknown and the test fails rather than hang. The search grows
-// with the history, above all with its indeterminate ops (10 minutes of
-// SQLite under faults took 26 s on a busy 2-core machine).
+// with the history, above all with its indeterminate ops (the README's
+// chaos table gives the search's time for 10-minute runs).
 func linearizeLimit(dur time.Duration) time.Duration { return 30*time.Second + dur/4 }
 
 // Three sidecars on one store serve Go and python3 clients that claim,

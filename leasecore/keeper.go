@@ -86,8 +86,11 @@ var ErrStopped = errors.New("keeper stopped")
 //
 // The local deadline is (send time of the last confirmed renewal + the
 // ttl_remaining the store gave in its answer), read from a monotonic clock.
-// It never trusts a lease longer than the store promised it: the store
-// measured ttl_remaining after the request was sent.
+// Once a renewal is confirmed it never trusts a lease longer than the store
+// promised it: the store measured ttl_remaining after the request was sent.
+// Before that, the deadline is Keep's start plus the claim's ttl_remaining,
+// which may be late by the claim's answer trip (docs/design.md, "The keeper:
+// holding a lease in the background").
 //
 // Between renewals a Keeper is a timer and no goroutine, so one process can
 // keep tens of thousands of leases (the sidecar's keepalive streams do).
@@ -128,8 +131,11 @@ func Keep(ctx context.Context, r Renewer, lease *Lease, cfg KeeperConfig) (*Keep
 	if start == nil {
 		start = SystemClock
 	}
-	// The lease's own ttl_remaining was measured by the store at or after
-	// this moment, so the deadline errs on the early side.
+	// The claim's ttl_remaining was measured by the store before its answer
+	// reached us, and when the claim was sent is not known here, so this
+	// first deadline may be late by the answer's trip. The first renewal,
+	// due long before the deadline, replaces it with one taken from that
+	// renewal's send time, which errs early.
 	now := start.Now()
 	cfg, err := cfg.withDefaults(lease)
 	if err != nil {

@@ -29,7 +29,7 @@ type Lease struct {
 	Note       string
 }
 
-// Bounds of the lease model (DESIGN.md, "The lease model").
+// Bounds of the lease model (docs/design.md, "Input rules").
 const (
 	MinTTL         = 100 * time.Millisecond
 	MaxTTL         = 24 * time.Hour

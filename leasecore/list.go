@@ -4,7 +4,8 @@ import "fmt"
 
 // Bounds of a page of a list (live leases, task declarations). The HTTP API
 // answers DefaultListLimit rows when a request names no limit, and at most
-// MaxListLimit: a fleet with 20,000 leases must not answer 27 MB at once.
+// MaxListLimit: a fleet with tens of thousands of leases must not answer
+// them all in one body.
 const (
 	DefaultListLimit = 100
 	MaxListLimit     = 1000

@@ -1,23 +1,17 @@
 package sidecar
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 )
-
-// DefaultListen is the address `leasehold serve` listens on by default.
-const DefaultListen = "127.0.0.1:7411"
 
 // Config is what `leasehold serve` runs with.
 type Config struct {
@@ -41,7 +35,7 @@ type Config struct {
 
 // DefaultConfig returns the configuration of `leasehold serve` with no flags.
 func DefaultConfig() Config {
-	return Config{Listen: DefaultListen, Store: storeurl.Default, LogFormat: "text", MaxStreams: DefaultMaxStreams,
+	return Config{Listen: cli.DefaultListen, Store: storeurl.Default, LogFormat: "text", MaxStreams: DefaultMaxStreams,
 		PruneInterval: leasecore.DefaultPruneInterval}
 }
 
@@ -79,7 +73,7 @@ func (c Config) Validate() error {
 func CheckListen(addr string, hasToken bool) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("--listen %q: must be host:port, as in %s: %w", addr, DefaultListen, err)
+		return fmt.Errorf("--listen %q: must be host:port, as in %s: %w", addr, cli.DefaultListen, err)
 	}
 	if hasToken || isLoopback(host) {
 		return nil
@@ -89,7 +83,7 @@ func CheckListen(addr string, hasToken bool) error {
 		shown = "every interface"
 	}
 	return fmt.Errorf("refusing to listen on %s (--listen %q) without a token file: anyone who can reach it could claim and release leases; "+
-		"pass --token-file PATH (or LEASEHOLD_TOKEN_FILE), or listen on a loopback address such as %s", shown, addr, DefaultListen)
+		"pass --token-file PATH (or LEASEHOLD_TOKEN_FILE), or listen on a loopback address such as %s", shown, addr, cli.DefaultListen)
 }
 
 func isLoopback(host string) bool {
@@ -98,76 +92,4 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// maxTokenBytes bounds a token file, which should hold one line.
-const maxTokenBytes = 4096
-
-// ReadTokenFile reads a bearer token: the file's content without surrounding
-// white space (a trailing newline is usual). An empty file is an error, not
-// "no authentication".
-func ReadTokenFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("token file: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxTokenBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("token file %s: %w", path, err)
-	}
-	if len(b) > maxTokenBytes {
-		return nil, fmt.Errorf("token file %s: larger than %d bytes; it should hold one token", path, maxTokenBytes)
-	}
-	tok := bytes.TrimSpace(b)
-	if len(tok) == 0 {
-		return nil, fmt.Errorf("token file %s is empty", path)
-	}
-	if bytes.ContainsAny(tok, " \t\r\n") {
-		return nil, fmt.Errorf("token file %s: the token must be one word without white space", path)
-	}
-	return tok, nil
-}
-
-// EnvPrefix starts the environment variable of every flag: --token-file is
-// also read from LEASEHOLD_TOKEN_FILE.
-const EnvPrefix = "LEASEHOLD_"
-
-// EnvName returns the environment variable that backs the flag name.
-func EnvName(flagName string) string {
-	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-}
-
-// ApplyEnv sets each flag of fs that the command line did not set from its
-// environment variable (see EnvName), when that is non-empty, so that the
-// command line wins over the environment and the environment over defaults.
-// Call it after fs.Parse.
-func ApplyEnv(fs *flag.FlagSet, getenv func(string) string) error {
-	set := make(map[string]bool)
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var errs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] {
-			return
-		}
-		name := EnvName(f.Name)
-		if v := getenv(name); v != "" {
-			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
-			}
-		}
-	})
-	return errors.Join(errs...)
-}
-
-// NewLogger returns a logger writing to w in format (text or json).
-func NewLogger(format string, w io.Writer) (*slog.Logger, error) {
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{ReplaceAttr: storeurl.RedactAttr})), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{ReplaceAttr: storeurl.RedactAttr})), nil
-	default:
-		return nil, fmt.Errorf("--log-format must be text or json, not %q", format)
-	}
 }

@@ -1,13 +1,12 @@
 package sidecar
 
 import (
-	"bytes"
 	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/cli"
 )
 
 func TestCheckListen(t *testing.T) {
@@ -73,7 +72,9 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func TestApplyEnv(t *testing.T) {
+// TestServeFlagsFromEnv: every serve flag is read from its variable, and
+// the command line wins.
+func TestServeFlagsFromEnv(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{
 		"LEASEHOLD_LISTEN":           "127.0.0.1:9999",
@@ -89,55 +90,12 @@ func TestApplyEnv(t *testing.T) {
 	if err := fs.Parse([]string{"--store", "sqlite:/from/flag.db"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ApplyEnv(fs, func(k string) string { return env[k] }); err != nil {
+	if err := cli.ApplyEnv(fs, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
 	want := Config{Listen: "127.0.0.1:9999", Store: "sqlite:/from/flag.db", TokenFile: "/env/token", LogFormat: "text", MaxStreams: DefaultMaxStreams,
 		RequireDeclared: true, PruneInterval: 30 * time.Minute}
 	if cfg != want {
 		t.Fatalf("config %+v, want %+v (flag wins over env, env over default)", cfg, want)
-	}
-	if EnvName("token-file") != "LEASEHOLD_TOKEN_FILE" || EnvName("log-format") != "LEASEHOLD_LOG_FORMAT" {
-		t.Error("EnvName")
-	}
-}
-
-func TestReadTokenFile(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	tok, err := ReadTokenFile(write("ok", "  s3cret\n"))
-	if err != nil || string(tok) != "s3cret" {
-		t.Fatalf("ReadTokenFile = %q, %v", tok, err)
-	}
-	for name, content := range map[string]string{"empty": "\n \n", "two words": "a b\n", "huge": strings.Repeat("x", 5000)} {
-		if _, err := ReadTokenFile(write(name, content)); err == nil {
-			t.Errorf("token file %s accepted", name)
-		}
-	}
-	if _, err := ReadTokenFile(filepath.Join(dir, "missing")); err == nil {
-		t.Error("missing token file accepted")
-	}
-}
-
-func TestNewLogger(t *testing.T) {
-	t.Parallel()
-	var buf bytes.Buffer
-	log, err := NewLogger("json", &buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log.Info("hello", "addr", "127.0.0.1:1")
-	if !strings.HasPrefix(buf.String(), "{") || !strings.Contains(buf.String(), `"addr":"127.0.0.1:1"`) {
-		t.Errorf("json log: %s", buf.String())
-	}
-	if _, err := NewLogger("xml", &buf); err == nil {
-		t.Error("log format xml accepted")
 	}
 }

@@ -1,6 +1,9 @@
 // Package sidecar is the leasehold sidecar: an HTTP API over a lease store,
 // for programs in any language, served by the `leasehold` binary
-// (sidecar/cmd/leasehold).
+// (sidecar/cmd/leasehold). Why it is built as it is (one place for errors,
+// the migration gate, keepalive streams and their batched renewals) is in
+// docs/design.md at the repository root, sections "The sidecar between HTTP
+// and the model" and "The renewal coalescer and keepalive streams".
 //
 // # Contract
 //
@@ -36,10 +39,10 @@
 //
 // # Store
 //
-// The Server wraps the store twice: an instrumented store times every
-// operation (leasehold_store_operation_duration_seconds) and logs failures;
-// a gate answers unavailable until the start-up migration has succeeded, so
-// a lease is never read or written under an old or half-made schema. Serve
+// Every store operation is timed (leasehold_store_operation_duration_seconds)
+// and its failures logged; until the start-up migration has succeeded, lease
+// operations answer unavailable without reaching the store, so a lease is
+// never read or written under an old or half-made schema. Serve
 // migrates once before it listens, so a store that answers is ready from the
 // first request; an SQLite file that waiting cannot fix ends Serve with the
 // reason; a store that is down is migrated in the background, retrying,

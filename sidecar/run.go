@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 )
@@ -42,7 +43,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	var token []byte
 	if cfg.TokenFile != "" {
 		var err error
-		if token, err = ReadTokenFile(cfg.TokenFile); err != nil {
+		if token, err = cli.ReadTokenFile(cfg.TokenFile); err != nil {
 			return err
 		}
 	}
@@ -97,7 +98,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		// The pruner starts once the schema is in place, on a Service of its
 		// own: its claims of leasehold:prune are not the API's.
-		leasecore.NewPruner(leasecore.New(store), cfg.PruneInterval, newOwner(), log).Run(bgCtx)
+		leasecore.NewPruner(leasecore.New(store), cfg.PruneInterval, leasecore.NewOwner(), log).Run(bgCtx)
 	})
 	defer wg.Wait()
 	defer stopBackground()
@@ -124,66 +125,5 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log.Info("stopped")
-	return nil
-}
-
-// PruneTimeout bounds `leasehold prune`.
-const PruneTimeout = 10 * time.Minute
-
-// Prune runs `leasehold prune`: it opens the store at storeURL, migrates it,
-// and runs one pruning pass guarded by the prune lease (skipped when another
-// pruner holds it), then closes the store.
-func Prune(ctx context.Context, storeURL string, log *slog.Logger) error {
-	storeName := storeurl.Redact(storeURL)
-	ctx, cancel := context.WithTimeout(ctx, PruneTimeout)
-	defer cancel()
-	store, err := openMigrated(ctx, storeURL)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	result, n, err := leasecore.NewPruner(leasecore.New(store), 0, newOwner(), log).Once(ctx)
-	if err != nil {
-		return fmt.Errorf("prune store %s: %w", storeName, err)
-	}
-	switch result {
-	case leasecore.PruneSkipped:
-		log.Info("another pruner holds the prune lease; it prunes this round", "lease", leasecore.PruneTask, "store", storeName)
-	default:
-		log.Info("pruned lease history", "result", string(result), "deleted", n, "store", storeName)
-	}
-	return nil
-}
-
-// openMigrated opens the store at storeURL and applies its migrations once
-// (no retry); the caller closes it.
-func openMigrated(ctx context.Context, storeURL string) (leasecore.Store, error) {
-	storeName := storeurl.Redact(storeURL)
-	store, err := storeurl.Open(ctx, storeURL)
-	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", storeName, err)
-	}
-	if err := store.Migrate(ctx); err != nil {
-		store.Close()
-		return nil, fmt.Errorf("migrate store %s: %w", storeName, err)
-	}
-	return store, nil
-}
-
-// MigrateTimeout bounds `leasehold migrate`.
-const MigrateTimeout = time.Minute
-
-// Migrate runs `leasehold migrate`: it opens the store at storeURL, applies
-// its migrations once (no retry) and closes it.
-func Migrate(ctx context.Context, storeURL string, log *slog.Logger) error {
-	storeName := storeurl.Redact(storeURL)
-	ctx, cancel := context.WithTimeout(ctx, MigrateTimeout)
-	defer cancel()
-	store, err := openMigrated(ctx, storeURL)
-	if err != nil {
-		return err
-	}
-	store.Close()
-	log.Info("store migrated", "store", storeName)
 	return nil
 }

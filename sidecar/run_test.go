@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/lockedbuf"
 )
 
@@ -20,7 +21,7 @@ func TestServeRefusesBeforeOpeningAnything(t *testing.T) {
 	}
 	for name, cfg := range cases {
 		var logs lockedbuf.Buffer
-		log, _ := NewLogger("text", &logs)
+		log, _ := cli.NewLogger("text", &logs)
 		if err := Serve(context.Background(), cfg, log); err == nil {
 			t.Errorf("%s: Serve accepted %+v", name, cfg)
 		}
@@ -33,7 +34,7 @@ func TestServeRefusesBeforeOpeningAnything(t *testing.T) {
 func TestServeStopsWithContext(t *testing.T) {
 	t.Parallel()
 	var logs lockedbuf.Buffer
-	log, _ := NewLogger("text", &logs)
+	log, _ := cli.NewLogger("text", &logs)
 	cfg := Config{Listen: "127.0.0.1:0", Store: "sqlite:" + filepath.Join(t.TempDir(), "leasehold.db"), LogFormat: "text"}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

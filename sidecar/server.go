@@ -15,6 +15,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/leasehold/leasehold/internal/backoff"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
@@ -186,22 +187,19 @@ func (s *Server) Migrate(ctx context.Context) error {
 // failure with storeName, which must already be redacted. Meanwhile readyz
 // answers 503 and lease operations answer unavailable.
 func (s *Server) MigrateUntilDone(ctx context.Context, storeName string) error {
-	wait := 250 * time.Millisecond
+	const firstRetry, maxRetry = 250 * time.Millisecond, 10 * time.Second
+	retry := backoff.New(firstRetry, maxRetry)
 	for attempt := 1; ; attempt++ {
 		err := s.Migrate(ctx)
 		if err == nil {
 			s.log.Info("store migrated", "store", storeName, "attempts", attempt)
 			return nil
 		}
+		wait := retry.Next()
 		s.log.Error("store migration failed; retrying", "store", storeName, "attempt", attempt, "retry_in", wait.String(), "err", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := backoff.Sleep(ctx, wait); err != nil {
+			return err
 		}
-		wait = min(2*wait, 10*time.Second)
 	}
 }
 

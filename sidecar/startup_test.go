@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/lockedbuf"
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/internal/readonly"
@@ -23,7 +24,7 @@ import (
 func serving(t *testing.T, cfg Config) (addr string, logs *lockedbuf.Buffer, done <-chan error) {
 	t.Helper()
 	logs = new(lockedbuf.Buffer)
-	log, err := NewLogger(cfg.LogFormat, logs)
+	log, err := cli.NewLogger(cfg.LogFormat, logs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +142,7 @@ func TestServeRefusesAnUnusableSQLiteFile(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			var logs lockedbuf.Buffer
-			log, _ := NewLogger("text", &logs)
+			log, _ := cli.NewLogger("text", &logs)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			err := Serve(ctx, Config{Listen: "127.0.0.1:0", Store: "sqlite:" + c.path(t), LogFormat: "text"}, log)
@@ -158,7 +159,7 @@ func TestServeRefusesAnUnusableSQLiteFile(t *testing.T) {
 // migrateFile creates a migrated SQLite file at path.
 func migrateFile(t *testing.T, path string) {
 	t.Helper()
-	if err := Migrate(context.Background(), "sqlite:"+path, slog.New(slog.DiscardHandler)); err != nil {
+	if err := cli.Migrate(context.Background(), "sqlite:"+path, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -204,7 +205,7 @@ func TestServeErrorHoldsNoSecret(t *testing.T) {
 		"mysql://leasehold:s3cr3t@127.0.0.1/db",
 	} {
 		var logs lockedbuf.Buffer
-		log, _ := NewLogger("text", &logs)
+		log, _ := cli.NewLogger("text", &logs)
 		err := Serve(context.Background(), Config{Listen: "127.0.0.1:0", Store: store, LogFormat: "text"}, log)
 		if err == nil {
 			t.Errorf("Serve(%q) succeeded", store)
@@ -237,7 +238,7 @@ func waitForLog(t *testing.T, logs *lockedbuf.Buffer, text string) {
 func TestServeOnReadOnlyPostgres(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewDatabase(t)
-	if err := Migrate(context.Background(), url, slog.New(slog.DiscardHandler)); err != nil {
+	if err := cli.Migrate(context.Background(), url, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := pgx.Connect(context.Background(), url)

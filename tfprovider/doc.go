@@ -1,6 +1,6 @@
 // Package tfprovider is terraform-provider-leasehold: the Terraform provider
 // through which infra teams declare leasehold's tasks and retention
-// policies, and read who holds a lease (DESIGN.md, "Terraform provider").
+// policies, and read who holds a lease (docs/design.md, "Terraform provider").
 //
 // The provider is glue. It opens the store named by its store attribute (or
 // LEASEHOLD_STORE) with storeurl, migrates it as the sidecars do, and hands

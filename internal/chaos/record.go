@@ -62,7 +62,7 @@ func (w *wire) lease() (*leasecheck.Lease, error) {
 // unavailable as the contract spells it (the JSON answer of a claim, renewal
 // or release with reason "unavailable", or a problem of type
 // urn:leasehold:problem:unavailable). Anything else outside the contract (a
-// 500, which DESIGN calls a bug, another 5xx, which no proxy of the harness
+// 500, which docs/design.md calls a bug, another 5xx, which no proxy of the harness
 // produces, a 4xx other than the contract's 409, an answer that does not
 // parse) is a harness error that fails the run, and the op is recorded as
 // Indeterminate, which binds nothing.

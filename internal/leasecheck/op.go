@@ -1,6 +1,6 @@
 // Package leasecheck checks a recorded history of lease operations for the
-// safety properties of leasehold's lease model (DESIGN.md, "The lease
-// model"), in the manner of etcd's robustness tests: clients record what
+// safety properties of leasehold's lease model (docs/design.md, "The
+// lease model"), in the manner of etcd's robustness tests: clients record what
 // they sent, when, and what they were told; the checker decides afterwards
 // whether any single-holder execution could have told them that.
 //

@@ -14,8 +14,8 @@ import (
 // in flight at once. There is no timer. A call that finds nothing queued and
 // fewer than batchFlushers statements in flight is sent at once, alone, by
 // its caller's own goroutine (a batch of one, with no hand-over to a flusher
-// and back, which costs tens of microseconds), so a quiet store answers as
-// fast as with one statement per call. Calls that arrive while every slot
+// and back, which would cost every call two goroutine switches), so a quiet
+// store answers as fast as with one statement per call. Calls that arrive while every slot
 // has a statement in flight queue up, and the flushers send them together as
 // slots come free: a busy store sends fewer, larger statements, up to the
 // point where the flushers keep the server busy.
@@ -26,10 +26,9 @@ import (
 //
 // Why 2: more flushers split the same queue into smaller batches, more
 // statements and commits for the same calls, which is the cost batching is
-// there to save: on a 2-CPU machine shared by the test and PostgreSQL,
-// BenchmarkClaim at 32 clients measured (medians of 5) about 21k claims/s
-// with 1 flusher, 18k with 2, 16k with 3 and 15k with 4 (BenchmarkRenew:
-// 18k, 18k, 16k, 14k). One flusher would batch best, but a call arriving
+// there to save (BenchmarkClaim and BenchmarkRenew at 32 clients fall with
+// each flusher added; docs/design.md, "Measurements behind the constants",
+// has the figures). One flusher would batch best, but a call arriving
 // while its batch is in flight would always wait for it, and one batch
 // waiting on a row lock (another sidecar's batch holding one of its tasks)
 // would hold up every claim of the store; with two, a lone call goes out at
@@ -38,8 +37,8 @@ const batchFlushers = 2
 
 // maxBatch bounds the calls in one statement. A batch's row locks are all
 // held until its commit, so a very large batch would make a contender of any
-// one of its tasks wait for all of them; 256 rows take a few milliseconds,
-// and a queue longer than that is drained by several batches in a row.
+// one of its tasks wait for all of them; a queue longer than this is drained
+// by several batches in a row.
 const maxBatch = 256
 
 // batchTimeout bounds one batch statement. A batch of many calls runs under

@@ -252,9 +252,8 @@ func (s *Store) History(ctx context.Context, task string, limit int) ([]leasecor
 // A pass is one statement per this many tasks, each its own transaction, so
 // that a long backlog (pruning that was down, a policy tightened) is
 // deleted in steps that each commit: a pass cut short by its deadline
-// keeps what it deleted, and the next one goes on. On the benchmark
-// machine a statement takes about 10 ms for 128 tasks in steady state, and
-// deletes about 100,000 events a second from a backlog.
+// keeps what it deleted, and the next one goes on. What a statement costs
+// is in docs/design.md, "Measurements behind the constants".
 const pruneTasksPerStatement = 128
 
 // PruneHistory deletes, for every task with history, the events its policy

@@ -3,20 +3,21 @@ package postgres
 // The statements of the driver. Each operation is decided by one of them,
 // run in autocommit (its own transaction, so now() is the statement's start
 // time); claims, renewals and releases by the batch statements, which decide
-// many calls of distinct tasks at once. doc.go argues why each is correct at
-// READ COMMITTED.
+// many calls of distinct tasks at once. docs/design.md ("PostgreSQL: one
+// statement at READ COMMITTED") argues why each is correct at READ COMMITTED.
 //
 // Parameters are typed in the SQL ($3::bigint) so that the same statement
 // text prepares to the same plan whatever Go type the caller passes.
 
 // rowNow is the store's instant for a statement working on row l: the later
-// of now() (the statement's start, see the package doc) and the times
-// already written on the row (lost_at is the time a lost lease's end was
-// recorded; see renewStateSQL). Every time on the row was written by a
-// transaction that committed before this statement read or locked the row,
-// so rowNow is a store-clock instant between the statement's start and its
-// decision; taking the later one keeps a row's times from going backwards
-// when a statement that started earlier commits after one that started later.
+// of now() (the statement's start; docs/design.md, "The instant a statement
+// judges by") and the times already written on the row (lost_at is the time
+// a lost lease's end was recorded; see renewStateSQL). Every time on the row
+// was written by a transaction that committed before this statement read or
+// locked the row, so rowNow is a store-clock instant between the statement's
+// start and its decision; taking the later one keeps a row's times from
+// going backwards when a statement that started earlier commits after one
+// that started later.
 const rowNow = `GREATEST(now(), l.renewed_at, l.released_at, l.lost_at)`
 
 // live is the model's liveness test for row l.
@@ -122,8 +123,8 @@ VALUES ($1, $2, 1, now(), now(), now() + $3::bigint * interval '1 millisecond', 
 //
 // The rows are inserted in task order (bytewise, as the primary key sorts),
 // so every batch statement of every sidecar locks the rows it decides on in
-// one global order and two batches cannot deadlock; the package doc argues
-// it. The tasks must be distinct: ON CONFLICT DO UPDATE fails the whole
+// one global order and two batches cannot deadlock; docs/design.md
+// ("Batching") argues it. The tasks must be distinct: ON CONFLICT DO UPDATE fails the whole
 // statement if one row is proposed twice. The history of the batch's new
 // grants is written by the same statement (claimEventsSQL), which locks no
 // lease row.

@@ -66,9 +66,10 @@ func (e *maskedParseError) Unwrap() error { return e.err }
 // tilt use 6 connections however many clients a sidecar serves; the rest
 // serve the single-statement reads (Get, List, Ping, and the read that names
 // the holder of a refused claim or the reason of a refused renewal). Neither
-// needs more: in BenchmarkClaim, BenchmarkRenew and BenchmarkClaimHeld at 32
-// clients, pools of 4, 8 and 16 connections measured the same within the
-// noise (the server's CPUs and WAL flushes are the limit, not connections).
+// needs more: BenchmarkClaim, BenchmarkRenew and BenchmarkClaimHeld at 32
+// clients do no better with a larger pool (the server's CPUs and WAL flushes
+// are the limit, not connections; docs/design.md, "Measurements behind the
+// constants").
 // The connections add up across a fleet: every sidecar opens its own pool
 // against one server, whose max_connections is 100 by default; 8 per sidecar
 // lets a dozen sidecars run at full load with slots left for administrators
@@ -93,9 +94,9 @@ const DefaultMaxConnIdleTime = 5 * time.Minute
 // finds the lease free again when it reads the holder, and more often since
 // claims are batched (claims of one task go one per statement, so their
 // refusals spread over each holder's tenure instead of all following its
-// grant at once). In TestTokensUniqueUnderChurn (12 workers, 480 claims of
-// one task), 4 attempts gave up on about one claim in 2,000 (one in 20,000
-// before batching); 8 gave up on none in 60 runs.
+// grant at once). TestTokensUniqueUnderChurn exercises exactly that churn;
+// docs/design.md ("Measurements behind the constants") says how 4 attempts
+// fared there and why 8 were chosen.
 const maxClaimAttempts = 8
 
 // Store is a leasecore.Store over a PostgreSQL database, through a pgx pool.
@@ -221,7 +222,8 @@ func Open(ctx context.Context, url string) (*Store, error) {
 // *leasecore.HeldError naming the live holder. A new grant is recorded in
 // the task's history by the statement that makes it ("acquired", after the
 // end of the expired lease it replaced, unless that end is recorded
-// already). See the package doc for why one statement decides it.
+// already). docs/design.md ("Why a claim is correct at READ COMMITTED")
+// argues why one statement decides it.
 func (s *Store) Claim(ctx context.Context, p leasecore.ClaimParams) (*leasecore.Lease, error) {
 	const op = "claim"
 	if s.closed.Load() {
@@ -342,8 +344,7 @@ func (s *Store) sendRenewals(ctx context.Context, reqs []renewReq) ([]*leasecore
 // maxRenewBatch bounds the renewals in one RenewBatch statement. It is
 // larger than maxBatch: a RenewBatch carries the renewals of leases this
 // process holds, which nobody else can change meanwhile, so its row locks
-// hold up only claims that would be refused anyway. 2,048 rows take about
-// 20 ms on the benchmark machine.
+// hold up only claims that would be refused anyway.
 const maxRenewBatch = 2048
 
 // RenewBatch renews many leases in as few statements as it can: up to

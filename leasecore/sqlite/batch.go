@@ -10,9 +10,9 @@ import (
 	"github.com/leasehold/leasehold/leasecore"
 )
 
-// maxBatch caps the operations one write transaction carries. A batch this
-// size still commits in a few milliseconds; the cap keeps one transaction's
-// share of the file lock, and the delay it adds for other processes, short.
+// maxBatch caps the operations one write transaction carries: the cap keeps
+// one transaction's share of the file lock, and the delay it adds for other
+// processes, short.
 const maxBatch = 256
 
 // batchTimeout bounds one batch, from preparing its statements to the
@@ -268,8 +268,9 @@ func (s *Store) WriteCounts() []leasecore.WriteCount {
 }
 
 // writeStmts are the statements of Claim, Renew and Release, prepared once on
-// the writer: parsing them took a quarter of the CPU of an operation, and
-// with a single writer connection each is prepared only once.
+// the writer: parsing them is a sizeable share of an operation's CPU
+// (docs/design.md, "Measurements behind the constants"), and with a single
+// writer connection each is prepared only once.
 type writeStmts struct {
 	current, grant, extend, released, release, record, newest *sql.Stmt
 }

@@ -127,7 +127,8 @@ const (
 // and pruneRoundEvents the events it deletes, so that a large pass (a
 // backlog of millions of events) does not hold the file's write lock, and
 // the writer, for long: the lease operations queued meanwhile go in
-// between. A round of 10,000 deletions takes some tens of milliseconds.
+// between. The README's BenchmarkPruneBacklog figures say how long a round
+// takes.
 const (
 	pruneRoundTasks  = 256
 	pruneRoundEvents = 10_000

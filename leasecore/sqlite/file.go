@@ -22,8 +22,8 @@ import (
 // answers unavailable until it is closed and opened again.
 //
 // While a connection keeps the old file open its inode cannot be reused, so
-// a new file at the path always has another identity. A stat costs about a
-// microsecond, against the fsync of every commit.
+// a new file at the path always has another identity. A stat is cheap next
+// to the fsync of every commit.
 type fileGuard struct {
 	path string
 	// opened is the file the first connection opened; nil until then.

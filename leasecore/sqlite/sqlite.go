@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/backoff"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/migration"
 
@@ -179,8 +180,9 @@ type patientConnector struct {
 // Connect opens a connection, retrying while the file is locked, for up to
 // BusyTimeout or until ctx ends.
 func (c patientConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	const firstRetry, maxRetry = time.Millisecond, 100 * time.Millisecond
 	deadline := time.Now().Add(BusyTimeout)
-	delay := time.Millisecond
+	retry := backoff.New(firstRetry, maxRetry)
 	for {
 		conn, err := c.Connector.Connect(ctx)
 		if err == nil {
@@ -190,17 +192,13 @@ func (c patientConnector) Connect(ctx context.Context) (driver.Conn, error) {
 			}
 			return conn, nil
 		}
+		delay := retry.Next()
 		if !isBusy(err) || time.Now().Add(delay).After(deadline) {
 			return nil, err
 		}
-		timer := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, ctx.Err()
-		case <-timer.C:
+		if err := backoff.Sleep(ctx, delay); err != nil {
+			return nil, err
 		}
-		delay = min(2*delay, 100*time.Millisecond)
 	}
 }
 

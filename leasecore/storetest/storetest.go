@@ -1,5 +1,5 @@
 // Package storetest is the conformance suite every leasecore.Store driver
-// passes: the lease model of DESIGN.md, one named case per rule. A driver is
+// passes: the lease model of docs/design.md, one named case per rule. A driver is
 // correct when Exercise passes against it; a new behaviour starts as a case
 // here, and both drivers then have to meet it.
 //

@@ -27,8 +27,9 @@
 // `leasehold serve`.
 //
 // With --wait a held task is claimed again (the sidecar waits on its side
-// first, with wait_ms) with a backoff from 100 ms to 2 s until the wait runs
-// out.
+// first, with wait_ms) until the wait runs out, paced as leasecore.ClaimWait
+// paces any claim of a held task: a backoff from 50 ms doubling to 1 s, never
+// past the holder's expiry.
 //
 // # The command
 //

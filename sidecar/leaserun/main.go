@@ -11,7 +11,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/leasehold/leasehold/sidecar"
+	"github.com/leasehold/leasehold/internal/cli"
 )
 
 // Exit statuses of leasehold run besides the command's own (see the package
@@ -49,7 +49,7 @@ LEASEHOLD_OWNER and LEASEHOLD_TOKEN (the fencing token) in its environment. SIGI
 SIGTERM and SIGHUP are forwarded to COMMAND; the lease is released when it exits.
 
 With --addr (the default) a sidecar holds the lease over a keepalive stream; with
---store (sqlite:PATH or postgres://...) leasehold run holds it itself, with no sidecar.
+--store (sqlite:PATH or postgres://...) leasehold run holds it itself, with no cli.
 
 Flags (each also read from LEASEHOLD_<FLAG>, e.g. LEASEHOLD_STORE; the command line wins),
 except --task and --owner: LEASEHOLD_TASK and LEASEHOLD_OWNER are what leasehold run gives
@@ -98,7 +98,7 @@ func parse(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	fs.StringVar(&cfg.Store, "store", "", "store `URL` (sqlite:PATH or postgres://USER@HOST:PORT/DB) to hold the lease with no sidecar; exclusive with --addr")
 	fs.StringVar(&cfg.Task, "task", "", "`task` to hold (required)")
 	fs.DurationVar(&cfg.TTL, "ttl", 0, "lease `ttl`, from 100ms to 24h; renewed every ttl × 0.4 (default: the task's declared ttl, else 30s)")
-	fs.StringVar(&cfg.Owner, "owner", "", "`owner` to claim as (default <hostname>#<pid>#<8 random hex digits>)")
+	fs.StringVar(&cfg.Owner, "owner", "", "`owner` to claim as (default <hostname>#<pid>#<12 random hex digits>)")
 	fs.DurationVar(&cfg.Wait, "wait", 0, "how long (a `duration`) to wait for a held task before giving up with status 75")
 	fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "after SIGTERM on a lost lease, how long (a `duration`) before SIGKILL")
 	fs.StringVar(&cfg.TokenFile, "token-file", "", "`path` of a file holding the sidecar's bearer token (--addr only)")
@@ -139,8 +139,8 @@ func parse(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	// the parent's lease rather than a lease of its own.
 	ignored := map[string]bool{outputTask: true, outputOwner: true}
 	if onLine["addr"] || onLine["store"] {
-		ignored[sidecar.EnvName("addr")] = true
-		ignored[sidecar.EnvName("store")] = true
+		ignored[cli.EnvName("addr")] = true
+		ignored[cli.EnvName("store")] = true
 	}
 	env := func(k string) string {
 		if ignored[k] {
@@ -148,13 +148,13 @@ func parse(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		}
 		return getenv(k)
 	}
-	if err := sidecar.ApplyEnv(fs, env); err != nil {
+	if err := cli.ApplyEnv(fs, env); err != nil {
 		return usageError("%v", err)
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if set["addr"] && set["store"] {
-		return usageError("%s and %s are exclusive: a sidecar holds the lease, or leasehold run does", sidecar.EnvName("addr"), sidecar.EnvName("store"))
+		return usageError("%s and %s are exclusive: a sidecar holds the lease, or leasehold run does", cli.EnvName("addr"), cli.EnvName("store"))
 	}
 	if set["ttl"] && cfg.TTL == 0 { // zero in Config means "not given"
 		return usageError("%v", flagError("ttl", cfg.TTL, ttlRule))
@@ -167,7 +167,7 @@ func parse(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		if cfg.Store != "" {
 			return usageError("--token-file is for a sidecar (--addr), not with --store")
 		}
-		tok, err := sidecar.ReadTokenFile(cfg.TokenFile)
+		tok, err := cli.ReadTokenFile(cfg.TokenFile)
 		if err != nil {
 			return usageError("--token-file: %v", err)
 		}

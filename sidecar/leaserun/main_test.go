@@ -147,7 +147,7 @@ func TestMainFlags(t *testing.T) {
 }
 
 // TestDefaultOwner: with no --owner the command sees
-// <hostname>#<pid>#<8 hex digits>, the pid being leasehold run's.
+// <hostname>#<pid>#<12 hex digits>, the pid being leasehold run's.
 func TestDefaultOwner(t *testing.T) {
 	t.Parallel()
 	st := newTestStore(t)
@@ -160,7 +160,7 @@ func TestDefaultOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := regexp.MustCompile(fmt.Sprintf(`^%s#%d#[0-9a-f]{8}$`, regexp.QuoteMeta(host), os.Getpid()))
+	want := regexp.MustCompile(fmt.Sprintf(`^%s#%d#[0-9a-f]{12}$`, regexp.QuoteMeta(host), os.Getpid()))
 	if got := strings.TrimSpace(stdout.String()); !want.MatchString(got) {
 		t.Errorf("owner %q does not match %s", got, want)
 	}

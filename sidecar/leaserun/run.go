@@ -2,8 +2,6 @@ package leaserun
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -14,15 +12,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/leasecore"
-	"github.com/leasehold/leasehold/leasecore/storeurl"
-	"github.com/leasehold/leasehold/sidecar"
 )
 
 // Defaults of the flags.
 const (
 	// DefaultAddr is the sidecar asked when neither --addr nor --store is given.
-	DefaultAddr = "http://" + sidecar.DefaultListen
+	DefaultAddr = "http://" + cli.DefaultListen
 	// DefaultTTL is the lease's TTL when --ttl is not given and the task
 	// declares none.
 	DefaultTTL = leasecore.DefaultTTL
@@ -38,7 +35,7 @@ type Config struct {
 	// when Store is empty.
 	Addr string
 	// Store, when set, is the store URL (sqlite:PATH or postgres://…):
-	// leasehold run holds the lease itself, with no sidecar.
+	// leasehold run holds the lease itself, with no cli.
 	Store string
 	// TokenFile is the --token-file flag; Main reads it into BearerToken.
 	TokenFile string
@@ -46,7 +43,7 @@ type Config struct {
 	BearerToken string
 	// Task is the task to hold.
 	Task string
-	// Owner to claim as; empty means a fresh <hostname>#<pid>#<8 hex digits>.
+	// Owner to claim as; empty means a fresh one from leasecore.NewOwner.
 	Owner string
 	// TTL of the lease, from leasecore.MinTTL to leasecore.MaxTTL; zero
 	// means the task's declared ttl, else DefaultTTL, as for any claim.
@@ -95,7 +92,7 @@ func (c *Config) check() error {
 		return flagError("task", c.Task, leasecore.ReservedRule+" (such as the pruner's lease "+leasecore.PruneTask+"); pick another name")
 	}
 	if c.Owner == "" {
-		c.Owner = newOwner()
+		c.Owner = leasecore.NewOwner()
 	}
 	if err := leasecore.ValidateOwner(c.Owner); err != nil {
 		return flagError("owner", c.Owner, rule(err))
@@ -132,19 +129,7 @@ func rule(err error) string {
 	return err.Error()
 }
 
-// newOwner makes an owner unique across replicas and restarts:
-// <hostname>#<pid>#<8 random hex digits>.
-func newOwner() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "leasehold"
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s#%d#%s", host, os.Getpid(), hex.EncodeToString(b[:]))
-}
-
-// hold is a lease being kept in the background, by a Keeper or a sidecar.
+// hold is a lease being kept in the background, by a Keeper or a cli.
 type hold interface {
 	// lease is the lease as acquired.
 	lease() leasecore.Lease
@@ -169,7 +154,7 @@ func Run(ctx context.Context, cfg Config) int {
 		if w == nil {
 			w = io.Discard
 		}
-		cfg.Logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{ReplaceAttr: storeurl.RedactAttr}))
+		cfg.Logger, _ = cli.NewLogger("text", w) // text is a format it knows
 	}
 	log := cfg.Logger
 	if err := cfg.check(); err != nil {
@@ -241,45 +226,21 @@ func acquire(ctx context.Context, cfg *Config, log *slog.Logger) (hold, int) {
 	}
 }
 
-// Backoff between claims while a task is held and --wait has time left.
-const (
-	minBackoff = 100 * time.Millisecond
-	maxBackoff = 2 * time.Second
-)
-
 // claimWaiting calls try until it acquires, fails for another reason than
-// held, or cfg.Wait runs out. try gets the time left to wait (the sidecar
-// waits on its side for that long).
+// held, or cfg.Wait runs out, paced by leasecore.ClaimWait. try gets the time
+// left to wait (the sidecar waits on its side for that long).
 func claimWaiting(ctx context.Context, cfg *Config, log *slog.Logger, try func(ctx context.Context, wait time.Duration) (hold, error)) (hold, error) {
-	deadline := time.Now().Add(cfg.Wait)
-	backoff := minBackoff
-	for first := true; ; first = false {
-		h, err := try(ctx, max(time.Until(deadline), 0))
-		var held *leasecore.HeldError
-		if !errors.As(err, &held) {
-			return h, err
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return nil, err
-		}
+	first := true
+	onHeld := func(held *leasecore.HeldError, left time.Duration) {
 		if first {
+			first = false
 			log.Info("waiting", "task", cfg.Task, "holder", held.Holder.Owner, "wait", left.Round(time.Millisecond).String())
 		}
 		if cfg.onHeld != nil {
 			cfg.onHeld()
 		}
-		// Try again when the holder's lease would expire, if that is sooner.
-		pause := min(backoff, left, max(held.Holder.TTLRemaining, time.Millisecond))
-		backoff = min(2*backoff, maxBackoff)
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, leasecore.Unavailable("claim", context.Cause(ctx))
-		case <-t.C:
-		}
 	}
+	return leasecore.ClaimWait(ctx, leasecore.WaitOptions{Wait: cfg.Wait, OnHeld: onHeld}, try)
 }
 
 // supervise runs the command under the held lease and returns the status.

@@ -1,7 +1,6 @@
 package leaserun
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/sidecar/api"
 )
 
 const (
@@ -27,8 +27,6 @@ const (
 	// wait it was given (its own store operations are bounded at 5 s), and
 	// to send the first event once it has answered 200.
 	answerTimeout = 15 * time.Second
-	// maxEventBytes bounds one line of the stream; a lease is far smaller.
-	maxEventBytes = 1 << 20
 	// maxErrorBytes bounds the error bodies read.
 	maxErrorBytes = 64 << 10
 )
@@ -152,18 +150,23 @@ func openStream(ctx context.Context, cfg *Config, wait time.Duration) (hold, err
 // refusal turns an answer other than 200 into the error of the model it
 // stands for.
 func refusal(resp *http.Response, task string) error {
-	var body struct {
-		Reason string `json:"reason"`
-		Detail string `json:"detail"`
-		Title  string `json:"title"`
-		Holder *struct {
-			Owner          string    `json:"owner"`
-			ExpiresAt      time.Time `json:"expires_at"`
-			TTLRemainingMs int64     `json:"ttl_remaining_ms"`
-		} `json:"holder"`
-	}
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
-	decoded := json.Unmarshal(raw, &body) == nil
+	status := resp.Status
+	if resp.StatusCode == http.StatusConflict {
+		var held api.ClaimHeld
+		if json.Unmarshal(raw, &held) == nil && held.Reason == api.Held && held.Holder.Owner != "" {
+			expires, _ := time.Parse(time.RFC3339Nano, held.Holder.ExpiresAt)
+			return &leasecore.HeldError{Task: task, Holder: leasecore.Holder{
+				Owner:        held.Holder.Owner,
+				ExpiresAt:    expires,
+				TTLRemaining: time.Duration(held.Holder.TtlRemainingMs) * time.Millisecond,
+			}}
+		}
+	}
+	// Every other refusal is a problem or a ClaimUnavailable: both say what
+	// went wrong in detail.
+	var body api.Problem
+	_ = json.Unmarshal(raw, &body)
 	detail := body.Detail
 	if detail == "" {
 		detail = body.Title
@@ -174,14 +177,7 @@ func refusal(resp *http.Response, task string) error {
 			detail = detail[:200] + "…"
 		}
 	}
-	status := resp.Status
 	switch code := resp.StatusCode; {
-	case code == http.StatusConflict && decoded && body.Reason == "held" && body.Holder != nil:
-		return &leasecore.HeldError{Task: task, Holder: leasecore.Holder{
-			Owner:        body.Holder.Owner,
-			ExpiresAt:    body.Holder.ExpiresAt,
-			TTLRemaining: time.Duration(body.Holder.TTLRemainingMs) * time.Millisecond,
-		}}
 	case code == http.StatusUnauthorized, code == http.StatusForbidden:
 		return fmt.Errorf("%w (%s): %s", errUnauthorized, status, detail)
 	case code == http.StatusBadRequest, code == http.StatusUnprocessableEntity:
@@ -239,17 +235,12 @@ func (h *streamHold) watch(deadline time.Time) {
 				}
 				timer.Reset(time.Until(ev.at.Add(lease.TTLRemaining)))
 			case "lost":
-				var lost struct {
-					Reason string `json:"reason"`
-					Detail string `json:"detail"`
-				}
+				var lost api.KeepaliveLost
 				_ = json.Unmarshal([]byte(ev.data), &lost)
 				h.lose(fmt.Errorf("lease on %q: %w (%s), says the sidecar: %s", h.first.Task, leasecore.ErrLost, lost.Reason, lost.Detail))
 				return
 			case "released":
-				var released struct {
-					Reason string `json:"reason"`
-				}
+				var released api.KeepaliveReleased
 				_ = json.Unmarshal([]byte(ev.data), &released)
 				h.lose(fmt.Errorf("lease on %q: the sidecar released it (%s)", h.first.Task, released.Reason))
 				return
@@ -290,88 +281,26 @@ func (h *streamHold) release() (bool, error) {
 	return h.cause() == nil, nil
 }
 
-// apiLease is a lease object of the HTTP API.
-type apiLease struct {
-	Task           string    `json:"task"`
-	Owner          string    `json:"owner"`
-	Token          int64     `json:"token"`
-	AcquiredAt     time.Time `json:"acquired_at"`
-	RenewedAt      time.Time `json:"renewed_at"`
-	ExpiresAt      time.Time `json:"expires_at"`
-	TTLMs          int64     `json:"ttl_ms"`
-	TTLRemainingMs int64     `json:"ttl_remaining_ms"`
-	RenewCount     int64     `json:"renew_count"`
-	Note           string    `json:"note"`
-}
-
+// decodeLease reads a lease object of the HTTP API (the data of an acquired
+// or renewed event).
 func decodeLease(data string) (leasecore.Lease, error) {
-	var a apiLease
+	var a api.Lease
 	if err := json.Unmarshal([]byte(data), &a); err != nil {
 		return leasecore.Lease{}, fmt.Errorf("lease: %w", err)
 	}
+	var times [3]time.Time
+	for i, ts := range []api.Timestamp{a.AcquiredAt, a.RenewedAt, a.ExpiresAt} {
+		t, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil {
+			return leasecore.Lease{}, fmt.Errorf("lease: %w", err)
+		}
+		times[i] = t
+	}
 	return leasecore.Lease{
 		Task: a.Task, Owner: a.Owner, Token: a.Token,
-		AcquiredAt: a.AcquiredAt, RenewedAt: a.RenewedAt, ExpiresAt: a.ExpiresAt,
-		TTL:          time.Duration(a.TTLMs) * time.Millisecond,
-		TTLRemaining: time.Duration(a.TTLRemainingMs) * time.Millisecond,
+		AcquiredAt: times[0], RenewedAt: times[1], ExpiresAt: times[2],
+		TTL:          time.Duration(a.TtlMs) * time.Millisecond,
+		TTLRemaining: time.Duration(a.TtlRemainingMs) * time.Millisecond,
 		RenewCount:   a.RenewCount, Note: a.Note,
 	}, nil
-}
-
-// sseEvent is one server-sent event.
-type sseEvent struct {
-	name string
-	data string
-	// at is the local time its last line was read: the moment a lease's
-	// ttl_remaining_ms counts from.
-	at time.Time
-}
-
-// sseReader reads server-sent events (the text/event-stream format): lines
-// of "field: value", comments starting with ':', and a blank line ending
-// each event. Lines end with LF or CRLF.
-type sseReader struct {
-	sc *bufio.Scanner
-}
-
-func newSSEReader(r io.Reader) *sseReader {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 4096), maxEventBytes)
-	return &sseReader{sc: sc}
-}
-
-// next returns the next event with data, skipping comments. At the end of
-// the stream it returns io.EOF, discarding an unfinished event as the format
-// says.
-func (r *sseReader) next() (sseEvent, error) {
-	var name string
-	var data []string
-	for r.sc.Scan() {
-		line := r.sc.Text()
-		if line == "" {
-			if data == nil {
-				name = "" // an event without data is not dispatched
-				continue
-			}
-			if name == "" {
-				name = "message"
-			}
-			return sseEvent{name: name, data: strings.Join(data, "\n"), at: time.Now()}, nil
-		}
-		if strings.HasPrefix(line, ":") {
-			continue
-		}
-		field, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		switch field {
-		case "event":
-			name = value
-		case "data":
-			data = append(data, value)
-		}
-	}
-	if err := r.sc.Err(); err != nil {
-		return sseEvent{}, err
-	}
-	return sseEvent{}, io.EOF
 }

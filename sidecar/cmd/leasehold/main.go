@@ -25,6 +25,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar"
 	"github.com/leasehold/leasehold/sidecar/leaserun"
@@ -76,9 +77,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	case "serve":
 		return serve(rest, getenv, stderr)
 	case "migrate":
-		return storeCommand("migrate", sidecar.Migrate, rest, getenv, stderr)
+		return storeCommand("migrate", cli.Migrate, rest, getenv, stderr)
 	case "prune":
-		return storeCommand("prune", sidecar.Prune, rest, getenv, stderr)
+		return storeCommand("prune", cli.Prune, rest, getenv, stderr)
 	case "run":
 		return leaserun.Main(context.Background(), rest, getenv, os.Stdin, stdout, stderr)
 	default:
@@ -97,7 +98,7 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) int {
 	if err := cfg.Validate(); err != nil {
 		return fail(stderr, "serve", err)
 	}
-	log, err := sidecar.NewLogger(cfg.LogFormat, stderr)
+	log, err := cli.NewLogger(cfg.LogFormat, stderr)
 	if err != nil {
 		return fail(stderr, "serve", err)
 	}
@@ -115,20 +116,19 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) int {
 
 // storeCommand runs a one-shot command on a store: migrate or prune.
 func storeCommand(verb string, do func(context.Context, string, *slog.Logger) error, args []string, getenv func(string) string, stderr io.Writer) int {
-	storeURL, logFormat := storeurl.Default, "text"
+	cfg := cli.DefaultStoreConfig()
 	fs := newFlagSet(verb, stderr)
-	fs.StringVar(&storeURL, "store", storeURL, "store `URL`: sqlite:PATH or postgres://USER@HOST:PORT/DB")
-	fs.StringVar(&logFormat, "log-format", logFormat, "log `format`: text or json")
+	cfg.RegisterFlags(fs)
 	if code, ok := parse(fs, args, getenv, stderr); !ok {
 		return code
 	}
-	log, err := sidecar.NewLogger(logFormat, stderr)
+	log, err := cli.NewLogger(cfg.LogFormat, stderr)
 	if err != nil {
 		return fail(stderr, verb, err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := do(ctx, storeURL, log); err != nil {
+	if err := do(ctx, cfg.Store, log); err != nil {
 		return fail(stderr, verb, err)
 	}
 	return exitOK
@@ -139,7 +139,7 @@ func newFlagSet(verb string, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: %s %s [flags]\n\nFlags (each also read from LEASEHOLD_<FLAG>, e.g. %s):\n",
-			programName, verb, sidecar.EnvName("store"))
+			programName, verb, cli.EnvName("store"))
 		fs.PrintDefaults()
 	}
 	return fs
@@ -159,7 +159,7 @@ func parse(fs *flag.FlagSet, args []string, getenv func(string) string, stderr i
 		fs.Usage()
 		return exitUsage, false
 	}
-	if err := sidecar.ApplyEnv(fs, getenv); err != nil {
+	if err := cli.ApplyEnv(fs, getenv); err != nil {
 		fmt.Fprintf(stderr, "%s: %s\n", fs.Name(), storeurl.Redact(err.Error()))
 		return exitUsage, false
 	}

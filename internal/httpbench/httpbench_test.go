@@ -1,0 +1,207 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// wrk's own report, then claim.lua's line, as wrk 4.1 prints them.
+const wrkOutput = `Running 5s test @ http://127.0.0.1:41234
+  2 threads and 8 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     1.52ms  410.11us  12.03ms   90.12%
+    Req/Sec     2.61k   201.33     3.01k    71.00%
+  26012 requests in 5.00s, 9.81MB read
+  Non-2xx or 3xx responses: 3
+Requests/sec:   5201.62
+Transfer/sec:      1.96MB
+wrk-result requests=26012 duration_us=5000782 status=3 connect=0 read=1 write=0 timeout=0 p50_us=1480 p99_us=3021
+`
+
+func TestParseWrk(t *testing.T) {
+	t.Parallel()
+	r, err := parseWrk(wrkOutput)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := wrkResult{Requests: 26012, DurationUS: 5000782, Status: 3, Read: 1, P50US: 1480, P99US: 3021}
+	if r != want {
+		t.Errorf("parseWrk = %+v, want %+v", r, want)
+	}
+	if n := r.errorCount(); n != 4 {
+		t.Errorf("errorCount = %d, want 4 (3 statuses, 1 read error)", n)
+	}
+	if s := secondsOf(r.DurationUS); s < 5.0007 || s > 5.0008 {
+		t.Errorf("secondsOf(%d) = %v", r.DurationUS, s)
+	}
+
+	bad := []struct{ name, out, err string }{
+		{"no result line", "Running 5s test @ http://127.0.0.1:1\n", "no wrk-result line"},
+		{"missing field", "wrk-result requests=1 duration_us=5 status=0 connect=0 read=0 write=0 timeout=0 p50_us=1\n", "missing p99_us"},
+		{"unknown field", strings.Replace(wrkOutput, "timeout=0", "timeout=0 retries=2", 1), `unexpected field "retries=2"`},
+		{"not a number", strings.Replace(wrkOutput, "status=3", "status=x", 1), "status"},
+		{"no duration", strings.Replace(wrkOutput, "duration_us=5000782", "duration_us=0", 1), "duration_us must be positive"},
+	}
+	for _, c := range bad {
+		if _, err := parseWrk(c.out); err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%s: err = %v, want one containing %q", c.name, err, c.err)
+		}
+	}
+}
+
+func TestWrkThreads(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ clients, limit, want int }{
+		{1, 2, 1}, {8, 2, 2}, {32, 2, 2}, {32, 4, 4}, {9, 2, 1}, {9, 4, 3}, {3, 8, 3}, {5, 0, 1},
+	}
+	for _, c := range cases {
+		if got := wrkThreads(c.clients, c.limit); got != c.want {
+			t.Errorf("wrkThreads(%d, %d) = %d, want %d", c.clients, c.limit, got, c.want)
+		}
+	}
+}
+
+func TestParseProcStat(t *testing.T) {
+	t.Parallel()
+	// A command name with a space and a parenthesis, as a process may name itself.
+	line := "4242 (post gres) x) S 17 4242 4242 0 -1 4194560 900 0 0 0 250 75 12 3 20 0 1 0 100 0 0\n"
+	st, err := parseProcStat(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (procStat{PPID: 17, UTime: 250, STime: 75, CUTime: 12, CSTime: 3}); st != want {
+		t.Errorf("parseProcStat = %+v, want %+v", st, want)
+	}
+	if _, err := parseProcStat("4242 (x) S 17 1 2"); err == nil {
+		t.Error("a short line parsed")
+	}
+	if _, err := parseProcStat("4242 x S 17"); err == nil {
+		t.Error("a line without the command's parentheses parsed")
+	}
+
+	// This process's own line names its parent.
+	self, err := readProcStat(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if self.PPID != os.Getppid() {
+		t.Errorf("PPID = %d, want %d", self.PPID, os.Getppid())
+	}
+}
+
+// claimStatement reads the driver's real claimSQL, expanded, and reads a
+// constant built across files and next to imports it cannot resolve.
+func TestClaimStatement(t *testing.T) {
+	t.Parallel()
+	sql, err := claimStatement("../../leasecore/postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"INSERT INTO leasehold_leases", "ON CONFLICT (task) DO UPDATE", "INSERT INTO leasehold_history", "$1", "$4"} {
+		if !strings.Contains(sql, want) {
+			t.Errorf("claimSQL lacks %q:\n%s", want, sql)
+		}
+	}
+
+	dir := t.TempDir()
+	files := map[string]string{
+		"a.go":      "package p\n\nimport \"github.com/jackc/pgx/v5\"\n\nvar _ pgx.Rows\n\nconst claimSQL = `SELECT ` + cols + ` FROM t`\n",
+		"b.go":      "package p\n\nconst cols = \"a, \" + `b`\n",
+		"a_test.go": "package p\n\nconst claimSQL = `test files are not read`\n",
+	}
+	for name, src := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sql, err := claimStatement(dir); err != nil || sql != "SELECT a, b FROM t" {
+		t.Errorf("claimStatement = %q, %v; want %q", sql, err, "SELECT a, b FROM t")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "b.go"), []byte("package p\n\nvar cols = \"x\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := claimStatement(dir); err == nil {
+		t.Error("a claimSQL that is not a constant string was read")
+	}
+	if _, err := claimStatement(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no Go files") {
+		t.Errorf("empty directory: err = %v", err)
+	}
+}
+
+func TestParseLoad(t *testing.T) {
+	t.Parallel()
+	lr, err := parseLoad([]byte("{\"ops\":10,\"errors\":1,\"seconds\":2.5,\"keys\":10,\"error\":\"boom\"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (loadResult{Ops: 10, Errors: 1, Seconds: 2.5, Keys: 10, Error: "boom"}); lr != want {
+		t.Errorf("parseLoad = %+v, want %+v", lr, want)
+	}
+	if _, err := parseLoad([]byte("panic: oops\n")); err == nil {
+		t.Error("a crash's output parsed as a result")
+	}
+}
+
+func TestParseClients(t *testing.T) {
+	t.Parallel()
+	got, err := parseClients("1 8,32")
+	if err != nil || len(got) != 3 || got[0] != 1 || got[1] != 8 || got[2] != 32 {
+		t.Errorf("parseClients = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "0", "8 x", "-1"} {
+		if _, err := parseClients(bad); err == nil {
+			t.Errorf("parseClients(%q) accepted", bad)
+		}
+	}
+}
+
+// The table gives medians over runs, ratios of medians, and "failed"
+// wherever a run of a point failed, never a median of the others.
+func TestTable(t *testing.T) {
+	t.Parallel()
+	r := newResults([]int{1, 32})
+	ok := func(ops int64, secs float64, cpu time.Duration) point {
+		return point{ops: ops, seconds: secs, serverCPU: cpu, pgCPU: cpu / 2, pgMeasured: true}
+	}
+	for _, p := range []point{ok(1000, 1, time.Second), ok(3000, 1, time.Second), ok(2000, 1, time.Second)} {
+		r.add("raw", 1, p)
+		r.add("pg", 1, point{ops: p.ops / 2, seconds: 1, serverCPU: 50 * time.Millisecond})
+	}
+	r.add("raw", 32, ok(12345, 1, 0))
+	r.add("pg", 32, ok(20000, 1, 0))
+	r.add("pg", 32, point{ops: 1, seconds: 1, failed: "wrk: 1 answer above 399"})
+	r.add("floor", 1, ok(20000, 2, 200*time.Millisecond))
+
+	table := r.table()
+	for _, want := range []string{
+		"| ops/s | 1 client | 32 clients |",
+		"| raw pgx conditional upsert | 2,000 | 12,345 |",
+		"| `leasehold serve`, PostgreSQL | 1,000 | failed |",
+		"| sidecar PG / raw pgx | 0.50× | failed |",
+		"| sidecar PG / etcd | n/a | failed |",
+		"| Go net/http hello (the HTTP floor) | 10,000 | n/a |",
+		"| CPU µs/claim: sidecar on PostgreSQL | 50.0 | failed |",
+		"| CPU µs/claim: PostgreSQL under the sidecar | n/a | failed |",
+		"| CPU µs/claim: PostgreSQL under raw pgx | 250 | 0.0 |",
+		"| CPU µs/request: HTTP floor server | 10.0 | n/a |",
+	} {
+		if !strings.Contains(table, want+"\n") {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	if n := r.failures(); n != 1 {
+		t.Errorf("failures = %d, want 1", n)
+	}
+}
+
+func TestGrouped(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[float64]string{0: "0", 999.4: "999", 1000: "1,000", 54425.6: "54,426", 1234567: "1,234,567", -4321: "-4,321"} {
+		if got := grouped(v); got != want {
+			t.Errorf("grouped(%v) = %q, want %q", v, got, want)
+		}
+	}
+}

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/constant"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// loadResult is what a load process (httpbench raw, etcdload) prints as
+// one JSON line. Keys is what the store holds afterwards (grants recorded,
+// keys written), to check against Ops.
+type loadResult struct {
+	Ops     int64   `json:"ops"`
+	Errors  int64   `json:"errors"`
+	Seconds float64 `json:"seconds"`
+	Keys    int64   `json:"keys"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// claimStatement reads the value of the constant claimSQL from the Go
+// package in dir (leasecore/postgres): the raw baseline sends exactly the
+// statement the driver sends for a lone claim, and the constant is not
+// exported. The package is type-checked without its imports; constants
+// built from string literals need none, and the errors about the rest are
+// ignored.
+func claimStatement(dir string) (string, error) {
+	const name = "claimSQL"
+	fset := token.NewFileSet()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		return "", err
+	}
+	var files []*ast.File
+	for _, p := range paths {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return "", err
+		}
+		files = append(files, f)
+	}
+	if len(files) == 0 {
+		return "", fmt.Errorf("no Go files in %s", dir)
+	}
+	conf := types.Config{
+		Importer: noImports{},
+		Error:    func(error) {}, // imports and their users do not check; constants do
+	}
+	pkg, _ := conf.Check(files[0].Name.Name, fset, files, nil)
+	c, ok := pkg.Scope().Lookup(name).(*types.Const)
+	if !ok || c.Val().Kind() != constant.String {
+		return "", fmt.Errorf("%s declares no string constant %s", dir, name)
+	}
+	return constant.StringVal(c.Val()), nil
+}
+
+// noImports fails every import: claimStatement needs none.
+type noImports struct{}
+
+func (noImports) Import(path string) (*types.Package, error) {
+	return nil, fmt.Errorf("%s: not imported", path)
+}
+
+// rawMain is `httpbench raw`: the raw pgx baseline's load process.
+func rawMain(args []string) int {
+	fs := flag.NewFlagSet("raw", flag.ExitOnError)
+	var (
+		url       = fs.String("url", "", "the PostgreSQL database, migrated")
+		driverDir = fs.String("driver-dir", "leasecore/postgres", "where claimSQL is read")
+		clients   = fs.Int("clients", 1, "concurrent clients, a connection each")
+		duration  = fs.Duration("duration", 10*time.Second, "how long to start new ops")
+		prefix    = fs.String("prefix", "raw", "task name prefix, unique per run")
+	)
+	_ = fs.Parse(args)
+	res, err := rawLoad(*url, *driverDir, *clients, *duration, *prefix)
+	if err != nil {
+		res.Error = err.Error()
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(res)
+	if err != nil {
+		return 1
+	}
+	return 0
+}
+
+func rawLoad(url, driverDir string, clients int, duration time.Duration, prefix string) (loadResult, error) {
+	var res loadResult
+	sql, err := claimStatement(driverDir)
+	if err != nil {
+		return res, err
+	}
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return res, err
+	}
+	cfg.MaxConns, cfg.MinConns = int32(clients), int32(clients)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return res, err
+	}
+	defer pool.Close()
+	// Open every connection before the clock starts, as wrk's are.
+	conns := make([]*pgxpool.Conn, clients)
+	for i := range conns {
+		if conns[i], err = pool.Acquire(ctx); err != nil {
+			return res, err
+		}
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+
+	var ops, errs atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	start := time.Now()
+	end := start.Add(duration)
+	for c := range clients {
+		wg.Go(func() {
+			owner := fmt.Sprintf("raw-%d", c)
+			// Ops started before the end run to completion: every counted
+			// grant is in the store and none in the store is uncounted.
+			for n := 0; time.Now().Before(end); n++ {
+				task := fmt.Sprintf("%s-%d-%d", prefix, c, n)
+				if err := rawClaim(ctx, pool, sql, task, owner); err != nil {
+					errs.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+					continue
+				}
+				ops.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	res.Seconds = time.Since(start).Seconds()
+	res.Ops, res.Errors = ops.Load(), errs.Load()
+	if err := pool.QueryRow(ctx, grantsSQL, tasksLike(prefix)).Scan(&res.Keys); err != nil {
+		return res, fmt.Errorf("count acquired events: %w", err)
+	}
+	if err, _ := firstErr.Load().(error); err != nil {
+		return res, fmt.Errorf("%d claims failed, the first: %w", res.Errors, err)
+	}
+	return res, nil
+}
+
+// rawClaim is one op: the claim statement on its own (its own implicit
+// transaction and commit), its row read as the driver reads it.
+func rawClaim(ctx context.Context, pool *pgxpool.Pool, sql, task, owner string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var (
+		tsk, own, note        string
+		token, ttl, n, remain int64
+		acq, ren, exp         time.Time
+	)
+	err := pool.QueryRow(ctx, sql, task, owner, int64(60000), "").
+		Scan(&tsk, &own, &token, &acq, &ren, &exp, &ttl, &n, &note, &remain)
+	if err != nil {
+		return fmt.Errorf("claim %s: %w", task, err)
+	}
+	if token != 1 || n != 0 {
+		return errors.New("claim " + task + ": not a new grant")
+	}
+	return nil
+}

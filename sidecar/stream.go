@@ -1,0 +1,208 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/sidecar/api"
+)
+
+// Memory per stream. Once a stream has its lease, the handler hijacks the
+// connection and returns: net/http's per-request buffers and goroutines go
+// away, and what is left of a stream is its connection, one goroutine that
+// waits for the client to hang up (a small stack), a Keeper (a timer between
+// renewals) and a ping timer. That is what lets one sidecar hold tens of
+// thousands of streams (the README's stream benchmark gives the memory).
+
+// streamWriteTimeout bounds one write to a stream. Events are a few hundred
+// bytes and the socket's buffer holds thousands of them: a write that cannot
+// finish in this time is to a client that stopped reading, and ends its
+// stream (and releases its lease).
+const streamWriteTimeout = 5 * time.Second
+
+// stream is one keepalive stream holding its lease, after the hijack.
+type stream struct {
+	h      *handlers
+	conn   net.Conn
+	task   string
+	keeper *leasecore.Keeper
+
+	started     chan struct{} // closed when start returns; keeper is set if it succeeded
+	releaseOnce sync.Once
+
+	mu       sync.Mutex
+	ping     *time.Timer
+	interval time.Duration
+	closed   bool // the connection is closed: nothing more is written
+}
+
+// start sends the header and the acquired event, then starts the keeper, the
+// pings and the goroutine that waits for the client to hang up. On error
+// nothing was started and the caller releases the lease and strikes the
+// stream from the book.
+func (st *stream) start(conn net.Conn, lease *leasecore.Lease) error {
+	defer close(st.started)
+	st.conn = conn
+	acquired, err := eventBytes("acquired", apiLease(lease))
+	if err != nil {
+		return err
+	}
+	if err := st.write(append([]byte(streamHeader), acquired...)); err != nil {
+		return err
+	}
+	renewer, lead := st.h.renewerFor(lease.TTL)
+	k, err := leasecore.Keep(context.Background(), renewer, lease, leasecore.KeeperConfig{Lead: lead, OnRenew: st.renewed})
+	if err != nil {
+		return err
+	}
+	st.keeper = k
+	context.AfterFunc(k.Context(), st.keeperEnded)
+	st.mu.Lock()
+	st.interval = pingInterval(lease.TTL)
+	st.ping = time.AfterFunc(st.interval, st.sendPing)
+	st.mu.Unlock()
+	go st.watch()
+	return nil
+}
+
+// watch waits for the connection to end (the client hung up, or the stream
+// closed it), then ends the stream.
+func (st *stream) watch() {
+	var b [64]byte
+	for {
+		if _, err := st.conn.Read(b[:]); err != nil {
+			break // a client has nothing to send; whatever it sends is ignored
+		}
+	}
+	st.end()
+}
+
+// end releases the lease unless that was done already (shutdown) or it was
+// lost, closes the connection and strikes the stream from the book.
+func (st *stream) end() {
+	st.close()
+	st.mu.Lock()
+	st.ping.Stop()
+	st.mu.Unlock()
+	st.releaseLease()
+	st.h.streams.remove(st)
+}
+
+// releaseLease releases the stream's lease once; a second caller waits for
+// the first release to finish.
+func (st *stream) releaseLease() {
+	st.releaseOnce.Do(func() {
+		ok, err := st.keeper.Release()
+		st.h.metrics.released(ok, err)
+		if ok {
+			st.h.streams.noteRelease()
+		}
+	})
+}
+
+// renewed is the keeper's OnRenew: tell the client.
+func (st *stream) renewed(l leasecore.Lease) {
+	st.h.metrics.renewed(nil)
+	_ = st.write(mustEvent("renewed", apiLease(&l)))
+}
+
+// keeperEnded runs when the keeper's context ends: when the lease was lost,
+// say why and close the stream; otherwise the stream stopped the keeper
+// itself and has nothing to add.
+func (st *stream) keeperEnded() {
+	<-st.keeper.Done()
+	lost := st.keeper.Err()
+	if lost == nil {
+		return
+	}
+	st.h.metrics.renewed(lost)
+	_ = st.write(mustEvent("lost", lostEvent(lost)))
+	st.close()
+}
+
+// shutdown releases the lease first, then says so, then closes the stream.
+// A stream still starting is waited for; one whose start failed is left to
+// the handler, which releases its lease.
+func (st *stream) shutdown() {
+	<-st.started
+	if st.keeper == nil {
+		return
+	}
+	st.releaseLease()
+	_ = st.write(mustEvent("released", api.KeepaliveReleased{Reason: api.Shutdown}))
+	st.close()
+}
+
+// sendPing writes a comment line, which reveals a dead client, and arms the
+// next one.
+func (st *stream) sendPing() {
+	if st.write(pingComment) != nil {
+		return
+	}
+	st.mu.Lock()
+	if !st.closed {
+		st.ping.Reset(st.interval)
+	}
+	st.mu.Unlock()
+}
+
+// write sends b whole, or fails and closes the stream: a client that cannot
+// take an event in streamWriteTimeout is treated as gone.
+func (st *stream) write(b []byte) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed {
+		return net.ErrClosed
+	}
+	_ = st.conn.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	if _, err := st.conn.Write(b); err != nil {
+		st.closed = true
+		st.conn.Close()
+		return err
+	}
+	return nil
+}
+
+// close closes the connection once; watch then ends the stream.
+func (st *stream) close() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.closed {
+		st.closed = true
+		st.conn.Close()
+	}
+}
+
+// renewerFor picks how a stream's lease is renewed. A lease whose renewals
+// are due every ttl × 0.4 ≥ 4 windows goes through the coalescer, which
+// sends the renewals of many streams in one statement: the keeper hands each
+// renewal over one window early, so it is never later for waiting in a
+// batch. A shorter ttl has too little room for that and renews directly
+// (the store still batches concurrent renewals).
+func (h *handlers) renewerFor(ttl time.Duration) (leasecore.Renewer, time.Duration) {
+	w := h.renewals.Window()
+	if ttl*2/5 >= 4*w {
+		return h.renewals, w
+	}
+	return h.svc, 0
+}
+
+// pingInterval spaces the comment lines that reveal a dead client: often
+// enough to notice it within a fraction of the ttl, never more than every
+// 15 s nor less than every 100 ms.
+func pingInterval(ttl time.Duration) time.Duration {
+	return min(max(ttl/5, 100*time.Millisecond), 15*time.Second)
+}
+
+// lostEvent is the data of the lost event for the keeper's error.
+func lostEvent(err error) api.KeepaliveLost {
+	var lost *leasecore.LostError
+	if errors.As(err, &lost) {
+		return api.KeepaliveLost{Reason: api.KeepaliveLostReason(lost.Reason), Detail: err.Error()}
+	}
+	return api.KeepaliveLost{Reason: api.KeepaliveLostReasonDeadline, Detail: err.Error()}
+}

@@ -1,0 +1,102 @@
+package sidecar
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// DefaultMaxStreams caps concurrent keepalive streams per sidecar.
+const DefaultMaxStreams = 20000
+
+// streams is the sidecar's book of keepalive streams: a cap on how many run
+// at once, the streams holding leases (to release them at shutdown), and a
+// wake-up for streams waiting on a held task whenever this sidecar releases
+// a lease.
+type streams struct {
+	max     int64
+	active  atomic.Int64
+	closing chan struct{}
+	once    sync.Once
+
+	mu       sync.Mutex
+	released chan struct{}        // closed (and replaced) on every local release
+	held     map[*stream]struct{} // streams holding a lease, from just before the hijack until they end
+	running  sync.WaitGroup       // one per stream in held
+}
+
+func newStreams(max int) *streams {
+	if max <= 0 {
+		max = DefaultMaxStreams
+	}
+	return &streams{max: int64(max), closing: make(chan struct{}), released: make(chan struct{}), held: make(map[*stream]struct{})}
+}
+
+func (s *streams) enter() bool {
+	if s.active.Add(1) > s.max {
+		s.active.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (s *streams) leave() { s.active.Add(-1) }
+
+// shutdown tells streams waiting for a lease to give up, and every stream
+// holding one to release it, say so and end; then it waits for them, until
+// ctx ends.
+func (s *streams) shutdown(ctx context.Context) error {
+	s.once.Do(func() { close(s.closing) })
+	s.mu.Lock()
+	for st := range s.held {
+		go st.shutdown()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.running.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("keepalive streams still ending: %w", ctx.Err())
+	}
+}
+
+// add books a stream that holds its lease; false once shutdown has begun.
+func (s *streams) add(st *stream) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.closing:
+		return false
+	default:
+	}
+	s.held[st] = struct{}{}
+	s.running.Add(1)
+	return true
+}
+
+// remove strikes an ended stream from the book.
+func (s *streams) remove(st *stream) {
+	s.mu.Lock()
+	delete(s.held, st)
+	s.mu.Unlock()
+	s.running.Done()
+	s.leave()
+}
+
+// releasedSignal returns a channel closed at the next local release.
+func (s *streams) releasedSignal() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.released
+}
+
+// noteRelease wakes the streams waiting for a held task.
+func (s *streams) noteRelease() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.released)
+	s.released = make(chan struct{})
+}
