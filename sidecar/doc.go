@@ -18,11 +18,12 @@
 //	metrics      counts and times every request; renders its error first
 //	recover      a panic becomes a 500 problem; the stack goes to the log
 //	bearer       when a token is configured, /v1/* needs it (401 otherwise)
-//	validate     413 body over 64 KiB, 415 not JSON, 400 not decodable,
-//	             422 breaks a rule (fields named in invalid_params)
+//	validate     the operation from echo's route; 413 body over 64 KiB,
+//	             415 not JSON, 400 not decodable, 422 breaks a rule (fields
+//	             named in invalid_params); the body is decoded once
 //	handler      refuse leasehold's own tasks (403, claim/renew/release/
-//	             keepalive only), decode, call leasecore.Service, hand the
-//	             outcome to problem.go
+//	             keepalive only), read the decoded body, call
+//	             leasecore.Service, hand the outcome to problem.go
 //
 // The reserved-task refusal lives in the handlers, not in leasecore or the
 // stores, because leasehold's own code (the pruner) claims leasehold:prune

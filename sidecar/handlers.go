@@ -3,7 +3,6 @@ package sidecar
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -34,8 +33,8 @@ func (h *handlers) ClaimLease(c echo.Context, task api.Task) error {
 	if err := leasecore.CheckClientTask(task); err != nil {
 		return err // 403: leasehold's own tasks are not the clients'
 	}
-	var req api.ClaimRequest
-	if err := decodeBody(c, &req); err != nil {
+	req, err := claimRequest(c)
+	if err != nil {
 		return err
 	}
 	lease, err := h.svc.Claim(c.Request().Context(), leasecore.ClaimParams{
@@ -50,8 +49,8 @@ func (h *handlers) RenewLease(c echo.Context, task api.Task) error {
 	if err := leasecore.CheckClientTask(task); err != nil {
 		return err // 403: leasehold's own tasks are not the clients'
 	}
-	var req api.RenewRequest
-	if err := decodeBody(c, &req); err != nil {
+	req, err := renewRequest(c)
+	if err != nil {
 		return err
 	}
 	lease, err := h.svc.Renew(c.Request().Context(), leasecore.RenewParams{
@@ -66,8 +65,8 @@ func (h *handlers) ReleaseLease(c echo.Context, task api.Task) error {
 	if err := leasecore.CheckClientTask(task); err != nil {
 		return err // 403: leasehold's own tasks are not the clients'
 	}
-	var req api.ReleaseRequest
-	if err := decodeBody(c, &req); err != nil {
+	req, err := releaseRequest(c)
+	if err != nil {
 		return err
 	}
 	released, err := h.svc.Release(c.Request().Context(), leasecore.ReleaseParams{
@@ -137,7 +136,7 @@ func (h *handlers) GetTask(c echo.Context, task api.Task) error {
 
 // GetHealth answers GET /healthz: the process serves HTTP.
 func (h *handlers) GetHealth(c echo.Context) error {
-	return c.JSON(http.StatusOK, api.Status{Status: api.Ok})
+	return writeJSON(c, http.StatusOK, api.Status{Status: api.Ok})
 }
 
 // GetReadiness answers GET /readyz: the store is migrated and answers.
@@ -145,7 +144,7 @@ func (h *handlers) GetReadiness(c echo.Context) error {
 	if err := h.ready(c.Request().Context()); err != nil {
 		return unavailable(err.Error())
 	}
-	return c.JSON(http.StatusOK, api.Status{Status: api.Ok})
+	return writeJSON(c, http.StatusOK, api.Status{Status: api.Ok})
 }
 
 // GetMetrics answers GET /metrics from the server's own registry.
@@ -159,19 +158,99 @@ func (h *handlers) GetOpenAPI(c echo.Context) error {
 	return c.Blob(http.StatusOK, "application/yaml", leasehold.OpenAPI)
 }
 
-// decodeBody decodes the JSON body into v. The validator has already checked
-// the body against the schema; this is the second line of defence, so it is
-// as strict (unknown fields refused) and any failure is a 400.
-func decodeBody(c echo.Context, v any) error {
-	dec := json.NewDecoder(c.Request().Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		// Not reached for a body checkBody accepted; the decoder's text
-		// (Go type names) is kept from the client all the same.
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return invalid([]api.InvalidParam{{Name: te.Field, Reason: "has a value of the wrong type or range"}})
+// The request bodies, from the value validateRequests decoded and checked
+// against the operation's schema (no second JSON decode). Every property of
+// the schema is read here; bodies_test.go checks that none is missed.
+
+func claimRequest(c echo.Context) (api.ClaimRequest, error) {
+	b := bodyFields(c)
+	req := api.ClaimRequest{Owner: b.str("owner"), TtlMs: b.optInt("ttl_ms"), Note: b.optStr("note")}
+	return req, b.err()
+}
+
+func renewRequest(c echo.Context) (api.RenewRequest, error) {
+	b := bodyFields(c)
+	req := api.RenewRequest{Owner: b.str("owner"), TtlMs: b.optInt("ttl_ms"), Token: b.optInt("token")}
+	return req, b.err()
+}
+
+func releaseRequest(c echo.Context) (api.ReleaseRequest, error) {
+	b := bodyFields(c)
+	req := api.ReleaseRequest{Owner: b.str("owner"), Token: b.optInt("token")}
+	return req, b.err()
+}
+
+// bodyReader takes the fields of a decoded request body. The schema has
+// checked their types, so its failures are not reached; they are answered
+// all the same, without the decoder's Go types.
+type bodyReader struct {
+	fields map[string]any
+	taken  int
+	bad    string // the first field of the wrong type
+}
+
+func bodyFields(c echo.Context) bodyReader {
+	if bc, ok := c.(*bodyContext); ok {
+		if m, ok := bc.body.(map[string]any); ok {
+			return bodyReader{fields: m}
 		}
+	}
+	return bodyReader{bad: "body"}
+}
+
+func (b *bodyReader) take(name string) (any, bool) {
+	v, ok := b.fields[name]
+	if ok {
+		b.taken++
+	}
+	return v, ok
+}
+
+func (b *bodyReader) wrong(name string) {
+	if b.bad == "" {
+		b.bad = name
+	}
+}
+
+func (b *bodyReader) str(name string) string {
+	v, _ := b.take(name)
+	s, ok := v.(string)
+	if !ok {
+		b.wrong(name)
+	}
+	return s
+}
+
+func (b *bodyReader) optStr(name string) *string {
+	v, ok := b.take(name)
+	if !ok {
+		return nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		b.wrong(name)
+	}
+	return &s
+}
+
+func (b *bodyReader) optInt(name string) *int64 {
+	v, ok := b.take(name)
+	if !ok {
+		return nil
+	}
+	n, ok := v.(json.Number)
+	i, err := n.Int64()
+	if !ok || err != nil {
+		b.wrong(name)
+	}
+	return &i
+}
+
+func (b *bodyReader) err() error {
+	switch {
+	case b.bad != "":
+		return invalid([]api.InvalidParam{{Name: b.bad, Reason: "has a value of the wrong type or range"}})
+	case b.taken != len(b.fields):
 		return malformed("the request body cannot be decoded as this request")
 	}
 	return nil

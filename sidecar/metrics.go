@@ -3,8 +3,11 @@ package sidecar
 import (
 	"errors"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -186,23 +189,72 @@ func (m *metrics) released(released bool, err error) {
 	m.releases.WithLabelValues(strconv.FormatBool(released)).Inc()
 }
 
+// routeMetrics are the request metrics of one route (method and route
+// template), resolved from their vectors on the route's first request and
+// then used without a label lookup: the duration's observer, and a counter
+// per status code answered so far.
+type routeMetrics struct {
+	method, route string
+	once          sync.Once
+	duration      prometheus.Observer
+	codes         atomic.Pointer[map[int]prometheus.Counter] // copied on write
+	mu            sync.Mutex                                 // serialises writers of codes
+}
+
+// httpRoutes returns a routeMetrics for each route, for middleware.
+func httpRoutes[V any](routes map[routeKey]V) map[routeKey]*routeMetrics {
+	out := make(map[routeKey]*routeMetrics, len(routes))
+	for k := range routes {
+		rm := &routeMetrics{method: k.method, route: k.path}
+		rm.codes.Store(&map[int]prometheus.Counter{})
+		out[k] = rm
+	}
+	return out
+}
+
+func (m *metrics) observe(rm *routeMetrics, status int, elapsed time.Duration) {
+	rm.once.Do(func() { rm.duration = m.requestDuration.WithLabelValues(rm.method, rm.route) })
+	codes := rm.codes.Load()
+	counter, ok := (*codes)[status]
+	if !ok {
+		rm.mu.Lock()
+		codes = rm.codes.Load()
+		if counter, ok = (*codes)[status]; !ok {
+			counter = m.requests.WithLabelValues(rm.method, rm.route, strconv.Itoa(status))
+			grown := maps.Clone(*codes)
+			grown[status] = counter
+			rm.codes.Store(&grown)
+		}
+		rm.mu.Unlock()
+	}
+	counter.Inc()
+	rm.duration.Observe(elapsed.Seconds())
+}
+
 // middleware counts and times every request, and renders its error (through
 // the error handler) first so that the status recorded is the one sent.
-func (m *metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		start := time.Now()
-		if err := next(c); err != nil {
-			c.Error(err)
+// routes are the routes whose metrics are resolved once (httpRoutes); any
+// other request is counted by label lookup.
+func (m *metrics) middleware(routes map[routeKey]*routeMetrics) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			start := time.Now()
+			if err := next(c); err != nil {
+				c.Error(err)
+			}
+			status := c.Response().Status
+			route := c.Path()
+			method := c.Request().Method
+			if status == http.StatusNotFound || status == http.StatusMethodNotAllowed || route == "" {
+				route = "unmatched"
+			} else if rm := routes[routeKey{method, route}]; rm != nil {
+				m.observe(rm, status, time.Since(start))
+				return nil
+			}
+			m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
+			m.requestDuration.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
+			return nil
 		}
-		status := c.Response().Status
-		route := c.Path()
-		if status == http.StatusNotFound || status == http.StatusMethodNotAllowed || route == "" {
-			route = "unmatched"
-		}
-		method := c.Request().Method
-		m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
-		m.requestDuration.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
-		return nil
 	}
 }
 

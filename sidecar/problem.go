@@ -1,12 +1,14 @@
 package sidecar
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/labstack/echo/v4"
 
@@ -191,6 +193,46 @@ func writeProblem(c echo.Context, p *problemError) {
 	_ = c.Blob(p.Status, contentTypeProblem, body)
 }
 
+// jsonEncoder is an encoder writing into its own buffer; jsonEncoders
+// keeps them between answers.
+type jsonEncoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var jsonEncoders = sync.Pool{New: func() any {
+	e := new(jsonEncoder)
+	e.enc = json.NewEncoder(&e.buf)
+	return e
+}}
+
+// writeJSON answers v as JSON with status code: the bytes echo's c.JSON
+// writes (encoding/json, then a newline), without its per-answer
+// allocations. A request with a query string goes through c.JSON itself,
+// which indents the answer when the query has "pretty".
+func writeJSON(c echo.Context, code int, v any) error {
+	if c.Request().URL.RawQuery != "" {
+		return c.JSON(code, v)
+	}
+	e := jsonEncoders.Get().(*jsonEncoder)
+	defer func() {
+		if e.buf.Cap() <= 64<<10 { // a long list's buffer is left to the GC
+			jsonEncoders.Put(e)
+		}
+	}()
+	e.buf.Reset()
+	if err := e.enc.Encode(v); err != nil {
+		return err
+	}
+	resp := c.Response()
+	if resp.Header().Get(echo.HeaderContentType) == "" {
+		resp.Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	}
+	resp.WriteHeader(code)
+	_, err := resp.Write(e.buf.Bytes())
+	return err
+}
+
 // The lease model's outcomes. Each function answers one operation from what
 // the Service returned; an error it does not recognise (a *ValidationError)
 // goes on to the error handler.
@@ -199,9 +241,9 @@ func respondClaim(c echo.Context, lease *leasecore.Lease, err error) error {
 	var held *leasecore.HeldError
 	switch {
 	case err == nil:
-		return c.JSON(http.StatusOK, api.ClaimAcquired{Acquired: api.ClaimAcquiredAcquiredTrue, Lease: apiLease(lease)})
+		return writeJSON(c, http.StatusOK, api.ClaimAcquired{Acquired: api.ClaimAcquiredAcquiredTrue, Lease: apiLease(lease)})
 	case errors.As(err, &held):
-		return c.JSON(http.StatusConflict, api.ClaimHeld{
+		return writeJSON(c, http.StatusConflict, api.ClaimHeld{
 			Acquired: api.ClaimHeldAcquiredFalse,
 			Reason:   api.Held,
 			Holder: api.Holder{
@@ -212,7 +254,7 @@ func respondClaim(c echo.Context, lease *leasecore.Lease, err error) error {
 			Detail: err.Error(),
 		})
 	case errors.Is(err, leasecore.ErrUnavailable):
-		return c.JSON(http.StatusServiceUnavailable, api.ClaimUnavailable{
+		return writeJSON(c, http.StatusServiceUnavailable, api.ClaimUnavailable{
 			Acquired: api.ClaimUnavailableAcquiredFalse,
 			Reason:   api.ClaimUnavailableReasonUnavailable,
 			Detail:   err.Error(),
@@ -226,15 +268,15 @@ func respondRenew(c echo.Context, lease *leasecore.Lease, err error) error {
 	var lost *leasecore.LostError
 	switch {
 	case err == nil:
-		return c.JSON(http.StatusOK, api.Renewed{Renewed: api.RenewedRenewedTrue, Lease: apiLease(lease)})
+		return writeJSON(c, http.StatusOK, api.Renewed{Renewed: api.RenewedRenewedTrue, Lease: apiLease(lease)})
 	case errors.As(err, &lost):
-		return c.JSON(http.StatusConflict, api.RenewLost{
+		return writeJSON(c, http.StatusConflict, api.RenewLost{
 			Renewed: api.RenewLostRenewedFalse,
 			Reason:  api.RenewLostReason(lost.Reason),
 			Detail:  err.Error(),
 		})
 	case errors.Is(err, leasecore.ErrUnavailable):
-		return c.JSON(http.StatusServiceUnavailable, api.RenewUnavailable{
+		return writeJSON(c, http.StatusServiceUnavailable, api.RenewUnavailable{
 			Renewed: api.RenewUnavailableRenewedFalse,
 			Reason:  api.RenewUnavailableReasonUnavailable,
 			Detail:  err.Error(),
@@ -247,9 +289,9 @@ func respondRenew(c echo.Context, lease *leasecore.Lease, err error) error {
 func respondRelease(c echo.Context, released bool, err error) error {
 	switch {
 	case err == nil:
-		return c.JSON(http.StatusOK, api.ReleaseResult{Released: released})
+		return writeJSON(c, http.StatusOK, api.ReleaseResult{Released: released})
 	case errors.Is(err, leasecore.ErrUnavailable):
-		return c.JSON(http.StatusServiceUnavailable, api.ReleaseUnavailable{
+		return writeJSON(c, http.StatusServiceUnavailable, api.ReleaseUnavailable{
 			Released: api.ReleaseUnavailableReleasedFalse,
 			Reason:   api.ReleaseUnavailableReasonUnavailable,
 			Detail:   err.Error(),
@@ -264,10 +306,10 @@ func respondGet(c echo.Context, lease *leasecore.Lease, err error) error {
 	case err != nil:
 		return err // unavailable or invalid: a problem
 	case lease == nil:
-		return c.JSON(http.StatusOK, api.LeaseState{Held: false})
+		return writeJSON(c, http.StatusOK, api.LeaseState{Held: false})
 	default:
 		l := apiLease(lease)
-		return c.JSON(http.StatusOK, api.LeaseState{Held: true, Lease: &l})
+		return writeJSON(c, http.StatusOK, api.LeaseState{Held: true, Lease: &l})
 	}
 }
 
@@ -279,7 +321,7 @@ func respondList(c echo.Context, leases []leasecore.Lease, next string, err erro
 	for i := range leases {
 		out[i] = apiLease(&leases[i])
 	}
-	return c.JSON(http.StatusOK, api.LeaseList{Leases: out, NextAfter: nonEmpty(next)})
+	return writeJSON(c, http.StatusOK, api.LeaseList{Leases: out, NextAfter: nonEmpty(next)})
 }
 
 // nonEmpty is s, or nil (left out of the answer) when it is empty.
@@ -301,14 +343,14 @@ func respondTasks(c echo.Context, decls []leasecore.TaskDecl, next string, err e
 	for i := range decls {
 		out[i] = apiTask(&decls[i])
 	}
-	return c.JSON(http.StatusOK, api.TaskList{Tasks: out, NextAfter: nonEmpty(next)})
+	return writeJSON(c, http.StatusOK, api.TaskList{Tasks: out, NextAfter: nonEmpty(next)})
 }
 
 func respondTask(c echo.Context, decl *leasecore.TaskDecl, err error) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, apiTask(decl))
+	return writeJSON(c, http.StatusOK, apiTask(decl))
 }
 
 func respondHistory(c echo.Context, events []leasecore.Event, err error) error {
@@ -319,5 +361,5 @@ func respondHistory(c echo.Context, events []leasecore.Event, err error) error {
 	for i := range events {
 		out[i] = apiEvent(&events[i])
 	}
-	return c.JSON(http.StatusOK, api.EventList{Events: out})
+	return writeJSON(c, http.StatusOK, api.EventList{Events: out})
 }

@@ -92,12 +92,16 @@ func New(opts Options) (*Server, error) {
 	e.HTTPErrorHandler = errorHandler(log)
 	// Order: count every request (and render its error), turn panics into
 	// 500s, refuse unauthenticated /v1 calls, then validate what is left.
-	e.Use(m.middleware, recoverPanics(log))
+	ops := operations(sp.doc)
+	e.Use(m.middleware(httpRoutes(ops)), recoverPanics(log))
 	if len(opts.Token) > 0 {
 		e.Use(requireBearer(opts.Token))
 	}
-	e.Use(validateRequests(sp))
+	e.Use(validateRequests(sp, ops))
 	api.RegisterHandlers(e, h)
+	if err := checkRoutes(ops, e.Routes()); err != nil {
+		return nil, err
+	}
 	s.echo = e
 	return s, nil
 }

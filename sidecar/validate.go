@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -33,7 +34,8 @@ const maxBodyBytes = 64 << 10
 
 // spec is the embedded openapi.yaml, parsed and checked once per process,
 // with a router that matches its paths on whatever address the server
-// listens on. Nothing modifies it after loading.
+// listens on (the server asks it only about requests echo routed to no
+// operation; see operationOf). Nothing modifies it after loading.
 var spec = sync.OnceValues(func() (*specRouter, error) {
 	loader := openapi3.NewLoader()
 	doc, err := loader.LoadFromData(leasehold.OpenAPI)
@@ -77,66 +79,279 @@ func (s *specRouter) findRoute(req *http.Request) (*routers.Route, map[string]st
 	return route, params, nil
 }
 
-// validateRequests checks each request that matches an operation of
-// openapi.yaml before its handler runs: body size (413), content type (415),
-// JSON syntax (400), then parameters and body against the schemas (422).
-// Requests that match no operation go on to echo, which answers 404 or 405.
-func validateRequests(s *specRouter) echo.MiddlewareFunc {
-	options := &openapi3filter.Options{
-		MultiError:          true, // name every offending field, not only the first
-		SkipSettingDefaults: true,
-		// Bearer tokens are checked by their own middleware, before this one.
-		AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
+// routeKey names a route as echo matched it: the method and the path
+// template (/v1/leases/:task/claim).
+type routeKey struct{ method, path string }
+
+// operation is one operation of openapi.yaml, resolved once at start-up,
+// with what the validator needs of it for each request.
+type operation struct {
+	// route is the operation as openapi3filter's validators take it.
+	route *routers.Route
+	// params are the parameters ValidateRequest would check, in its order:
+	// the path item's (unless the operation overrides them), then the
+	// operation's.
+	params []param
+	// query names the query parameters, each to be given at most once.
+	query []string
+	// body is the request body, or nil; bodySchema its JSON schema.
+	body       *openapi3.RequestBody
+	bodySchema *openapi3.Schema
+	intFields  map[string]*openapi3.Schema
+}
+
+// param is a parameter of an operation.
+type param struct {
+	*openapi3.Parameter
+	// simpleString: in the path, in the simple style, with a string
+	// schema: its value is the path segment (percent-decoded), which
+	// ValidateParameter would check against the schema as it is.
+	simpleString bool
+}
+
+func newParam(p *openapi3.Parameter) param {
+	return param{Parameter: p, simpleString: p.In == openapi3.ParameterInPath && p.Content == nil &&
+		(p.Style == "" || p.Style == openapi3.SerializationSimple) &&
+		p.Schema != nil && p.Schema.Value != nil && p.Schema.Value.Type.Is(openapi3.TypeString)}
+}
+
+// operations maps each operation of the document to the route echo
+// registers for it (oapi-codegen turns {name} into :name).
+func operations(doc *openapi3.T) map[routeKey]*operation {
+	ops := make(map[routeKey]*operation)
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			o := &operation{
+				route: &routers.Route{Spec: doc, Path: path, PathItem: item, Method: method, Operation: op},
+			}
+			for _, ref := range item.Parameters {
+				if op.Parameters.GetByInAndName(ref.Value.In, ref.Value.Name) == nil {
+					o.params = append(o.params, newParam(ref.Value))
+				}
+			}
+			for _, ref := range op.Parameters {
+				o.params = append(o.params, newParam(ref.Value))
+			}
+			for _, p := range o.params {
+				if p.In == openapi3.ParameterInQuery {
+					o.query = append(o.query, p.Name)
+				}
+			}
+			if rb := op.RequestBody; rb != nil && rb.Value != nil {
+				o.body = rb.Value
+				if mt := rb.Value.Content.Get(echo.MIMEApplicationJSON); mt != nil && mt.Schema != nil {
+					o.bodySchema = mt.Schema.Value
+				}
+				o.intFields = integerFields(o.bodySchema)
+			}
+			ops[routeKey{method, echoPath(path)}] = o
+		}
 	}
+	return ops
+}
+
+// echoPath is a path template of the document as echo spells it.
+func echoPath(path string) string {
+	return strings.NewReplacer("{", ":", "}", "").Replace(path)
+}
+
+// checkRoutes says whether echo's routes and the document's operations are
+// the same set, so that every request echo routes is validated.
+func checkRoutes(ops map[routeKey]*operation, routes []*echo.Route) error {
+	seen := make(map[routeKey]bool, len(routes))
+	for _, r := range routes {
+		k := routeKey{r.Method, r.Path}
+		if ops[k] == nil {
+			return fmt.Errorf("openapi.yaml: echo route %s %s has no operation", r.Method, r.Path)
+		}
+		seen[k] = true
+	}
+	for k := range ops {
+		if !seen[k] {
+			return fmt.Errorf("openapi.yaml: operation %s %s has no echo route", k.method, k.path)
+		}
+	}
+	return nil
+}
+
+// validationOptions are openapi3filter's options for every parameter.
+var validationOptions = &openapi3filter.Options{
+	MultiError:          true, // name every offending field, not only the first
+	SkipSettingDefaults: true,
+	// Bearer tokens are checked by their own middleware, before this one.
+	AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
+}
+
+// paramValidation are the options openapi3filter.ValidateParameter
+// validates a parameter's value with, given validationOptions.
+var paramValidation = []openapi3.SchemaValidationOption{openapi3.MultiErrors()}
+
+// bodyValidation are the options openapi3filter.ValidateRequestBody
+// validates a body with, given validationOptions.
+var bodyValidation = []openapi3.SchemaValidationOption{openapi3.VisitAsRequest(), openapi3.MultiErrors()}
+
+// bodyContext is the context validateRequests hands on for a request with
+// a body: the body as it decoded and validated it, for the handler
+// (bodyFields). It saves echo's Set a map per request.
+type bodyContext struct {
+	echo.Context
+	body any
+}
+
+// validateRequests checks each request that asks for an operation of
+// openapi.yaml before its handler runs: body size (413), content type (415),
+// JSON syntax (400), then parameters and body against the operation's
+// schemas with kin-openapi (422). The operation is found from the route echo
+// matched (operationOf), so a request is routed once. The body is read and
+// decoded once: the decoded value is what the schema validates and what the
+// handler reads (bodyFields). Requests that match no operation go on to
+// echo, which answers 404 or 405.
+func validateRequests(sp *specRouter, ops map[routeKey]*operation) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			req := c.Request()
-			route, params, err := s.findRoute(req)
+			op, names, values, err := operationOf(c, sp, ops)
 			if err != nil {
-				if _, ok := err.(*problemError); ok {
-					return err
-				}
-				// echo matches an empty segment (/v1/leases//claim) to a
-				// parameter; the document's router, rightly, does not.
-				for i, name := range c.ParamNames() {
-					if i < len(c.ParamValues()) && c.ParamValues()[i] == "" {
-						return invalid([]api.InvalidParam{{Name: name, Reason: "is required: the path segment is empty"}})
-					}
-				}
-				// echo lets a parameter that ends a route take the rest of
-				// the path, slashes included (/v1/tasks/billing/nightly);
-				// the document's paths say {task} is one segment.
-				if errors.Is(err, routers.ErrPathNotFound) {
-					return echo.ErrNotFound
-				}
-				return next(c)
-			}
-			if err := checkRepeatedQuery(req, route.Operation); err != nil {
 				return err
 			}
-			if rb := route.Operation.RequestBody; rb != nil && rb.Value != nil {
-				if err := checkBody(req, rb.Value); err != nil {
+			if op == nil {
+				return next(c) // echo answers 404 or 405
+			}
+			if len(op.query) > 0 {
+				if err := checkRepeatedQuery(req, op.query); err != nil {
 					return err
 				}
 			}
-			input := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: options}
-			if err := openapi3filter.ValidateRequest(req.Context(), input); err != nil {
-				return invalid(invalidParams(err))
+			var (
+				body    any
+				hasBody bool // body may be JSON's null
+			)
+			if op.body != nil {
+				var err error
+				if body, hasBody, err = checkBody(req, op); err != nil {
+					return err
+				}
+			}
+			var errs openapi3.MultiError
+			var input *openapi3filter.RequestValidationInput // made when needed
+			for _, p := range op.params {
+				if i := slices.Index(names, p.Name); i >= 0 && p.simpleString {
+					// What ValidateParameter does with a string in the
+					// path, without decoding it from a map again.
+					if err := p.Schema.Value.VisitJSON(values[i], paramValidation...); err != nil {
+						errs = append(errs, &openapi3filter.RequestError{Parameter: p.Parameter, Err: err})
+					}
+					continue
+				}
+				if input == nil {
+					input = validationInput(req, op, names, values)
+				}
+				if err := openapi3filter.ValidateParameter(req.Context(), input, p.Parameter); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			if hasBody && op.bodySchema != nil {
+				// As openapi3filter.ValidateRequestBody validates a body.
+				if err := op.bodySchema.VisitJSON(body, bodyValidation...); err != nil {
+					errs = append(errs, &openapi3filter.RequestError{RequestBody: op.body, Reason: "doesn't match schema", Err: err})
+				}
+			}
+			if len(errs) > 0 {
+				return invalid(invalidParams(errs))
+			}
+			if hasBody {
+				return next(&bodyContext{Context: c, body: body})
 			}
 			return next(c)
 		}
 	}
 }
 
+// validationInput is what openapi3filter's validators take of a request.
+func validationInput(req *http.Request, op *operation, names, values []string) *openapi3filter.RequestValidationInput {
+	params := make(map[string]string, len(names))
+	for i, name := range names {
+		params[name] = values[i]
+	}
+	return &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: op.route, Options: validationOptions}
+}
+
+// operationOf returns the operation of the document req asks for, with the
+// names of its path parameters and their values, percent-decoded. With no
+// operation, it returns the error to answer, or none to let echo answer.
+func operationOf(c echo.Context, sp *specRouter, ops map[routeKey]*operation) (op *operation, names, values []string, err error) {
+	req := c.Request()
+	names = c.ParamNames()
+	values = c.ParamValues()
+	values = values[:min(len(names), len(values))]
+	if op = ops[routeKey{req.Method, c.Path()}]; op != nil && routable(values) {
+		// echo hands back a parameter still percent-encoded when the path
+		// has an escaped form of its own (RawPath), as billing%2Fnightly
+		// has; decoding here checks the task itself.
+		if req.URL.RawPath != "" {
+			decoded := make([]string, len(values))
+			for i, v := range values {
+				if decoded[i], err = url.PathUnescape(v); err != nil {
+					return nil, nil, nil, invalid([]api.InvalidParam{{Name: names[i], Reason: "is not a valid percent-encoded path segment"}})
+				}
+			}
+			values = decoded
+		}
+		return op, names, values, nil
+	}
+
+	// echo routed the request to no operation (and answers 404 or 405), or
+	// matched a parameter to an empty segment or to several: the document's
+	// own router says what the request is. This is the path of requests
+	// that are refused, so routing again costs nothing that matters.
+	route, params, err := sp.findRoute(req)
+	if err != nil {
+		if _, ok := err.(*problemError); ok {
+			return nil, nil, nil, err
+		}
+		// echo matches an empty segment (/v1/leases//claim) to a
+		// parameter; the document's router, rightly, does not.
+		for i, v := range values {
+			if v == "" {
+				return nil, nil, nil, invalid([]api.InvalidParam{{Name: names[i], Reason: "is required: the path segment is empty"}})
+			}
+		}
+		// echo lets a parameter that ends a route take the rest of the
+		// path, slashes included (/v1/tasks/billing/nightly); the
+		// document's paths say {task} is one segment.
+		if errors.Is(err, routers.ErrPathNotFound) {
+			return nil, nil, nil, echo.ErrNotFound
+		}
+		return nil, nil, nil, nil
+	}
+	names = slices.Sorted(maps.Keys(params))
+	values = make([]string, len(names))
+	for i, name := range names {
+		values[i] = params[name]
+	}
+	return ops[routeKey{route.Method, echoPath(route.Path)}], names, values, nil
+}
+
+// routable says whether the document's paths match the parameter values
+// echo matched: each is one non-empty path segment.
+func routable(values []string) bool {
+	for _, v := range values {
+		if v == "" || strings.Contains(v, "/") {
+			return false
+		}
+	}
+	return true
+}
+
 // checkRepeatedQuery refuses a query parameter of the operation given more
 // than once (?owner=a&owner=b): each is one value, and which of two a
 // client, a proxy or the validator would take is anyone's guess.
-func checkRepeatedQuery(req *http.Request, op *openapi3.Operation) error {
+func checkRepeatedQuery(req *http.Request, names []string) error {
 	query := req.URL.Query()
 	var params []api.InvalidParam
-	for _, p := range op.Parameters {
-		if p.Value != nil && p.Value.In == openapi3.ParameterInQuery && len(query[p.Value.Name]) > 1 {
-			params = append(params, api.InvalidParam{Name: p.Value.Name, Reason: fmt.Sprintf("is given %d times; give it once", len(query[p.Value.Name]))})
+	for _, name := range names {
+		if n := len(query[name]); n > 1 {
+			params = append(params, api.InvalidParam{Name: name, Reason: fmt.Sprintf("is given %d times; give it once", n)})
 		}
 	}
 	if len(params) > 0 {
@@ -145,55 +360,48 @@ func checkRepeatedQuery(req *http.Request, op *openapi3.Operation) error {
 	return nil
 }
 
+// bodyBuffers hold request bodies while they are checked and decoded; the
+// decoded value shares no memory with them.
+var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
 // checkBody reads the body (at most maxBodyBytes), checks that it is present,
 // declared as a content type the operation accepts, and strict JSON (see
-// strictJSON), and puts it back, with its numbers respelled, for the
-// validator and the handler.
-func checkBody(req *http.Request, rb *openapi3.RequestBody) error {
+// strictJSON), and returns it decoded, as openapi3filter decodes a JSON
+// body (numbers as json.Number); present is false when it is empty and
+// optional.
+func checkBody(req *http.Request, op *operation) (value any, present bool, err error) {
 	if req.ContentLength > maxBodyBytes {
-		return tooLarge()
+		return nil, false, tooLarge()
 	}
-	body, err := io.ReadAll(io.LimitReader(req.Body, maxBodyBytes+1))
-	if err != nil {
-		return bodyReadProblem(req, err)
+	buf := bodyBuffers.Get().(*bytes.Buffer)
+	defer bodyBuffers.Put(buf)
+	buf.Reset()
+	if _, err := buf.ReadFrom(io.LimitReader(req.Body, maxBodyBytes+1)); err != nil {
+		return nil, false, bodyReadProblem(req, err)
 	}
+	body := buf.Bytes()
 	if len(body) > maxBodyBytes {
-		return tooLarge()
+		return nil, false, tooLarge()
 	}
-	setBody(req, body)
 
 	if n := len(req.Header.Values(echo.HeaderContentType)); n > 1 {
-		return newProblem(http.StatusUnsupportedMediaType, problemBlank, "",
+		return nil, false, newProblem(http.StatusUnsupportedMediaType, problemBlank, "",
 			fmt.Sprintf("the request has %d Content-Type headers; give one: application/json", n))
 	}
 	ct := req.Header.Get(echo.HeaderContentType)
-	mt := rb.Content.Get(ct)
+	mt := op.body.Content.Get(ct)
 	if (ct != "" || len(body) > 0) && mt == nil {
-		return newProblem(http.StatusUnsupportedMediaType, problemBlank, "",
+		return nil, false, newProblem(http.StatusUnsupportedMediaType, problemBlank, "",
 			fmt.Sprintf("the request body must be application/json, not %q", ct))
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		if rb.Required {
-			return malformed("a request body is required: a JSON object")
+		if op.body.Required {
+			return nil, false, malformed("a request body is required: a JSON object")
 		}
-		return nil
+		return nil, false, nil
 	}
-	var schema *openapi3.Schema
-	if mt.Schema != nil {
-		schema = mt.Schema.Value
-	}
-	strict, err := strictJSON(body, integerFields(schema))
-	if err != nil {
-		return err
-	}
-	setBody(req, strict)
-	return nil
-}
-
-func setBody(req *http.Request, body []byte) {
-	req.Body = io.NopCloser(bytes.NewReader(body))
-	req.ContentLength = int64(len(body))
-	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	value, err = strictJSON(body, op.intFields)
+	return value, err == nil, err
 }
 
 // bodyReadProblem is the answer to a body that could not be read. Its detail
@@ -228,25 +436,25 @@ func bodyReadProblem(req *http.Request, err error) *problemError {
 const maxBodyDepth = 16
 
 // integerFields returns, for an object schema, the schema of each top-level
-// property declared as an integer (nil for any other path): the fields whose
-// numbers strictJSON checks and respells.
-func integerFields(schema *openapi3.Schema) func(path []string) *openapi3.Schema {
-	return func(path []string) *openapi3.Schema {
-		if schema == nil || len(path) != 1 {
-			return nil
-		}
-		p := schema.Properties[path[0]]
-		if p == nil || p.Value == nil || !p.Value.Type.Is(openapi3.TypeInteger) {
-			return nil
-		}
-		return p.Value
+// property declared as an integer: the fields whose numbers strictJSON
+// checks and respells.
+func integerFields(schema *openapi3.Schema) map[string]*openapi3.Schema {
+	if schema == nil {
+		return nil
 	}
+	out := make(map[string]*openapi3.Schema)
+	for name, p := range schema.Properties {
+		if p != nil && p.Value != nil && p.Value.Type.Is(openapi3.TypeInteger) {
+			out[name] = p.Value
+		}
+	}
+	return out
 }
 
-// strictJSON checks body in one pass, with encoding/json's token reader
-// (no library: the standard decoder already bounds memory by the body's
-// 64 KiB, and the token walk is the one place that still sees the bytes
-// each token came from). A body is refused when it
+// strictJSON checks body and decodes it in one pass, into what
+// encoding/json with UseNumber would make of it (map[string]any, []any,
+// string, json.Number, bool, nil): the value the schema validates and the
+// handler reads. A body is refused when it
 //   - is not exactly one JSON value (400 malformed);
 //   - has a string (key or value) that is not valid UTF-8, or holds a lone
 //     UTF-16 surrogate escape ("\ud800"): encoding/json would silently turn
@@ -261,122 +469,262 @@ func integerFields(schema *openapi3.Schema) func(path []string) *openapi3.Schema
 //     schema's range).
 //
 // JSON has one number type, so an integer field accepts any spelling of a
-// whole number (1e5, 100000.0, 1.0E5): the returned body has those numbers
-// respelled as plain integers ("100000"), which is what the validator and
-// the handler's decoder then read. intField says which paths are integers.
-func strictJSON(body []byte, intField func(path []string) *openapi3.Schema) ([]byte, error) {
+// whole number (1e5, 100000.0, 1.0E5): its json.Number is respelled as a
+// plain integer ("100000"). intFields are the top-level integer fields.
+//
+// The tokens come from encoding/json: a body json.Valid accepts (every
+// body a client means) is cut into tokens by validTokens, which only has to
+// find where each one ends; any other body is read with json.Decoder.Token,
+// whose errors say where the syntax breaks. Either way strictValue applies
+// the rules to the same tokens in the same order, so the first rule broken
+// is the one named.
+func strictJSON(body []byte, intFields map[string]*openapi3.Schema) (any, error) {
+	if json.Valid(body) {
+		return strictValue(&validTokens{body: body}, intFields)
+	}
+	return strictValue(newDecoderTokens(body), intFields)
+}
+
+// jsonToken is one token of a body: its kind (one of {}[]" for delimiters
+// and strings, '0' for a number, 't', 'f', 'n' for true, false and null),
+// its bytes as sent (a string's with its quotes), and a string's value.
+type jsonToken struct {
+	kind byte
+	raw  []byte
+	str  string
+}
+
+// tokenSource yields a body's tokens, then io.EOF; any other error is the
+// problem to answer.
+type tokenSource interface {
+	next() (jsonToken, error)
+}
+
+// strictValue applies strictJSON's rules to the tokens of src and builds
+// the value.
+func strictValue(src tokenSource, intFields map[string]*openapi3.Schema) (any, error) {
 	type frame struct {
+		obj     map[string]any // when an object
+		arr     []any          // when an array
 		object  bool
-		keys    map[string]struct{}
-		wantKey bool // in an object: the next string is a key
-		index   int  // in an array: the index of the next value
+		key     string // in an object: the key of the value being read
+		wantKey bool   // in an object: the next string is a key
 	}
-	type edit struct {
-		from, to int64
-		text     string
-	}
+	// Neither grows past maxBodyDepth; the arrays keep them off the heap.
 	var (
-		stack []frame
-		path  []string // of the value being read
-		edits []edit
+		stackArray [maxBodyDepth]frame
+		pathArray  [maxBodyDepth]string
+	)
+	var (
+		stack = stackArray[:0]
+		path  = pathArray[:0] // of the value being read
+		root  any
 		done  bool // one whole value has been read
 	)
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	prev := int64(0)
 	for {
-		tok, err := dec.Token()
+		tok, err := src.next()
 		if err == io.EOF {
 			if !done {
 				return nil, malformed("the request body is not valid JSON: it ends before its value does")
 			}
-			break
+			return root, nil
 		}
 		if err != nil {
-			return nil, malformed("the request body is not valid JSON: " + syntaxDetail(err))
+			return nil, err
 		}
 		if done {
 			return nil, malformed("the request body is not valid JSON: it holds more than one JSON value")
 		}
-		cur := dec.InputOffset()
-		raw := body[prev:cur]
-		prev = cur
 
 		var top *frame
 		if len(stack) > 0 {
 			top = &stack[len(stack)-1]
 		}
 		// The key of a value in an object, or the index in an array.
-		if top != nil && !top.object {
-			if d, ok := tok.(json.Delim); !ok || d != ']' {
-				path = append(path[:len(stack)-1], strconv.Itoa(top.index))
-				top.index++
-			}
+		if top != nil && !top.object && tok.kind != ']' {
+			path = append(path[:len(stack)-1], strconv.Itoa(len(top.arr)))
 		}
-		if s, ok := tok.(string); ok && top != nil && top.object && top.wantKey {
-			if !validJSONString(raw) {
+		if tok.kind == '"' && top != nil && top.object && top.wantKey {
+			if !validJSONString(tok.raw) {
 				return nil, invalid([]api.InvalidParam{{Name: bodyField(path[:len(stack)-1]), Reason: "has a key that is not valid UTF-8"}})
 			}
-			if _, dup := top.keys[s]; dup {
-				return nil, invalid([]api.InvalidParam{{Name: bodyField(append(path[:len(stack)-1:len(stack)-1], s)), Reason: "appears more than once in the same object"}})
+			if _, dup := top.obj[tok.str]; dup {
+				return nil, invalid([]api.InvalidParam{{Name: bodyField(append(path[:len(stack)-1:len(stack)-1], tok.str)), Reason: "appears more than once in the same object"}})
 			}
-			top.keys[s] = struct{}{}
+			top.key = tok.str
 			top.wantKey = false
-			path = append(path[:len(stack)-1], s)
+			path = append(path[:len(stack)-1], tok.str)
 			continue
 		}
 
-		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+		var v any
+		switch tok.kind {
+		case '}', ']':
+			f := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
-		}
-		valuePath := path[:min(len(stack), len(path))]
-		switch t := tok.(type) {
-		case json.Delim:
-			switch t {
-			case '{', '[':
-				if len(stack) >= maxBodyDepth {
-					name := "body" // or the top-level field it is in
-					if len(valuePath) > 0 && stack[0].object {
-						name = bodyField(valuePath[:1])
-					}
-					return nil, invalid([]api.InvalidParam{{Name: name, Reason: fmt.Sprintf("nests arrays and objects deeper than %d levels", maxBodyDepth)}})
-				}
-				stack = append(stack, frame{object: t == '{', keys: map[string]struct{}{}, wantKey: t == '{'})
-				continue
-			} // '}' or ']' ended its container above
-
-		case string:
-			if !validJSONString(raw) {
-				return nil, invalid([]api.InvalidParam{{Name: bodyField(valuePath), Reason: "is not valid UTF-8 (nor may it hold a lone UTF-16 surrogate escape)"}})
+			if f.object {
+				v = f.obj
+			} else {
+				v = f.arr
 			}
-		case json.Number:
-			lit := strings.TrimLeft(string(raw), " \t\r\n:,")
-			text, reason := checkNumber(lit, intField(valuePath))
+		case '{', '[':
+			if len(stack) >= maxBodyDepth {
+				valuePath := path[:min(len(stack), len(path))]
+				name := "body" // or the top-level field it is in
+				if len(valuePath) > 0 && stack[0].object {
+					name = bodyField(valuePath[:1])
+				}
+				return nil, invalid([]api.InvalidParam{{Name: name, Reason: fmt.Sprintf("nests arrays and objects deeper than %d levels", maxBodyDepth)}})
+			}
+			if tok.kind == '{' {
+				stack = append(stack, frame{object: true, wantKey: true, obj: make(map[string]any)})
+			} else {
+				stack = append(stack, frame{arr: []any{}})
+			}
+			continue
+		case '"':
+			if !validJSONString(tok.raw) {
+				return nil, invalid([]api.InvalidParam{{Name: bodyField(path[:min(len(stack), len(path))]), Reason: "is not valid UTF-8 (nor may it hold a lone UTF-16 surrogate escape)"}})
+			}
+			v = tok.str
+		case '0':
+			valuePath := path[:min(len(stack), len(path))]
+			var schema *openapi3.Schema // of an integer field
+			if len(valuePath) == 1 {
+				schema = intFields[valuePath[0]]
+			}
+			text, reason := checkNumber(string(tok.raw), schema)
 			if reason != "" {
 				return nil, invalid([]api.InvalidParam{{Name: bodyField(valuePath), Reason: reason}})
 			}
-			if text != lit {
-				edits = append(edits, edit{from: cur - int64(len(lit)), to: cur, text: text})
+			v = json.Number(text)
+		case 't', 'f':
+			v = tok.kind == 't'
+		case 'n':
+			v = nil
+		}
+		// A whole value was read: it goes into its container, which then
+		// wants the next key.
+		if len(stack) == 0 {
+			root, done = v, true
+		} else if top := &stack[len(stack)-1]; top.object {
+			top.obj[top.key] = v
+			top.wantKey = true
+		} else {
+			top.arr = append(top.arr, v)
+		}
+	}
+}
+
+// validTokens cuts a body that json.Valid accepted into tokens: with the
+// syntax known to be right, each token only has to be found.
+type validTokens struct {
+	body []byte
+	pos  int
+}
+
+func (t *validTokens) next() (jsonToken, error) {
+	b := t.body
+	for t.pos < len(b) && isSeparator(b[t.pos]) {
+		t.pos++
+	}
+	if t.pos == len(b) {
+		return jsonToken{}, io.EOF
+	}
+	start := t.pos
+	tok := jsonToken{kind: b[start]}
+	switch tok.kind {
+	case '{', '}', '[', ']':
+		t.pos++
+	case '"':
+		i, escaped := start+1, false
+		for ; b[i] != '"'; i++ {
+			if b[i] == '\\' {
+				escaped = true
+				i++ // the escaped byte, which may be a quote
 			}
 		}
-		// A whole value was read: its container wants the next key.
-		if len(stack) == 0 {
-			done = true
-		} else if top := &stack[len(stack)-1]; top.object {
-			top.wantKey = true
+		t.pos = i + 1
+		if !escaped {
+			tok.str = string(b[start+1 : i])
+		} else {
+			var err error
+			if tok.str, err = unquote(b[start:t.pos]); err != nil {
+				return jsonToken{}, malformed("the request body is not valid JSON: " + syntaxDetail(err))
+			}
+		}
+	case 't', 'n':
+		t.pos += len("true")
+	case 'f':
+		t.pos += len("false")
+	default: // a number
+		tok.kind = '0'
+		for t.pos < len(b) && isNumberByte(b[t.pos]) {
+			t.pos++
 		}
 	}
-	if len(edits) == 0 {
-		return body, nil
+	tok.raw = b[start:t.pos]
+	return tok, nil
+}
+
+// unquote is the value of a JSON string literal with escapes.
+func unquote(lit []byte) (string, error) {
+	var s string
+	err := json.Unmarshal(lit, &s)
+	return s, err
+}
+
+// isSeparator reports whether c is whitespace or a separator between tokens.
+func isSeparator(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == ':' || c == ','
+}
+
+func isNumberByte(c byte) bool {
+	return '0' <= c && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
+}
+
+// decoderTokens reads any body with json.Decoder.Token, whose errors are
+// what a body that is not JSON is refused with.
+type decoderTokens struct {
+	body []byte
+	dec  *json.Decoder
+	prev int64
+}
+
+func newDecoderTokens(body []byte) *decoderTokens {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	return &decoderTokens{body: body, dec: dec}
+}
+
+func (t *decoderTokens) next() (jsonToken, error) {
+	tok, err := t.dec.Token()
+	if err == io.EOF {
+		return jsonToken{}, io.EOF
 	}
-	out := make([]byte, 0, len(body))
-	at := int64(0)
-	for _, e := range edits {
-		out = append(out, body[at:e.from]...)
-		out = append(out, e.text...)
-		at = e.to
+	if err != nil {
+		return jsonToken{}, malformed("the request body is not valid JSON: " + syntaxDetail(err))
 	}
-	return append(out, body[at:]...), nil
+	cur := t.dec.InputOffset()
+	raw := bytes.TrimLeft(t.body[t.prev:cur], " \t\r\n:,")
+	t.prev = cur
+	out := jsonToken{raw: raw}
+	switch tok := tok.(type) {
+	case json.Delim:
+		out.kind = byte(tok)
+	case string:
+		out.kind, out.str = '"', tok
+	case json.Number:
+		out.kind = '0'
+	case bool:
+		out.kind = 'f'
+		if tok {
+			out.kind = 't'
+		}
+	case nil:
+		out.kind = 'n'
+	}
+	return out, nil
 }
 
 // bodyField names the body field at path as invalid_params do ("owner",

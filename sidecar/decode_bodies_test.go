@@ -1,0 +1,106 @@
+package sidecar
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/labstack/echo/v4"
+
+	"github.com/leasehold/leasehold/sidecar/api"
+)
+
+// TestRequestBodiesReadEveryField: each operation with a request body has a
+// reader in handlers.go, and the reader takes every property its schema
+// declares, so a property added to openapi.yaml cannot be validated and then
+// silently dropped. A body with every property set comes back whole when the
+// handler's struct is encoded again.
+func TestRequestBodiesReadEveryField(t *testing.T) {
+	t.Parallel()
+	readers := map[string]func(echo.Context) (any, error){
+		"claimLease":   func(c echo.Context) (any, error) { return claimRequest(c) },
+		"renewLease":   func(c echo.Context) (any, error) { return renewRequest(c) },
+		"releaseLease": func(c echo.Context) (any, error) { return releaseRequest(c) },
+	}
+	sp, err := spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := echo.New()
+	for key, op := range operations(sp.doc) {
+		if op.body == nil {
+			continue
+		}
+		id := op.route.Operation.OperationID
+		read := readers[id]
+		if read == nil {
+			t.Errorf("%s %s (%s) has a request body and no reader", key.method, key.path, id)
+			continue
+		}
+		body := map[string]any{}
+		for name, p := range op.bodySchema.Properties {
+			switch {
+			case p.Value.Type.Is(openapi3.TypeString):
+				body[name] = "v"
+			case p.Value.Type.Is(openapi3.TypeInteger):
+				body[name] = json.Number("1000")
+			default:
+				t.Fatalf("%s: property %s of a type this test does not fill", id, name)
+			}
+		}
+		if err := op.bodySchema.VisitJSON(body); err != nil {
+			t.Fatalf("%s: the test's body does not match the schema: %v", id, err)
+		}
+		c := &bodyContext{Context: e.NewContext(httptest.NewRequest("POST", "/", nil), httptest.NewRecorder()), body: body}
+		v, err := read(c)
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		encoded, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back map[string]any
+		dec := json.NewDecoder(bytes.NewReader(encoded))
+		dec.UseNumber()
+		if err := dec.Decode(&back); err != nil {
+			t.Fatal(err)
+		}
+		if !maps.EqualFunc(body, back, func(a, b any) bool { return a == b }) {
+			t.Errorf("%s: body %v read as %s: fields %v, want %v", id, body, encoded,
+				slices.Sorted(maps.Keys(back)), slices.Sorted(maps.Keys(body)))
+		}
+
+		// A field the reader does not know is refused, not dropped.
+		body["unknown"] = "x"
+		if _, err := read(c); err == nil {
+			t.Errorf("%s: a body with an unknown field was read", id)
+		}
+		delete(body, "unknown")
+	}
+}
+
+// TestNullBodyMeetsTheSchema: a body of JSON's null is a body, validated
+// against the request's schema like any other (not taken for a missing one).
+func TestNullBodyMeetsTheSchema(t *testing.T) {
+	t.Parallel()
+	sp, err := spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var se *openapi3.SchemaError
+	if !errors.As(sp.doc.Components.Schemas["ClaimRequest"].Value.VisitJSON(nil), &se) {
+		t.Fatal("the claim's schema accepts null")
+	}
+	ts := newTestServer(t)
+	p := expectProblem(t, ts.do("POST", "/v1/leases/n/claim", "application/json", []byte(`null`)), http.StatusUnprocessableEntity, problemInvalid)
+	if p.InvalidParams == nil || len(*p.InvalidParams) != 1 || (*p.InvalidParams)[0] != (api.InvalidParam{Name: "body", Reason: se.Reason}) {
+		t.Errorf("invalid_params %+v, want body: %s", p.InvalidParams, se.Reason)
+	}
+}
