@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math/bits"
 	"sync/atomic"
 	"time"
 
@@ -204,6 +205,15 @@ func (s *Store) execute(ctx context.Context, batch []*request) ([]*answer, error
 		if r.ctx.Err() != nil {
 			continue // the caller was told unavailable; write nothing for it
 		}
+		if !leaseOp(r.op) {
+			// A catalog operation may read the history (prune) or write it:
+			// it sees the events recorded before it, and the ids after it
+			// are read again.
+			if err := st.flushEvents(ctx); err != nil {
+				return nil, fmt.Errorf("writing the history of the batch's operations before operation %d (%s) failed, so none was committed: %w", i+1, r.op, err)
+			}
+			st.nextEvent = 0
+		}
 		res, err := r.apply(ctx, st)
 		if err != nil {
 			return nil, fmt.Errorf("operation %d of the batch's %d (%s) failed, so none was committed: %w", i+1, len(batch), r.op, err)
@@ -213,6 +223,9 @@ func (s *Store) execute(ctx context.Context, batch []*request) ([]*answer, error
 	}
 	if ran == 0 {
 		return answers, nil
+	}
+	if err := st.flushEvents(ctx); err != nil {
+		return nil, fmt.Errorf("writing the history of the batch's operations failed, so none was committed: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, err
@@ -226,6 +239,10 @@ func (s *Store) execute(ctx context.Context, batch []*request) ([]*answer, error
 
 // writeOps are the operations WriteCounts reports, in its order.
 var writeOps = [...]string{"claim", "renew", "release"}
+
+// leaseOp reports whether op is one of Claim, Renew and Release (RenewBatch
+// included), which record their history events through txStmts.events.
+func leaseOp(op string) bool { return op == "claim" || op == "renew" || op == "release" }
 
 // writeCount is one operation's counters: committed transactions that
 // carried it, and how many of it they carried.
@@ -271,14 +288,65 @@ func (s *Store) WriteCounts() []leasecore.WriteCount {
 // the writer: parsing them took a quarter of the CPU of an operation, and
 // with a single writer connection each is prepared only once.
 type writeStmts struct {
-	current, grant, extend, released, release, record, newest *sql.Stmt
+	current, grant, extend, release, newest, nextEventID *sql.Stmt
+	// insertEvents[k] appends 1<<k events in one statement.
+	insertEvents [eventChunks]*sql.Stmt
 }
+
+// eventChunks is how many sizes of insertEventsSQL are prepared: 1, 2, 4, …
+// 1<<(eventChunks-1) events per statement. A batch writes its events in as
+// many statements as its count has bits set (more beyond the largest size).
+const eventChunks = 7
 
 // txStmts are the write statements bound to one batch's transaction, and
 // the transaction itself, for the catalog's rarer writes.
 type txStmts struct {
-	tx                                                        *sql.Tx
-	current, grant, extend, released, release, record, newest *sql.Stmt
+	tx                                                   *sql.Tx
+	current, grant, extend, release, newest, nextEventID *sql.Stmt
+	insertEvents                                         [eventChunks]*sql.Stmt
+
+	// events are the history events the batch's lease operations recorded
+	// and flushEvents has not written yet. Writing them together, a few
+	// statements per batch rather than one per event, is what makes the
+	// history cheap; nothing reads the history between two lease
+	// operations, and execute writes them before any other operation and
+	// before the commit.
+	events []pendingEvent
+	// nextEvent is the id the next recorded event gets (0: not read yet in
+	// this batch; see nextEventSQL). The batch's transaction holds the write
+	// lock, so no other connection takes an id meanwhile.
+	nextEvent int64
+}
+
+// pendingEvent is an event numbered but not yet written.
+type pendingEvent struct {
+	id       int64
+	event    leasecore.Event
+	at, prev int64
+}
+
+// flushEvents writes the pending events, oldest first, in as few
+// statements as the prepared sizes allow.
+func (st *txStmts) flushEvents(ctx context.Context) error {
+	args := make([]any, 0, 8*min(len(st.events), 1<<(eventChunks-1)))
+	for len(st.events) > 0 {
+		k := min(bits.Len(uint(len(st.events)))-1, eventChunks-1)
+		chunk := st.events[:1<<k]
+		args = args[:0]
+		for _, e := range chunk {
+			var prev any // NULL for a task's first event
+			if e.prev != 0 {
+				prev = e.prev
+			}
+			args = append(args, e.id, e.event.Task, string(e.event.Kind), e.event.Owner, e.event.Token, e.at, e.event.Detail, prev)
+		}
+		if _, err := st.insertEvents[k].ExecContext(ctx, args...); err != nil {
+			return err
+		}
+		st.events = st.events[len(chunk):]
+	}
+	st.events = st.events[:0:0]
+	return nil
 }
 
 // statements returns the prepared write statements, preparing them on first
@@ -290,18 +358,22 @@ func (s *Store) statements(ctx context.Context) (*writeStmts, error) {
 		return s.stmts, nil
 	}
 	ws := &writeStmts{}
-	for _, p := range []struct {
+	type prep struct {
 		dst   **sql.Stmt
 		query string
-	}{
+	}
+	preps := []prep{
 		{&ws.current, selectForUpdateSQL},
 		{&ws.grant, grantSQL},
 		{&ws.extend, extendSQL},
-		{&ws.released, releasedSQL},
 		{&ws.release, releaseSQL},
-		{&ws.record, recordSQL},
 		{&ws.newest, newestSQL},
-	} {
+		{&ws.nextEventID, nextEventSQL},
+	}
+	for k := range ws.insertEvents {
+		preps = append(preps, prep{&ws.insertEvents[k], insertEventsSQL(1 << k)})
+	}
+	for _, p := range preps {
 		st, err := s.writer.PrepareContext(ctx, p.query)
 		if err != nil {
 			ws.close()
@@ -316,20 +388,23 @@ func (s *Store) statements(ctx context.Context) (*writeStmts, error) {
 // in binds the statements to tx, once per batch rather than once per
 // operation. They are closed with the transaction.
 func (ws *writeStmts) in(ctx context.Context, tx *sql.Tx) *txStmts {
-	return &txStmts{
-		tx:       tx,
-		current:  tx.StmtContext(ctx, ws.current),
-		grant:    tx.StmtContext(ctx, ws.grant),
-		extend:   tx.StmtContext(ctx, ws.extend),
-		released: tx.StmtContext(ctx, ws.released),
-		release:  tx.StmtContext(ctx, ws.release),
-		record:   tx.StmtContext(ctx, ws.record),
-		newest:   tx.StmtContext(ctx, ws.newest),
+	st := &txStmts{
+		tx:          tx,
+		current:     tx.StmtContext(ctx, ws.current),
+		grant:       tx.StmtContext(ctx, ws.grant),
+		extend:      tx.StmtContext(ctx, ws.extend),
+		release:     tx.StmtContext(ctx, ws.release),
+		newest:      tx.StmtContext(ctx, ws.newest),
+		nextEventID: tx.StmtContext(ctx, ws.nextEventID),
 	}
+	for k, stmt := range ws.insertEvents {
+		st.insertEvents[k] = tx.StmtContext(ctx, stmt)
+	}
+	return st
 }
 
 func (ws *writeStmts) close() {
-	for _, st := range []*sql.Stmt{ws.current, ws.grant, ws.extend, ws.released, ws.release, ws.record, ws.newest} {
+	for _, st := range append([]*sql.Stmt{ws.current, ws.grant, ws.extend, ws.release, ws.newest, ws.nextEventID}, ws.insertEvents[:]...) {
 		if st != nil {
 			_ = st.Close()
 		}

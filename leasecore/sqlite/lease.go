@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold/leasecore"
@@ -27,18 +28,22 @@ LEFT JOIN leasehold_leases AS l ON l.task = :task`
 // leaseColumns are the columns scanLease reads, in its order.
 const leaseColumns = `task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note`
 
-// grantSQL hands the task to a new holder: a first row with token 1, or the
-// next token on the existing row, whose acquired event (:event) is now the
-// task's newest. The caller has seen, in the same transaction, that no lease
-// is live; the WHERE repeats the check so that the statement alone can never
-// take a live lease away from its holder.
+// grantSQL hands the task to a new holder with :token, the next token: a
+// first row (token 1), or the existing row, whose token the caller read as
+// :token - 1 in the same transaction. Its acquired event (:event) is now
+// the task's newest. The caller has seen that no lease is live; the WHERE
+// repeats the checks, so that the statement alone can never take a live
+// lease away from its holder nor skip or repeat a token: it changes no row
+// then, which the caller reports as errVanished. The caller knows every
+// column it writes, so the statement returns none (a RETURNING clause costs
+// SQLite a temporary table per statement).
 const grantSQL = `
 INSERT INTO leasehold_leases AS l
        (task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note, released_at, end_recorded, last_event)
-VALUES (:task, :owner, 1, :now, :now, :now + :ttl, :ttl, 0, :note, NULL, 0, :event)
+VALUES (:task, :owner, :token, :now, :now, :now + :ttl, :ttl, 0, :note, NULL, 0, :event)
 ON CONFLICT (task) DO UPDATE SET
        owner = excluded.owner,
-       token = l.token + 1,
+       token = excluded.token,
        acquired_at = excluded.acquired_at,
        renewed_at = excluded.renewed_at,
        expires_at = excluded.expires_at,
@@ -48,8 +53,7 @@ ON CONFLICT (task) DO UPDATE SET
        released_at = NULL,
        end_recorded = 0,
        last_event = excluded.last_event
-WHERE l.released_at IS NOT NULL OR l.expires_at <= :now
-RETURNING ` + leaseColumns
+WHERE (l.released_at IS NOT NULL OR l.expires_at <= :now) AND l.token = excluded.token - 1`
 
 // extendSQL extends the owner's live lease under the given token: a same-owner
 // claim (which also replaces the note) or a renewal (which keeps it).
@@ -64,32 +68,39 @@ WHERE task = :task AND owner = :owner AND token = :token
   AND released_at IS NULL AND expires_at > :now
 RETURNING ` + leaseColumns
 
-// releasedSQL records the release of the owner's live lease (checking the
-// token when given), in one conditional statement that reads the lease and
-// the store's now: an event after the task's newest, and its id and time;
-// no row when there is nothing to release. releaseSQL then ends the lease.
-const releasedSQL = `
-INSERT INTO leasehold_history (task, kind, owner, token, at, detail, prev_id)
-SELECT l.task, 'released', l.owner, l.token, n.ms, '', l.last_event
-FROM leasehold_leases AS l, (SELECT ` + nowMS + ` AS ms) AS n
-WHERE l.task = :task AND l.owner = :owner
-  AND l.released_at IS NULL AND l.expires_at > n.ms
-  AND (:token = 0 OR l.token = :token)
-RETURNING id, at`
-
-// releaseSQL ends the lease whose release releasedSQL recorded (the same
-// transaction has just seen it live), as of that event's time.
+// releaseSQL ends the lease whose release was just recorded (the same
+// transaction has just seen it live), as of that event's time :at.
 const releaseSQL = `
 UPDATE leasehold_leases
 SET released_at = :at, expires_at = min(expires_at, :at), last_event = :event
 WHERE task = :task AND released_at IS NULL`
 
-// recordSQL appends an event to the task's history, after :prev, the task's
-// newest event until now (NULL: none), and returns its id.
-const recordSQL = `
-INSERT INTO leasehold_history (task, kind, owner, token, at, detail, prev_id)
-VALUES (:task, :kind, :owner, :token, :at, :detail, :prev)
-RETURNING id`
+// nextEventSQL is the id the next event of the history gets, as
+// AUTOINCREMENT would choose it: one more than the largest id the table ever
+// held (sqlite_sequence) or holds. A batch reads it once, under the write
+// lock its transaction holds from its start, and numbers its events from it
+// (see txStmts.events).
+const nextEventSQL = `
+SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'leasehold_history'), 0),
+           coalesce((SELECT max(id) FROM leasehold_history), 0)) + 1`
+
+// eventColumns are the columns of an event row insertEventsSQL writes, in
+// the order of its parameters.
+const eventColumns = `id, task, kind, owner, token, at, detail, prev_id`
+
+// insertEventsSQL appends n events with the ids the batch gave them, in one
+// statement: eight parameters per event, in eventColumns' order.
+func insertEventsSQL(n int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO leasehold_history (` + eventColumns + `) VALUES `)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
+	}
+	return b.String()
+}
 
 // newestSQL makes :event the task's newest event; with :ended, it also
 // notes that the end of the lease, which ran out unreleased, is recorded.
@@ -155,17 +166,19 @@ func readCurrent(ctx context.Context, st *txStmts, task string) (current, error)
 // record appends an event to the task's history after prev, the task's
 // newest event until now (0: none), in the transaction of the lease change
 // it records, and returns its id. The caller makes it the task's newest in
-// the lease row.
+// the lease row. The event is numbered at once and written with the batch's
+// other events (txStmts.flushEvents), before anything else reads the history
+// and before the commit.
 func record(ctx context.Context, st *txStmts, e leasecore.Event, atMS, prev int64) (int64, error) {
-	var after any // NULL for a task's first event
-	if prev != 0 {
-		after = prev
+	if st.nextEvent == 0 {
+		if err := st.nextEventID.QueryRowContext(ctx).Scan(&st.nextEvent); err != nil {
+			return 0, err
+		}
 	}
-	var id int64
-	err := st.record.QueryRowContext(ctx,
-		sql.Named("task", e.Task), sql.Named("kind", string(e.Kind)), sql.Named("owner", e.Owner),
-		sql.Named("token", e.Token), sql.Named("at", atMS), sql.Named("detail", e.Detail), sql.Named("prev", after)).Scan(&id)
-	return id, err
+	id := st.nextEvent
+	st.nextEvent++
+	st.events = append(st.events, pendingEvent{id: id, event: e, at: atMS, prev: prev})
+	return id, nil
 }
 
 // Claim acquires a free or expired lease with the next token, refreshes the
@@ -222,17 +235,21 @@ func claim(ctx context.Context, st *txStmts, p leasecore.ClaimParams) (answer, e
 	if newest, err = record(ctx, st, acquired, cur.now, newest); err != nil {
 		return answer{}, err
 	}
-	row := st.grant.QueryRowContext(ctx,
-		sql.Named("task", p.Task), sql.Named("owner", p.Owner),
+	res, err := st.grant.ExecContext(ctx,
+		sql.Named("task", p.Task), sql.Named("owner", p.Owner), sql.Named("token", token),
 		sql.Named("now", cur.now), sql.Named("ttl", ttl), sql.Named("note", p.Note), sql.Named("event", newest))
-	lease, err := scanLease(row, cur.now)
 	if err != nil {
 		return answer{}, err
 	}
-	if lease.Token != token {
-		return answer{}, fmt.Errorf("%w: granted token %d, recorded %d", errVanished, lease.Token, token)
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return answer{}, cmp.Or(err, fmt.Errorf("%w: the grant of token %d changed no row", errVanished, token))
 	}
-	return answer{lease: lease}, nil
+	at, until := fromMS(cur.now), fromMS(cur.now+ttl)
+	return answer{lease: &leasecore.Lease{
+		Task: p.Task, Owner: p.Owner, Token: token, Note: p.Note,
+		AcquiredAt: at, RenewedAt: at, ExpiresAt: until,
+		TTL: time.Duration(ttl) * time.Millisecond, TTLRemaining: time.Duration(ttl) * time.Millisecond,
+	}}, nil
 }
 
 // Renew extends the owner's live lease (a zero TTL keeps its TTL), or returns
@@ -339,19 +356,22 @@ func (s *Store) Release(ctx context.Context, p leasecore.ReleaseParams) (bool, e
 }
 
 // release is Release's read-decide-write inside a batch: the released
-// event, recorded only when the owner holds the lease live, then the lease
-// ended.
+// event, recorded only when the owner holds the lease live (under the token,
+// when one is given), then the lease ended.
 func release(ctx context.Context, st *txStmts, p leasecore.ReleaseParams) (answer, error) {
-	var event, at int64
-	err := st.released.QueryRowContext(ctx,
-		sql.Named("task", p.Task), sql.Named("owner", p.Owner), sql.Named("token", p.Token)).Scan(&event, &at)
-	if errors.Is(err, sql.ErrNoRows) {
-		return answer{released: false}, nil
-	}
+	cur, err := readCurrent(ctx, st, p.Task)
 	if err != nil {
 		return answer{}, err
 	}
-	res, err := st.release.ExecContext(ctx, sql.Named("task", p.Task), sql.Named("at", at), sql.Named("event", event))
+	if !cur.live() || cur.owner != p.Owner || (p.Token != 0 && p.Token != cur.token) {
+		return answer{released: false}, nil
+	}
+	end := leasecore.Event{Task: p.Task, Kind: leasecore.EventReleased, Owner: cur.owner, Token: cur.token}
+	event, err := record(ctx, st, end, cur.now, cur.lastEvent)
+	if err != nil {
+		return answer{}, err
+	}
+	res, err := st.release.ExecContext(ctx, sql.Named("task", p.Task), sql.Named("at", cur.now), sql.Named("event", event))
 	if err != nil {
 		return answer{}, err
 	}
