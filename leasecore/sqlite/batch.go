@@ -31,6 +31,10 @@ type request struct {
 	// op names the operation in an *UnavailableError: claim, renew,
 	// release, create_task, prune, ….
 	op string
+	// tasks are the tasks a lease operation decides on, read together with
+	// those of the lease operations around it in the batch (txStmts.rows);
+	// none for a catalog operation.
+	tasks []string
 	// apply does the operation's read-decide-write inside the batch's
 	// transaction. Its error is an SQL failure, which fails the batch; a
 	// lease outcome (held, lost) is in the answer.
@@ -67,11 +71,13 @@ type answer struct {
 // for ctx to end, whichever comes first. A caller who stops waiting is told
 // unavailable; its operation may still run and commit with its batch, as a
 // statement cut off by a timeout may have committed before.
-func (s *Store) submit(ctx context.Context, op string, apply func(context.Context, *txStmts) (answer, error)) answer {
+//
+// A lease operation names the tasks it decides on.
+func (s *Store) submit(ctx context.Context, op string, apply func(context.Context, *txStmts) (answer, error), tasks ...string) answer {
 	if err := ctx.Err(); err != nil {
 		return answer{err: interpretError(op, err)}
 	}
-	r := &request{ctx: ctx, op: op, apply: apply, done: make(chan answer, 1)}
+	r := &request{ctx: ctx, op: op, tasks: tasks, apply: apply, done: make(chan answer, 1)}
 	s.mu.Lock()
 	if s.closed.Load() {
 		s.mu.Unlock()
@@ -205,14 +211,18 @@ func (s *Store) execute(ctx context.Context, batch []*request) ([]*answer, error
 		if r.ctx.Err() != nil {
 			continue // the caller was told unavailable; write nothing for it
 		}
-		if !leaseOp(r.op) {
-			// A catalog operation may read the history (prune) or write it:
-			// it sees the events recorded before it, and the ids after it
-			// are read again.
+		switch {
+		case !leaseOp(r.op):
+			// A catalog operation may read the history (prune) or write it,
+			// or change lease rows: it sees the events recorded before it,
+			// and the operations after it read the rows, the clock and the
+			// next event id again.
 			if err := st.flushEvents(ctx); err != nil {
 				return nil, fmt.Errorf("writing the history of the batch's operations before operation %d (%s) failed, so none was committed: %w", i+1, r.op, err)
 			}
-			st.nextEvent = 0
+			st.rows, st.now, st.nextEvent = nil, 0, 0
+		case st.rows == nil && st.upcoming == nil:
+			st.upcoming = runTasks(batch[i:])
 		}
 		res, err := r.apply(ctx, st)
 		if err != nil {
@@ -239,6 +249,21 @@ func (s *Store) execute(ctx context.Context, batch []*request) ([]*answer, error
 
 // writeOps are the operations WriteCounts reports, in its order.
 var writeOps = [...]string{"claim", "renew", "release"}
+
+// runTasks lists the tasks of the lease operations at the head of batch, up
+// to the first catalog operation, whose callers still wait.
+func runTasks(batch []*request) []string {
+	var tasks []string
+	for _, r := range batch {
+		if !leaseOp(r.op) {
+			break
+		}
+		if r.ctx.Err() == nil {
+			tasks = append(tasks, r.tasks...)
+		}
+	}
+	return tasks
+}
 
 // leaseOp reports whether op is one of Claim, Renew and Release (RenewBatch
 // included), which record their history events through txStmts.events.
@@ -288,7 +313,7 @@ func (s *Store) WriteCounts() []leasecore.WriteCount {
 // the writer: parsing them took a quarter of the CPU of an operation, and
 // with a single writer connection each is prepared only once.
 type writeStmts struct {
-	current, grant, extend, release, newest, nextEventID *sql.Stmt
+	current, grant, extend, release, newest *sql.Stmt
 	// insertEvents[k] appends 1<<k events in one statement.
 	insertEvents [eventChunks]*sql.Stmt
 }
@@ -301,9 +326,9 @@ const eventChunks = 7
 // txStmts are the write statements bound to one batch's transaction, and
 // the transaction itself, for the catalog's rarer writes.
 type txStmts struct {
-	tx                                                   *sql.Tx
-	current, grant, extend, release, newest, nextEventID *sql.Stmt
-	insertEvents                                         [eventChunks]*sql.Stmt
+	tx                                      *sql.Tx
+	current, grant, extend, release, newest *sql.Stmt
+	insertEvents                            [eventChunks]*sql.Stmt
 
 	// events are the history events the batch's lease operations recorded
 	// and flushEvents has not written yet. Writing them together, a few
@@ -312,9 +337,22 @@ type txStmts struct {
 	// operations, and execute writes them before any other operation and
 	// before the commit.
 	events []pendingEvent
-	// nextEvent is the id the next recorded event gets (0: not read yet in
-	// this batch; see nextEventSQL). The batch's transaction holds the write
-	// lock, so no other connection takes an id meanwhile.
+	// rows are the lease rows the batch's lease operations decide on, as
+	// they stand after the operations so far, and now is the batch's
+	// instant: the store's clock, read with the rows by the first lease
+	// operation (see rowsSQL). Reading the rows of a run of lease operations
+	// in one statement, deciding each operation on them in order, and
+	// writing its changes both to the table and here, spares a statement
+	// per operation; every operation still sees the effects of those
+	// before it. nil, and 0, until read; upcoming are the tasks to read
+	// then (runTasks).
+	rows     map[string]current
+	now      int64
+	upcoming []string
+	// nextEvent is the id the next recorded event gets (0: not read yet
+	// in this run of lease operations; see nextEventExpr). The batch's
+	// transaction holds the write lock, so no other connection takes an
+	// id meanwhile.
 	nextEvent int64
 }
 
@@ -363,12 +401,13 @@ func (s *Store) statements(ctx context.Context) (*writeStmts, error) {
 		query string
 	}
 	preps := []prep{
-		{&ws.current, selectForUpdateSQL},
+		// grantSQL first: on a file with no schema, its error names the
+		// missing leasehold_leases (rowsSQL would name sqlite_sequence).
 		{&ws.grant, grantSQL},
+		{&ws.current, rowsSQL},
 		{&ws.extend, extendSQL},
 		{&ws.release, releaseSQL},
 		{&ws.newest, newestSQL},
-		{&ws.nextEventID, nextEventSQL},
 	}
 	for k := range ws.insertEvents {
 		preps = append(preps, prep{&ws.insertEvents[k], insertEventsSQL(1 << k)})
@@ -389,13 +428,12 @@ func (s *Store) statements(ctx context.Context) (*writeStmts, error) {
 // operation. They are closed with the transaction.
 func (ws *writeStmts) in(ctx context.Context, tx *sql.Tx) *txStmts {
 	st := &txStmts{
-		tx:          tx,
-		current:     tx.StmtContext(ctx, ws.current),
-		grant:       tx.StmtContext(ctx, ws.grant),
-		extend:      tx.StmtContext(ctx, ws.extend),
-		release:     tx.StmtContext(ctx, ws.release),
-		newest:      tx.StmtContext(ctx, ws.newest),
-		nextEventID: tx.StmtContext(ctx, ws.nextEventID),
+		tx:      tx,
+		current: tx.StmtContext(ctx, ws.current),
+		grant:   tx.StmtContext(ctx, ws.grant),
+		extend:  tx.StmtContext(ctx, ws.extend),
+		release: tx.StmtContext(ctx, ws.release),
+		newest:  tx.StmtContext(ctx, ws.newest),
 	}
 	for k, stmt := range ws.insertEvents {
 		st.insertEvents[k] = tx.StmtContext(ctx, stmt)
@@ -404,7 +442,7 @@ func (ws *writeStmts) in(ctx context.Context, tx *sql.Tx) *txStmts {
 }
 
 func (ws *writeStmts) close() {
-	for _, st := range append([]*sql.Stmt{ws.current, ws.grant, ws.extend, ws.release, ws.newest, ws.nextEventID}, ws.insertEvents[:]...) {
+	for _, st := range append([]*sql.Stmt{ws.current, ws.grant, ws.extend, ws.release, ws.newest}, ws.insertEvents[:]...) {
 		if st != nil {
 			_ = st.Close()
 		}

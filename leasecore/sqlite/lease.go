@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -17,13 +18,17 @@ import (
 // statement sees the same instant.
 const nowMS = `CAST(ROUND(unixepoch('subsec') * 1000) AS INTEGER)`
 
-// selectForUpdateSQL reads a task's row, if any, together with the store's
-// now, in one statement. It always yields one row: the clock, then the
-// lease's columns (NULL when the task has no row).
-const selectForUpdateSQL = `
-SELECT n.ms, l.owner, l.token, l.ttl_ms, l.expires_at, l.released_at, l.end_recorded, l.last_event
-FROM (SELECT ` + nowMS + ` AS ms) AS n
-LEFT JOIN leasehold_leases AS l ON l.task = :task`
+// rowsSQL reads the store's now, the id the next event gets, and the rows of
+// the tasks in :tasks (a JSON array), in one statement. It always yields a
+// row: the clock and the event id, then a row's columns (NULL for all when
+// none of the tasks has a row). The lease
+// operations of a batch decide on these rows and the one instant (see
+// txStmts.rows).
+const rowsSQL = `
+SELECT n.ms, n.next_event, l.task, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at, l.ttl_ms, l.renew_count,
+       l.note, l.released_at, l.end_recorded, l.last_event
+FROM (SELECT ` + nowMS + ` AS ms, ` + nextEventExpr + ` AS next_event) AS n
+LEFT JOIN leasehold_leases AS l ON l.task IN (SELECT value FROM json_each(:tasks))`
 
 // leaseColumns are the columns scanLease reads, in its order.
 const leaseColumns = `task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note`
@@ -55,18 +60,18 @@ ON CONFLICT (task) DO UPDATE SET
        last_event = excluded.last_event
 WHERE (l.released_at IS NOT NULL OR l.expires_at <= :now) AND l.token = excluded.token - 1`
 
-// extendSQL extends the owner's live lease under the given token: a same-owner
-// claim (which also replaces the note) or a renewal (which keeps it).
+// extendSQL extends the owner's live lease under the given token: a
+// same-owner claim (which also replaces the note) or a renewal (which keeps
+// it). Like grantSQL, it returns nothing: the caller knows the row.
 const extendSQL = `
 UPDATE leasehold_leases
 SET expires_at = :now + :ttl,
     renewed_at = :now,
     ttl_ms = :ttl,
     renew_count = renew_count + 1,
-    note = CASE WHEN :set_note THEN :note ELSE note END
+    note = :note
 WHERE task = :task AND owner = :owner AND token = :token
-  AND released_at IS NULL AND expires_at > :now
-RETURNING ` + leaseColumns
+  AND released_at IS NULL AND expires_at > :now`
 
 // releaseSQL ends the lease whose release was just recorded (the same
 // transaction has just seen it live), as of that event's time :at.
@@ -75,14 +80,14 @@ UPDATE leasehold_leases
 SET released_at = :at, expires_at = min(expires_at, :at), last_event = :event
 WHERE task = :task AND released_at IS NULL`
 
-// nextEventSQL is the id the next event of the history gets, as
+// nextEventExpr is the id the next event of the history gets, as
 // AUTOINCREMENT would choose it: one more than the largest id the table ever
-// held (sqlite_sequence) or holds. A batch reads it once, under the write
-// lock its transaction holds from its start, and numbers its events from it
-// (see txStmts.events).
-const nextEventSQL = `
-SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'leasehold_history'), 0),
-           coalesce((SELECT max(id) FROM leasehold_history), 0)) + 1`
+// held (sqlite_sequence) or holds. A batch reads it with its rows (rowsSQL),
+// under the write lock its transaction holds from its start, and numbers its
+// events from it (see txStmts.events).
+const nextEventExpr = `
+max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'leasehold_history'), 0),
+    coalesce((SELECT max(id) FROM leasehold_history), 0)) + 1`
 
 // eventColumns are the columns of an event row insertEventsSQL writes, in
 // the order of its parameters.
@@ -120,15 +125,20 @@ WHERE released_at IS NULL AND expires_at > n.ms`
 // serialised, and is reported as unavailable if it ever does.
 var errVanished = errors.New("lease row changed inside its own transaction")
 
-// current is a task's row as selectForUpdateSQL reads it.
+// current is a task's row as the batch knows it (see txStmts.rows), and
+// the batch's now.
 type current struct {
-	now       int64
-	exists    bool
-	owner     string
-	token     int64
-	ttlMS     int64
-	expiresAt int64
-	released  bool
+	now        int64
+	exists     bool
+	owner      string
+	token      int64
+	acquiredAt int64
+	renewedAt  int64
+	expiresAt  int64
+	ttlMS      int64
+	renewCount int64
+	note       string
+	released   bool
 	// endRecorded: the lease ran out unreleased and its end (lost) is in
 	// the history already.
 	endRecorded bool
@@ -144,23 +154,95 @@ func (c current) endUnrecorded() bool {
 
 func (c current) live() bool { return c.exists && !c.released && c.expiresAt > c.now }
 
+// lease is the row's lease on task, as the store answers it.
+func (c current) lease(task string) *leasecore.Lease {
+	return &leasecore.Lease{
+		Task: task, Owner: c.owner, Token: c.token, Note: c.note, RenewCount: c.renewCount,
+		AcquiredAt: fromMS(c.acquiredAt), RenewedAt: fromMS(c.renewedAt), ExpiresAt: fromMS(c.expiresAt),
+		TTL:          time.Duration(c.ttlMS) * time.Millisecond,
+		TTLRemaining: time.Duration(c.expiresAt-c.now) * time.Millisecond,
+	}
+}
+
+// readCurrent is the task's row as the batch knows it. The first lease
+// operation of a run of them reads the rows of all their tasks at once
+// (txStmts.upcoming).
 func readCurrent(ctx context.Context, st *txStmts, task string) (current, error) {
-	var (
-		c                                     current
-		owner                                 sql.NullString
-		token, ttl, exp, release, ended, last sql.NullInt64
-	)
-	err := st.current.QueryRowContext(ctx, sql.Named("task", task)).
-		Scan(&c.now, &owner, &token, &ttl, &exp, &release, &ended, &last)
-	if err != nil {
+	if c, ok := st.rows[task]; ok {
+		return c, nil
+	}
+	if err := st.load(ctx, append(st.upcoming, task)); err != nil {
 		return current{}, err
 	}
-	c.exists = owner.Valid
-	c.owner, c.token, c.ttlMS, c.expiresAt = owner.String, token.Int64, ttl.Int64, exp.Int64
-	c.released = release.Valid
-	c.endRecorded = ended.Int64 != 0
-	c.lastEvent = last.Int64
-	return c, nil
+	st.upcoming = nil
+	return st.rows[task], nil
+}
+
+// load reads the store's now and the next event id, unless this run of lease
+// operations has read them, and the rows of tasks into st.rows: a task
+// without a row is there as one that does not exist.
+func (st *txStmts) load(ctx context.Context, tasks []string) error {
+	missing := make([]string, 0, len(tasks))
+	for _, t := range tasks {
+		if _, ok := st.rows[t]; !ok {
+			missing = append(missing, t)
+		}
+	}
+	tasks = missing
+	list, err := json.Marshal(tasks)
+	if err != nil {
+		return err
+	}
+	rows, err := st.current.QueryContext(ctx, sql.Named("tasks", string(list)))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if st.rows == nil {
+		st.rows = make(map[string]current, len(tasks))
+	}
+	var now, next int64
+	for _, t := range tasks {
+		st.rows[t] = current{}
+	}
+	for rows.Next() {
+		var (
+			c                                      current
+			ms                                     int64
+			task, owner, note                      sql.NullString
+			token, acq, ren, exp, ttl, count, last sql.NullInt64
+			release, ended                         sql.NullInt64
+		)
+		if err := rows.Scan(&ms, &next, &task, &owner, &token, &acq, &ren, &exp, &ttl, &count, &note, &release, &ended, &last); err != nil {
+			return err
+		}
+		now = ms
+		if !task.Valid {
+			continue
+		}
+		c.exists = true
+		c.owner, c.token, c.acquiredAt, c.renewedAt, c.expiresAt = owner.String, token.Int64, acq.Int64, ren.Int64, exp.Int64
+		c.ttlMS, c.renewCount, c.note = ttl.Int64, count.Int64, note.String
+		c.released = release.Valid
+		c.endRecorded = ended.Int64 != 0
+		c.lastEvent = last.Int64
+		st.rows[task.String] = c
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if st.now == 0 {
+		st.now = now
+	}
+	if st.nextEvent == 0 {
+		st.nextEvent = next
+	}
+	for _, t := range tasks {
+		c := st.rows[t]
+		c.now = st.now
+		st.rows[t] = c
+	}
+	return nil
 }
 
 // record appends an event to the task's history after prev, the task's
@@ -170,10 +252,8 @@ func readCurrent(ctx context.Context, st *txStmts, task string) (current, error)
 // other events (txStmts.flushEvents), before anything else reads the history
 // and before the commit.
 func record(ctx context.Context, st *txStmts, e leasecore.Event, atMS, prev int64) (int64, error) {
-	if st.nextEvent == 0 {
-		if err := st.nextEventID.QueryRowContext(ctx).Scan(&st.nextEvent); err != nil {
-			return 0, err
-		}
+	if st.nextEvent == 0 { // the operation read its row first, so this cannot be
+		return 0, errors.New("a history event was recorded before the batch read the next event id")
 	}
 	id := st.nextEvent
 	st.nextEvent++
@@ -189,7 +269,7 @@ func record(ctx context.Context, st *txStmts, e leasecore.Event, atMS, prev int6
 func (s *Store) Claim(ctx context.Context, p leasecore.ClaimParams) (*leasecore.Lease, error) {
 	res := s.submit(ctx, "claim", func(ctx context.Context, st *txStmts) (answer, error) {
 		return claim(ctx, st, p)
-	})
+	}, p.Task)
 	return res.lease, res.err
 }
 
@@ -211,12 +291,7 @@ func claim(ctx context.Context, st *txStmts, p leasecore.ClaimParams) (answer, e
 			TTLRemaining: time.Duration(cur.expiresAt-cur.now) * time.Millisecond,
 		}}}, nil
 	case cur.live():
-		row := st.extend.QueryRowContext(ctx,
-			sql.Named("task", p.Task), sql.Named("owner", p.Owner), sql.Named("token", cur.token),
-			sql.Named("now", cur.now), sql.Named("ttl", ttl),
-			sql.Named("set_note", true), sql.Named("note", p.Note))
-		lease, err := scanLease(row, cur.now)
-		return answer{lease: lease}, err
+		return extend(ctx, st, p.Task, p.Owner, cur, ttl, p.Note)
 	}
 	newest := cur.lastEvent
 	if cur.endUnrecorded() {
@@ -244,12 +319,30 @@ func claim(ctx context.Context, st *txStmts, p leasecore.ClaimParams) (answer, e
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return answer{}, cmp.Or(err, fmt.Errorf("%w: the grant of token %d changed no row", errVanished, token))
 	}
-	at, until := fromMS(cur.now), fromMS(cur.now+ttl)
-	return answer{lease: &leasecore.Lease{
-		Task: p.Task, Owner: p.Owner, Token: token, Note: p.Note,
-		AcquiredAt: at, RenewedAt: at, ExpiresAt: until,
-		TTL: time.Duration(ttl) * time.Millisecond, TTLRemaining: time.Duration(ttl) * time.Millisecond,
-	}}, nil
+	c := current{
+		now: cur.now, exists: true, owner: p.Owner, token: token,
+		acquiredAt: cur.now, renewedAt: cur.now, expiresAt: cur.now + ttl, ttlMS: ttl, note: p.Note,
+		lastEvent: newest,
+	}
+	st.rows[p.Task] = c
+	return answer{lease: c.lease(p.Task)}, nil
+}
+
+// extend extends the owner's live lease cur by ttl (ms), with note, and
+// answers it.
+func extend(ctx context.Context, st *txStmts, task, owner string, cur current, ttl int64, note string) (answer, error) {
+	res, err := st.extend.ExecContext(ctx,
+		sql.Named("task", task), sql.Named("owner", owner), sql.Named("token", cur.token),
+		sql.Named("now", cur.now), sql.Named("ttl", ttl), sql.Named("note", note))
+	if err != nil {
+		return answer{}, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return answer{}, cmp.Or(err, errVanished)
+	}
+	cur.expiresAt, cur.renewedAt, cur.ttlMS, cur.renewCount, cur.note = cur.now+ttl, cur.now, ttl, cur.renewCount+1, note
+	st.rows[task] = cur
+	return answer{lease: cur.lease(task)}, nil
 }
 
 // Renew extends the owner's live lease (a zero TTL keeps its TTL), or returns
@@ -258,7 +351,7 @@ func claim(ctx context.Context, st *txStmts, p leasecore.ClaimParams) (answer, e
 func (s *Store) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.Lease, error) {
 	res := s.submit(ctx, "renew", func(ctx context.Context, st *txStmts) (answer, error) {
 		return renew(ctx, st, p)
-	})
+	}, p.Task)
 	return res.lease, res.err
 }
 
@@ -275,6 +368,10 @@ func (s *Store) RenewBatch(ctx context.Context, ps []leasecore.RenewParams) ([]l
 	for len(ps) > 0 {
 		chunk := ps[:min(len(ps), maxRenewBatch)]
 		ps = ps[len(chunk):]
+		tasks := make([]string, len(chunk))
+		for i, p := range chunk {
+			tasks[i] = p.Task
+		}
 		res := s.submit(ctx, "renew", func(ctx context.Context, st *txStmts) (answer, error) {
 			batch := make([]leasecore.RenewResult, len(chunk))
 			for i, p := range chunk {
@@ -285,7 +382,7 @@ func (s *Store) RenewBatch(ctx context.Context, ps []leasecore.RenewParams) ([]l
 				batch[i] = leasecore.RenewResult{Lease: a.lease, Err: a.err}
 			}
 			return answer{batch: batch}, nil
-		})
+		}, tasks...)
 		if res.err != nil {
 			return nil, res.err
 		}
@@ -318,12 +415,7 @@ func renew(ctx context.Context, st *txStmts, p leasecore.RenewParams) (answer, e
 	if ttl == 0 {
 		ttl = cur.ttlMS
 	}
-	row := st.extend.QueryRowContext(ctx,
-		sql.Named("task", p.Task), sql.Named("owner", p.Owner), sql.Named("token", cur.token),
-		sql.Named("now", cur.now), sql.Named("ttl", ttl),
-		sql.Named("set_note", false), sql.Named("note", ""))
-	lease, err := scanLease(row, cur.now)
-	return answer{lease: lease}, err
+	return extend(ctx, st, p.Task, p.Owner, cur, ttl, cur.note)
 }
 
 // lostReason says why p cannot renew cur, or "" when it can.
@@ -351,7 +443,7 @@ func lostReason(cur current, p leasecore.RenewParams) (leasecore.LostReason, str
 func (s *Store) Release(ctx context.Context, p leasecore.ReleaseParams) (bool, error) {
 	res := s.submit(ctx, "release", func(ctx context.Context, st *txStmts) (answer, error) {
 		return release(ctx, st, p)
-	})
+	}, p.Task)
 	return res.released, res.err
 }
 
@@ -378,6 +470,8 @@ func release(ctx context.Context, st *txStmts, p leasecore.ReleaseParams) (answe
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return answer{}, cmp.Or(err, errVanished)
 	}
+	cur.released, cur.expiresAt, cur.lastEvent = true, min(cur.expiresAt, cur.now), event
+	st.rows[p.Task] = cur
 	return answer{released: true}, nil
 }
 
@@ -391,6 +485,9 @@ func setNewest(ctx context.Context, st *txStmts, task string, event int64, ended
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return cmp.Or(err, errVanished)
 	}
+	cur := st.rows[task]
+	cur.lastEvent, cur.endRecorded = event, cur.endRecorded || ended
+	st.rows[task] = cur
 	return nil
 }
 
