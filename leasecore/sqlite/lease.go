@@ -585,20 +585,4 @@ func (r *rawLease) lease(l leasecore.Lease, now int64) leasecore.Lease {
 	return l
 }
 
-// scanLease reads the row a write statement returned.
-func scanLease(row *sql.Row, now int64) (*leasecore.Lease, error) {
-	var (
-		l   leasecore.Lease
-		raw rawLease
-	)
-	if err := row.Scan(raw.dest(&l)...); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, errVanished
-		}
-		return nil, err
-	}
-	l = raw.lease(l, now)
-	return &l, nil
-}
-
 func fromMS(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
