@@ -214,11 +214,11 @@ func (s *Store) execute(ctx context.Context, batch []*request) ([]*answer, error
 		switch {
 		case !leaseOp(r.op):
 			// A catalog operation may read the history (prune) or write it,
-			// or change lease rows: it sees the events recorded before it,
-			// and the operations after it read the rows, the clock and the
-			// next event id again.
-			if err := st.flushEvents(ctx); err != nil {
-				return nil, fmt.Errorf("writing the history of the batch's operations before operation %d (%s) failed, so none was committed: %w", i+1, r.op, err)
+			// or read or change lease rows: it sees the rows and events
+			// written before it, and the operations after it read the
+			// rows, the clock and the next event id again.
+			if err := st.flush(ctx); err != nil {
+				return nil, fmt.Errorf("writing the new lease rows and history of the batch's operations before operation %d (%s) failed, so none was committed: %w", i+1, r.op, err)
 			}
 			st.rows, st.now, st.nextEvent = nil, 0, 0
 		case st.rows == nil && st.upcoming == nil:
@@ -234,8 +234,8 @@ func (s *Store) execute(ctx context.Context, batch []*request) ([]*answer, error
 	if ran == 0 {
 		return answers, nil
 	}
-	if err := st.flushEvents(ctx); err != nil {
-		return nil, fmt.Errorf("writing the history of the batch's operations failed, so none was committed: %w", err)
+	if err := st.flush(ctx); err != nil {
+		return nil, fmt.Errorf("writing the new lease rows and history of the batch's operations failed, so none was committed: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, err
@@ -314,24 +314,30 @@ func (s *Store) WriteCounts() []leasecore.WriteCount {
 // with a single writer connection each is prepared only once.
 type writeStmts struct {
 	current, grant, extend, release, newest *sql.Stmt
-	// insertEvents[k] appends 1<<k events in one statement.
-	insertEvents [eventChunks]*sql.Stmt
+	// insertEvents[k] appends 1<<k events in one statement, and
+	// insertLeases[k] writes the first rows of 1<<k tasks.
+	insertEvents, insertLeases [insertChunks]*sql.Stmt
 }
 
-// eventChunks is how many sizes of insertEventsSQL are prepared: 1, 2, 4, …
-// 1<<(eventChunks-1) events per statement. A batch writes its events in as
-// many statements as its count has bits set (more beyond the largest size).
-const eventChunks = 7
+// insertChunks is how many sizes of the multi-row inserts (insertEventsSQL,
+// insertLeasesSQL) are prepared: 1, 2, 4, … 1<<(insertChunks-1) rows per
+// statement.
+const insertChunks = 7
 
 // txStmts are the write statements bound to one batch's transaction, and
 // the transaction itself, for the catalog's rarer writes.
 type txStmts struct {
 	tx                                      *sql.Tx
 	current, grant, extend, release, newest *sql.Stmt
-	insertEvents                            [eventChunks]*sql.Stmt
+	insertEvents, insertLeases              [insertChunks]*sql.Stmt
 
+	// newRows are the tasks whose first row a grant of the batch made and
+	// flush has not written yet: one multi-row insert for a batch's new
+	// tasks rather than a statement each. A write to such a row writes the
+	// pending rows first (written).
+	newRows []string
 	// events are the history events the batch's lease operations recorded
-	// and flushEvents has not written yet. Writing them together, a few
+	// and flush has not written yet. Writing them together, a few
 	// statements per batch rather than one per event, is what makes the
 	// history cheap; nothing reads the history between two lease
 	// operations, and execute writes them before any other operation and
@@ -363,27 +369,63 @@ type pendingEvent struct {
 	at, prev int64
 }
 
-// flushEvents writes the pending events, oldest first, in as few
-// statements as the prepared sizes allow.
-func (st *txStmts) flushEvents(ctx context.Context) error {
-	args := make([]any, 0, 8*min(len(st.events), 1<<(eventChunks-1)))
-	for len(st.events) > 0 {
-		k := min(bits.Len(uint(len(st.events)))-1, eventChunks-1)
-		chunk := st.events[:1<<k]
-		args = args[:0]
-		for _, e := range chunk {
-			var prev any // NULL for a task's first event
-			if e.prev != 0 {
-				prev = e.prev
-			}
-			args = append(args, e.id, e.event.Task, string(e.event.Kind), e.event.Owner, e.event.Token, e.at, e.event.Detail, prev)
+// flush writes the batch's pending first rows of tasks and history events.
+func (st *txStmts) flush(ctx context.Context) error {
+	if err := st.flushRows(ctx); err != nil {
+		return err
+	}
+	err := execChunks(ctx, &st.insertEvents, len(st.events), func(args []any, i int) []any {
+		e := st.events[i]
+		var prev any // NULL for a task's first event
+		if e.prev != 0 {
+			prev = e.prev
 		}
-		if _, err := st.insertEvents[k].ExecContext(ctx, args...); err != nil {
+		return append(args, e.id, e.event.Task, string(e.event.Kind), e.event.Owner, e.event.Token, e.at, e.event.Detail, prev)
+	})
+	st.events = st.events[:0]
+	return err
+}
+
+// flushRows writes the pending first rows of tasks.
+func (st *txStmts) flushRows(ctx context.Context) error {
+	err := execChunks(ctx, &st.insertLeases, len(st.newRows), func(args []any, i int) []any {
+		task := st.newRows[i]
+		c := st.rows[task]
+		c.unwritten = false
+		st.rows[task] = c
+		return append(args, task, c.owner, c.acquiredAt, c.renewedAt, c.expiresAt, c.ttlMS, c.note, c.lastEvent)
+	})
+	st.newRows = st.newRows[:0]
+	return err
+}
+
+// written makes sure the row cur, which the caller is about to change in
+// the table, is in it: a pending first row is written first, with the
+// others pending.
+func (st *txStmts) written(ctx context.Context, cur *current) error {
+	if !cur.unwritten {
+		return nil
+	}
+	cur.unwritten = false
+	return st.flushRows(ctx)
+}
+
+// execChunks runs the multi-row statements stmts (stmts[k] writes 1<<k
+// rows) for n rows, in order, in as few statements as there are bits set in
+// n (more beyond the largest size); add appends row i's parameters.
+func execChunks(ctx context.Context, stmts *[insertChunks]*sql.Stmt, n int, add func(args []any, i int) []any) error {
+	var args []any
+	for done := 0; done < n; {
+		k := min(bits.Len(uint(n-done))-1, insertChunks-1)
+		args = args[:0]
+		for i := done; i < done+1<<k; i++ {
+			args = add(args, i)
+		}
+		if _, err := stmts[k].ExecContext(ctx, args...); err != nil {
 			return err
 		}
-		st.events = st.events[len(chunk):]
+		done += 1 << k
 	}
-	st.events = st.events[:0:0]
 	return nil
 }
 
@@ -409,8 +451,8 @@ func (s *Store) statements(ctx context.Context) (*writeStmts, error) {
 		{&ws.release, releaseSQL},
 		{&ws.newest, newestSQL},
 	}
-	for k := range ws.insertEvents {
-		preps = append(preps, prep{&ws.insertEvents[k], insertEventsSQL(1 << k)})
+	for k := range insertChunks {
+		preps = append(preps, prep{&ws.insertEvents[k], insertEventsSQL(1 << k)}, prep{&ws.insertLeases[k], insertLeasesSQL(1 << k)})
 	}
 	for _, p := range preps {
 		st, err := s.writer.PrepareContext(ctx, p.query)
@@ -435,14 +477,15 @@ func (ws *writeStmts) in(ctx context.Context, tx *sql.Tx) *txStmts {
 		release: tx.StmtContext(ctx, ws.release),
 		newest:  tx.StmtContext(ctx, ws.newest),
 	}
-	for k, stmt := range ws.insertEvents {
-		st.insertEvents[k] = tx.StmtContext(ctx, stmt)
+	for k := range insertChunks {
+		st.insertEvents[k] = tx.StmtContext(ctx, ws.insertEvents[k])
+		st.insertLeases[k] = tx.StmtContext(ctx, ws.insertLeases[k])
 	}
 	return st
 }
 
 func (ws *writeStmts) close() {
-	for _, st := range append([]*sql.Stmt{ws.current, ws.grant, ws.extend, ws.release, ws.newest}, ws.insertEvents[:]...) {
+	for _, st := range append([]*sql.Stmt{ws.current, ws.grant, ws.extend, ws.release, ws.newest}, append(ws.insertEvents[:], ws.insertLeases[:]...)...) {
 		if st != nil {
 			_ = st.Close()
 		}

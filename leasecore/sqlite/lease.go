@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"encoding/json"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -19,7 +19,7 @@ import (
 const nowMS = `CAST(ROUND(unixepoch('subsec') * 1000) AS INTEGER)`
 
 // rowsSQL reads the store's now, the id the next event gets, and the rows of
-// the tasks in :tasks (a JSON array), in one statement. It always yields a
+// the tasks in :tasks (see hexList), in one statement. It always yields a
 // row: the clock and the event id, then a row's columns (NULL for all when
 // none of the tasks has a row). The lease
 // operations of a batch decide on these rows and the one instant (see
@@ -28,7 +28,26 @@ const rowsSQL = `
 SELECT n.ms, n.next_event, l.task, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at, l.ttl_ms, l.renew_count,
        l.note, l.released_at, l.end_recorded, l.last_event
 FROM (SELECT ` + nowMS + ` AS ms, ` + nextEventExpr + ` AS next_event) AS n
-LEFT JOIN leasehold_leases AS l ON l.task IN (SELECT value FROM json_each(:tasks))`
+LEFT JOIN leasehold_leases AS l ON l.task IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:tasks))`
+
+// hexList is tasks as rowsSQL takes them: a JSON array of the names'
+// bytes in hex, which no name's bytes can change on the way (JSON would
+// replace invalid UTF-8).
+func hexList(tasks []string) string {
+	var b strings.Builder
+	b.Grow(2 + len(tasks)*3)
+	b.WriteByte('[')
+	for i, t := range tasks {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		b.WriteString(hex.EncodeToString([]byte(t)))
+		b.WriteByte('"')
+	}
+	b.WriteByte(']')
+	return b.String()
+}
 
 // leaseColumns are the columns scanLease reads, in its order.
 const leaseColumns = `task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note`
@@ -89,22 +108,28 @@ const nextEventExpr = `
 max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'leasehold_history'), 0),
     coalesce((SELECT max(id) FROM leasehold_history), 0)) + 1`
 
-// eventColumns are the columns of an event row insertEventsSQL writes, in
-// the order of its parameters.
-const eventColumns = `id, task, kind, owner, token, at, detail, prev_id`
-
 // insertEventsSQL appends n events with the ids the batch gave them, in one
-// statement: eight parameters per event, in eventColumns' order.
+// statement: eight parameters per event (id, task, kind, owner, token, at,
+// detail, prev_id).
 func insertEventsSQL(n int) string {
-	var b strings.Builder
-	b.WriteString(`INSERT INTO leasehold_history (` + eventColumns + `) VALUES `)
-	for i := range n {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
-	}
-	return b.String()
+	return multiRow(`INSERT INTO leasehold_history (id, task, kind, owner, token, at, detail, prev_id) VALUES `,
+		`(?, ?, ?, ?, ?, ?, ?, ?)`, n)
+}
+
+// insertLeasesSQL writes the first rows of n tasks, each its first lease
+// (token 1), in one statement: eight parameters per row (task, owner,
+// acquired_at, renewed_at, expires_at, ttl_ms, note, last_event). The caller
+// has read, in the same transaction, that the tasks have no row; if one had,
+// the primary key would fail the statement, and the batch.
+func insertLeasesSQL(n int) string {
+	return multiRow(`INSERT INTO leasehold_leases
+       (task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note, released_at, end_recorded, last_event)
+VALUES `, `(?, ?, 1, ?, ?, ?, ?, 0, ?, NULL, 0, ?)`, n)
+}
+
+// multiRow is head followed by n copies of row, separated by commas.
+func multiRow(head, row string, n int) string {
+	return head + strings.Repeat(row+", ", n-1) + row
 }
 
 // newestSQL makes :event the task's newest event; with :ended, it also
@@ -144,6 +169,9 @@ type current struct {
 	endRecorded bool
 	// lastEvent is the id of the task's newest event, 0 when it has none.
 	lastEvent int64
+	// unwritten: the row is the task's first, not yet in the table (see
+	// txStmts.newRows).
+	unwritten bool
 }
 
 // endUnrecorded reports whether the row holds a lease that ran out
@@ -189,11 +217,7 @@ func (st *txStmts) load(ctx context.Context, tasks []string) error {
 		}
 	}
 	tasks = missing
-	list, err := json.Marshal(tasks)
-	if err != nil {
-		return err
-	}
-	rows, err := st.current.QueryContext(ctx, sql.Named("tasks", string(list)))
+	rows, err := st.current.QueryContext(ctx, sql.Named("tasks", hexList(tasks)))
 	if err != nil {
 		return err
 	}
@@ -249,7 +273,7 @@ func (st *txStmts) load(ctx context.Context, tasks []string) error {
 // newest event until now (0: none), in the transaction of the lease change
 // it records, and returns its id. The caller makes it the task's newest in
 // the lease row. The event is numbered at once and written with the batch's
-// other events (txStmts.flushEvents), before anything else reads the history
+// other events (txStmts.flush), before anything else reads the history
 // and before the commit.
 func record(ctx context.Context, st *txStmts, e leasecore.Event, atMS, prev int64) (int64, error) {
 	if st.nextEvent == 0 { // the operation read its row first, so this cannot be
@@ -310,6 +334,22 @@ func claim(ctx context.Context, st *txStmts, p leasecore.ClaimParams) (answer, e
 	if newest, err = record(ctx, st, acquired, cur.now, newest); err != nil {
 		return answer{}, err
 	}
+	c := current{
+		now: cur.now, exists: true, owner: p.Owner, token: token,
+		acquiredAt: cur.now, renewedAt: cur.now, expiresAt: cur.now + ttl, ttlMS: ttl, note: p.Note,
+		lastEvent: newest,
+	}
+	if !cur.exists {
+		// The task's first row goes in with the batch's other first rows
+		// (txStmts.newRows).
+		c.unwritten = true
+		st.newRows = append(st.newRows, p.Task)
+		st.rows[p.Task] = c
+		return answer{lease: c.lease(p.Task)}, nil
+	}
+	if err := st.written(ctx, &cur); err != nil {
+		return answer{}, err
+	}
 	res, err := st.grant.ExecContext(ctx,
 		sql.Named("task", p.Task), sql.Named("owner", p.Owner), sql.Named("token", token),
 		sql.Named("now", cur.now), sql.Named("ttl", ttl), sql.Named("note", p.Note), sql.Named("event", newest))
@@ -319,11 +359,6 @@ func claim(ctx context.Context, st *txStmts, p leasecore.ClaimParams) (answer, e
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return answer{}, cmp.Or(err, fmt.Errorf("%w: the grant of token %d changed no row", errVanished, token))
 	}
-	c := current{
-		now: cur.now, exists: true, owner: p.Owner, token: token,
-		acquiredAt: cur.now, renewedAt: cur.now, expiresAt: cur.now + ttl, ttlMS: ttl, note: p.Note,
-		lastEvent: newest,
-	}
 	st.rows[p.Task] = c
 	return answer{lease: c.lease(p.Task)}, nil
 }
@@ -331,6 +366,9 @@ func claim(ctx context.Context, st *txStmts, p leasecore.ClaimParams) (answer, e
 // extend extends the owner's live lease cur by ttl (ms), with note, and
 // answers it.
 func extend(ctx context.Context, st *txStmts, task, owner string, cur current, ttl int64, note string) (answer, error) {
+	if err := st.written(ctx, &cur); err != nil {
+		return answer{}, err
+	}
 	res, err := st.extend.ExecContext(ctx,
 		sql.Named("task", task), sql.Named("owner", owner), sql.Named("token", cur.token),
 		sql.Named("now", cur.now), sql.Named("ttl", ttl), sql.Named("note", note))
@@ -463,6 +501,9 @@ func release(ctx context.Context, st *txStmts, p leasecore.ReleaseParams) (answe
 	if err != nil {
 		return answer{}, err
 	}
+	if err := st.written(ctx, &cur); err != nil {
+		return answer{}, err
+	}
 	res, err := st.release.ExecContext(ctx, sql.Named("task", p.Task), sql.Named("at", cur.now), sql.Named("event", event))
 	if err != nil {
 		return answer{}, err
@@ -478,6 +519,10 @@ func release(ctx context.Context, st *txStmts, p leasecore.ReleaseParams) (answe
 // setNewest makes event the task's newest; ended notes that the end of its
 // lease, which ran out unreleased, is recorded.
 func setNewest(ctx context.Context, st *txStmts, task string, event int64, ended bool) error {
+	cur := st.rows[task]
+	if err := st.written(ctx, &cur); err != nil {
+		return err
+	}
 	res, err := st.newest.ExecContext(ctx, sql.Named("task", task), sql.Named("event", event), sql.Named("ended", ended))
 	if err != nil {
 		return err
@@ -485,7 +530,6 @@ func setNewest(ctx context.Context, st *txStmts, task string, event int64, ended
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return cmp.Or(err, errVanished)
 	}
-	cur := st.rows[task]
 	cur.lastEvent, cur.endRecorded = event, cur.endRecorded || ended
 	st.rows[task] = cur
 	return nil
