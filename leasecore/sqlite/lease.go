@@ -21,9 +21,8 @@ const nowMS = `CAST(ROUND(unixepoch('subsec') * 1000) AS INTEGER)`
 // rowsSQL reads the store's now, the id the next event gets, and the rows of
 // the tasks in :tasks (see hexList), in one statement. It always yields a
 // row: the clock and the event id, then a row's columns (NULL for all when
-// none of the tasks has a row). The lease
-// operations of a batch decide on these rows and the one instant (see
-// txStmts.rows).
+// none of the tasks has a row). The lease operations of a batch decide on
+// these rows and the one instant (see txStmts.rows).
 const rowsSQL = `
 SELECT n.ms, n.next_event, l.task, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at, l.ttl_ms, l.renew_count,
        l.note, l.released_at, l.end_recorded, l.last_event
@@ -49,18 +48,18 @@ func hexList(tasks []string) string {
 	return b.String()
 }
 
-// leaseColumns are the columns scanLease reads, in its order.
+// leaseColumns are the columns rawLease.dest reads, in its order.
 const leaseColumns = `task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note`
 
-// grantSQL hands the task to a new holder with :token, the next token: a
-// first row (token 1), or the existing row, whose token the caller read as
-// :token - 1 in the same transaction. Its acquired event (:event) is now
-// the task's newest. The caller has seen that no lease is live; the WHERE
-// repeats the checks, so that the statement alone can never take a live
-// lease away from its holder nor skip or repeat a token: it changes no row
-// then, which the caller reports as errVanished. The caller knows every
-// column it writes, so the statement returns none (a RETURNING clause costs
-// SQLite a temporary table per statement).
+// grantSQL hands a task that has a row to a new holder with :token, the
+// next token: the caller read the row's token as :token - 1 in the same
+// transaction (a task's first row goes in with insertLeasesSQL). Its
+// acquired event (:event) is now the task's newest. The caller has seen that
+// no lease is live; the WHERE repeats the checks, so that the statement
+// alone can never take a live lease away from its holder nor skip or repeat
+// a token: it changes no row then, which the caller reports as errVanished.
+// The caller knows every column it writes, so the statement returns none (a
+// RETURNING clause costs SQLite a temporary table per statement).
 const grantSQL = `
 INSERT INTO leasehold_leases AS l
        (task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note, released_at, end_recorded, last_event)
@@ -276,7 +275,9 @@ func (st *txStmts) load(ctx context.Context, tasks []string) error {
 // other events (txStmts.flush), before anything else reads the history
 // and before the commit.
 func record(ctx context.Context, st *txStmts, e leasecore.Event, atMS, prev int64) (int64, error) {
-	if st.nextEvent == 0 { // the operation read its row first, so this cannot be
+	if st.nextEvent == 0 {
+		// Cannot happen: every operation reads its row, and the next id
+		// with it, before it records anything.
 		return 0, errors.New("a history event was recorded before the batch read the next event id")
 	}
 	id := st.nextEvent
