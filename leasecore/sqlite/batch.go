@@ -329,7 +329,9 @@ const insertChunks = 7
 type txStmts struct {
 	tx                                      *sql.Tx
 	current, grant, extend, release, newest *sql.Stmt
-	insertEvents, insertLeases              [insertChunks]*sql.Stmt
+	// insertEvents and insertLeases are writeStmts' multi-row inserts,
+	// bound to tx when first used (execChunks): a batch uses few of them.
+	insertEvents, insertLeases chunkStmts
 
 	// newRows are the tasks whose first row a grant of the batch made and
 	// flush has not written yet: one multi-row insert for a batch's new
@@ -374,7 +376,7 @@ func (st *txStmts) flush(ctx context.Context) error {
 	if err := st.flushRows(ctx); err != nil {
 		return err
 	}
-	err := execChunks(ctx, &st.insertEvents, len(st.events), func(args []any, i int) []any {
+	err := st.insertEvents.exec(ctx, st.tx, len(st.events), func(args []any, i int) []any {
 		e := st.events[i]
 		var prev any // NULL for a task's first event
 		if e.prev != 0 {
@@ -388,7 +390,7 @@ func (st *txStmts) flush(ctx context.Context) error {
 
 // flushRows writes the pending first rows of tasks.
 func (st *txStmts) flushRows(ctx context.Context) error {
-	err := execChunks(ctx, &st.insertLeases, len(st.newRows), func(args []any, i int) []any {
+	err := st.insertLeases.exec(ctx, st.tx, len(st.newRows), func(args []any, i int) []any {
 		task := st.newRows[i]
 		c := st.rows[task]
 		c.unwritten = false
@@ -410,10 +412,17 @@ func (st *txStmts) written(ctx context.Context, cur *current) error {
 	return st.flushRows(ctx)
 }
 
-// execChunks runs the multi-row statements stmts (stmts[k] writes 1<<k
-// rows) for n rows, in order, in as few statements as there are bits set in
-// n (more beyond the largest size); add appends row i's parameters.
-func execChunks(ctx context.Context, stmts *[insertChunks]*sql.Stmt, n int, add func(args []any, i int) []any) error {
+// chunkStmts are the sizes of one multi-row insert for one batch:
+// prepared[k] writes 1<<k rows, and bound[k] is it bound to the batch's
+// transaction, once used.
+type chunkStmts struct {
+	prepared *[insertChunks]*sql.Stmt
+	bound    [insertChunks]*sql.Stmt
+}
+
+// exec writes n rows in order, in as few statements as there are bits set
+// in n (more beyond the largest size); add appends row i's parameters.
+func (c *chunkStmts) exec(ctx context.Context, tx *sql.Tx, n int, add func(args []any, i int) []any) error {
 	var args []any
 	for done := 0; done < n; {
 		k := min(bits.Len(uint(n-done))-1, insertChunks-1)
@@ -421,7 +430,10 @@ func execChunks(ctx context.Context, stmts *[insertChunks]*sql.Stmt, n int, add 
 		for i := done; i < done+1<<k; i++ {
 			args = add(args, i)
 		}
-		if _, err := stmts[k].ExecContext(ctx, args...); err != nil {
+		if c.bound[k] == nil {
+			c.bound[k] = tx.StmtContext(ctx, c.prepared[k])
+		}
+		if _, err := c.bound[k].ExecContext(ctx, args...); err != nil {
 			return err
 		}
 		done += 1 << k
@@ -467,7 +479,8 @@ func (s *Store) statements(ctx context.Context) (*writeStmts, error) {
 }
 
 // in binds the statements to tx, once per batch rather than once per
-// operation. They are closed with the transaction.
+// operation (the multi-row inserts when first used). They are closed with
+// the transaction.
 func (ws *writeStmts) in(ctx context.Context, tx *sql.Tx) *txStmts {
 	st := &txStmts{
 		tx:      tx,
@@ -477,10 +490,7 @@ func (ws *writeStmts) in(ctx context.Context, tx *sql.Tx) *txStmts {
 		release: tx.StmtContext(ctx, ws.release),
 		newest:  tx.StmtContext(ctx, ws.newest),
 	}
-	for k := range insertChunks {
-		st.insertEvents[k] = tx.StmtContext(ctx, ws.insertEvents[k])
-		st.insertLeases[k] = tx.StmtContext(ctx, ws.insertLeases[k])
-	}
+	st.insertEvents.prepared, st.insertLeases.prepared = &ws.insertEvents, &ws.insertLeases
 	return st
 }
 
