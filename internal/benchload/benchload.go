@@ -14,7 +14,10 @@ import (
 // Run runs b.N calls of op spread over clients goroutines and reports ops/s.
 // op gets the client's number (0…clients-1); the first error stops the
 // benchmark. ns/op is then wall time per operation across all clients, the
-// inverse of throughput.
+// inverse of throughput. cpu-ns/op is the CPU time the whole process (the
+// clients and the code they call, not a database server in another
+// process) used per operation: on a machine shared with other work it
+// varies less than ns/op does.
 func Run(b *testing.B, clients int, op func(ctx context.Context, client int) error) {
 	b.Helper()
 	ctx := b.Context()
@@ -39,6 +42,7 @@ func Run(b *testing.B, clients int, op func(ctx context.Context, client int) err
 		b.Fatal(failure)
 	}
 	b.ResetTimer()
+	cpuBefore, cpuOK := processCPU()
 	for c := range clients {
 		wg.Go(func() {
 			for next.Add(1) <= int64(b.N) {
@@ -51,8 +55,12 @@ func Run(b *testing.B, clients int, op func(ctx context.Context, client int) err
 	}
 	wg.Wait()
 	b.StopTimer()
+	cpuAfter, _ := processCPU()
 	if failure != nil {
 		b.Fatal(failure)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+	if cpuOK {
+		b.ReportMetric(float64(cpuAfter-cpuBefore)/float64(b.N), "cpu-ns/op")
+	}
 }

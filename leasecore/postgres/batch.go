@@ -154,8 +154,13 @@ func (b *batcher[Q, R]) do(ctx context.Context, req Q) (R, error) {
 // else's call is in it.
 func (b *batcher[Q, R]) alone(ctx context.Context, req Q) (R, error) {
 	defer b.free()
-	ctx, cancel := context.WithTimeout(ctx, batchTimeout)
-	defer cancel()
+	// leasecore.Service's operation timeout is usually the sooner deadline
+	// already; a second timer would change nothing.
+	if d, ok := ctx.Deadline(); !ok || time.Until(d) > batchTimeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, batchTimeout)
+		defer cancel()
+	}
 	vals, err := b.send(ctx, []Q{req})
 	b.count(1)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math/bits"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +31,10 @@ type request struct {
 	// op names the operation in an *UnavailableError: claim, renew,
 	// release, create_task, prune, ….
 	op string
+	// tasks are the tasks a lease operation decides on, read together with
+	// those of the lease operations around it in the batch (txStmts.rows);
+	// none for a catalog operation.
+	tasks []string
 	// apply does the operation's read-decide-write inside the batch's
 	// transaction. Its error is an SQL failure, which fails the batch; a
 	// lease outcome (held, lost) is in the answer.
@@ -66,11 +71,13 @@ type answer struct {
 // for ctx to end, whichever comes first. A caller who stops waiting is told
 // unavailable; its operation may still run and commit with its batch, as a
 // statement cut off by a timeout may have committed before.
-func (s *Store) submit(ctx context.Context, op string, apply func(context.Context, *txStmts) (answer, error)) answer {
+//
+// A lease operation names the tasks it decides on.
+func (s *Store) submit(ctx context.Context, op string, apply func(context.Context, *txStmts) (answer, error), tasks ...string) answer {
 	if err := ctx.Err(); err != nil {
 		return answer{err: interpretError(op, err)}
 	}
-	r := &request{ctx: ctx, op: op, apply: apply, done: make(chan answer, 1)}
+	r := &request{ctx: ctx, op: op, tasks: tasks, apply: apply, done: make(chan answer, 1)}
 	s.mu.Lock()
 	if s.closed.Load() {
 		s.mu.Unlock()
@@ -204,6 +211,19 @@ func (s *Store) execute(ctx context.Context, batch []*request) ([]*answer, error
 		if r.ctx.Err() != nil {
 			continue // the caller was told unavailable; write nothing for it
 		}
+		switch {
+		case !leaseOp(r.op):
+			// A catalog operation may read the history (prune) or write it,
+			// or read or change lease rows: it sees the rows and events
+			// written before it, and the operations after it read the
+			// rows, the clock and the next event id again.
+			if err := st.flush(ctx); err != nil {
+				return nil, fmt.Errorf("writing the new lease rows and history of the batch's operations before operation %d (%s) failed, so none was committed: %w", i+1, r.op, err)
+			}
+			st.rows, st.now, st.nextEvent = nil, 0, 0
+		case st.rows == nil && st.upcoming == nil:
+			st.upcoming = runTasks(batch[i:])
+		}
 		res, err := r.apply(ctx, st)
 		if err != nil {
 			return nil, fmt.Errorf("operation %d of the batch's %d (%s) failed, so none was committed: %w", i+1, len(batch), r.op, err)
@@ -213,6 +233,9 @@ func (s *Store) execute(ctx context.Context, batch []*request) ([]*answer, error
 	}
 	if ran == 0 {
 		return answers, nil
+	}
+	if err := st.flush(ctx); err != nil {
+		return nil, fmt.Errorf("writing the new lease rows and history of the batch's operations failed, so none was committed: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, err
@@ -226,6 +249,25 @@ func (s *Store) execute(ctx context.Context, batch []*request) ([]*answer, error
 
 // writeOps are the operations WriteCounts reports, in its order.
 var writeOps = [...]string{"claim", "renew", "release"}
+
+// runTasks lists the tasks of the lease operations at the head of batch, up
+// to the first catalog operation, whose callers still wait.
+func runTasks(batch []*request) []string {
+	var tasks []string
+	for _, r := range batch {
+		if !leaseOp(r.op) {
+			break
+		}
+		if r.ctx.Err() == nil {
+			tasks = append(tasks, r.tasks...)
+		}
+	}
+	return tasks
+}
+
+// leaseOp reports whether op is one of Claim, Renew and Release (RenewBatch
+// included), which record their history events through txStmts.events.
+func leaseOp(op string) bool { return op == "claim" || op == "renew" || op == "release" }
 
 // writeCount is one operation's counters: committed transactions that
 // carried it, and how many of it they carried.
@@ -272,14 +314,132 @@ func (s *Store) WriteCounts() []leasecore.WriteCount {
 // (docs/design.md, "Measurements behind the constants"), and with a single
 // writer connection each is prepared only once.
 type writeStmts struct {
-	current, grant, extend, released, release, record, newest *sql.Stmt
+	current, grant, extend, release, newest *sql.Stmt
+	// insertEvents[k] appends 1<<k events in one statement, and
+	// insertLeases[k] writes the first rows of 1<<k tasks.
+	insertEvents, insertLeases [insertChunks]*sql.Stmt
 }
+
+// insertChunks is how many sizes of the multi-row inserts (insertEventsSQL,
+// insertLeasesSQL) are prepared: 1, 2, 4, … 1<<(insertChunks-1) rows per
+// statement.
+const insertChunks = 7
 
 // txStmts are the write statements bound to one batch's transaction, and
 // the transaction itself, for the catalog's rarer writes.
 type txStmts struct {
-	tx                                                        *sql.Tx
-	current, grant, extend, released, release, record, newest *sql.Stmt
+	tx                                      *sql.Tx
+	current, grant, extend, release, newest *sql.Stmt
+	// insertEvents and insertLeases are writeStmts' multi-row inserts,
+	// bound to tx when first used (execChunks): a batch uses few of them.
+	insertEvents, insertLeases chunkStmts
+
+	// newRows are the tasks whose first row a grant of the batch made and
+	// flush has not written yet: one multi-row insert for a batch's new
+	// tasks rather than a statement each. A write to such a row writes the
+	// pending rows first (written).
+	newRows []string
+	// events are the history events the batch's lease operations recorded
+	// and flush has not written yet. Writing them together, a few
+	// statements per batch rather than one per event, is what makes the
+	// history cheap; nothing reads the history between two lease
+	// operations, and execute writes them before any other operation and
+	// before the commit.
+	events []pendingEvent
+	// rows are the lease rows the batch's lease operations decide on, as
+	// they stand after the operations so far, and now is the batch's
+	// instant: the store's clock, read with the rows by the first lease
+	// operation (see rowsSQL). Reading the rows of a run of lease operations
+	// in one statement, deciding each operation on them in order, and
+	// writing its changes both to the table and here, spares a statement
+	// per operation; every operation still sees the effects of those
+	// before it. nil, and 0, until read; upcoming are the tasks to read
+	// then (runTasks).
+	rows     map[string]current
+	now      int64
+	upcoming []string
+	// nextEvent is the id the next recorded event gets (0: not read yet
+	// in this run of lease operations; see nextEventExpr). The batch's
+	// transaction holds the write lock, so no other connection takes an
+	// id meanwhile.
+	nextEvent int64
+}
+
+// pendingEvent is an event numbered but not yet written.
+type pendingEvent struct {
+	id       int64
+	event    leasecore.Event
+	at, prev int64
+}
+
+// flush writes the batch's pending first rows of tasks and history events.
+func (st *txStmts) flush(ctx context.Context) error {
+	if err := st.flushRows(ctx); err != nil {
+		return err
+	}
+	err := st.insertEvents.exec(ctx, st.tx, len(st.events), func(args []any, i int) []any {
+		e := st.events[i]
+		var prev any // NULL for a task's first event
+		if e.prev != 0 {
+			prev = e.prev
+		}
+		return append(args, e.id, e.event.Task, string(e.event.Kind), e.event.Owner, e.event.Token, e.at, e.event.Detail, prev)
+	})
+	st.events = st.events[:0]
+	return err
+}
+
+// flushRows writes the pending first rows of tasks.
+func (st *txStmts) flushRows(ctx context.Context) error {
+	err := st.insertLeases.exec(ctx, st.tx, len(st.newRows), func(args []any, i int) []any {
+		task := st.newRows[i]
+		c := st.rows[task]
+		c.unwritten = false
+		st.rows[task] = c
+		return append(args, task, c.owner, c.acquiredAt, c.renewedAt, c.expiresAt, c.ttlMS, c.note, c.lastEvent)
+	})
+	st.newRows = st.newRows[:0]
+	return err
+}
+
+// written makes sure the row cur, which the caller is about to change in
+// the table, is in it: a pending first row is written first, with the
+// others pending.
+func (st *txStmts) written(ctx context.Context, cur *current) error {
+	if !cur.unwritten {
+		return nil
+	}
+	cur.unwritten = false
+	return st.flushRows(ctx)
+}
+
+// chunkStmts are the sizes of one multi-row insert for one batch:
+// prepared[k] writes 1<<k rows, and bound[k] is it bound to the batch's
+// transaction, once used.
+type chunkStmts struct {
+	prepared *[insertChunks]*sql.Stmt
+	bound    [insertChunks]*sql.Stmt
+}
+
+// exec writes n rows in order, in as few statements as there are bits set
+// in n (more beyond the largest size); add appends row i's parameters.
+func (c *chunkStmts) exec(ctx context.Context, tx *sql.Tx, n int, add func(args []any, i int) []any) error {
+	var args []any
+	for done := 0; done < n; {
+		k := min(bits.Len(uint(n-done))-1, insertChunks-1)
+		args = args[:0]
+		for i := done; i < done+1<<k; i++ {
+			args = add(args, i)
+		}
+		if c.bound[k] == nil {
+			c.bound[k] = tx.StmtContext(ctx, c.prepared[k])
+		}
+		if _, err := c.bound[k].ExecContext(ctx, args...); err != nil {
+			return err
+		}
+		done += 1 << k
+	}
+	return nil
 }
 
 // statements returns the prepared write statements, preparing them on first
@@ -291,18 +451,23 @@ func (s *Store) statements(ctx context.Context) (*writeStmts, error) {
 		return s.stmts, nil
 	}
 	ws := &writeStmts{}
-	for _, p := range []struct {
+	type prep struct {
 		dst   **sql.Stmt
 		query string
-	}{
-		{&ws.current, selectForUpdateSQL},
+	}
+	preps := []prep{
+		// grantSQL first: on a file with no schema, its error names the
+		// missing leasehold_leases (rowsSQL would name sqlite_sequence).
 		{&ws.grant, grantSQL},
+		{&ws.current, rowsSQL},
 		{&ws.extend, extendSQL},
-		{&ws.released, releasedSQL},
 		{&ws.release, releaseSQL},
-		{&ws.record, recordSQL},
 		{&ws.newest, newestSQL},
-	} {
+	}
+	for k := range insertChunks {
+		preps = append(preps, prep{&ws.insertEvents[k], insertEventsSQL(1 << k)}, prep{&ws.insertLeases[k], insertLeasesSQL(1 << k)})
+	}
+	for _, p := range preps {
 		st, err := s.writer.PrepareContext(ctx, p.query)
 		if err != nil {
 			ws.close()
@@ -315,22 +480,23 @@ func (s *Store) statements(ctx context.Context) (*writeStmts, error) {
 }
 
 // in binds the statements to tx, once per batch rather than once per
-// operation. They are closed with the transaction.
+// operation (the multi-row inserts when first used). They are closed with
+// the transaction.
 func (ws *writeStmts) in(ctx context.Context, tx *sql.Tx) *txStmts {
-	return &txStmts{
-		tx:       tx,
-		current:  tx.StmtContext(ctx, ws.current),
-		grant:    tx.StmtContext(ctx, ws.grant),
-		extend:   tx.StmtContext(ctx, ws.extend),
-		released: tx.StmtContext(ctx, ws.released),
-		release:  tx.StmtContext(ctx, ws.release),
-		record:   tx.StmtContext(ctx, ws.record),
-		newest:   tx.StmtContext(ctx, ws.newest),
+	st := &txStmts{
+		tx:      tx,
+		current: tx.StmtContext(ctx, ws.current),
+		grant:   tx.StmtContext(ctx, ws.grant),
+		extend:  tx.StmtContext(ctx, ws.extend),
+		release: tx.StmtContext(ctx, ws.release),
+		newest:  tx.StmtContext(ctx, ws.newest),
 	}
+	st.insertEvents.prepared, st.insertLeases.prepared = &ws.insertEvents, &ws.insertLeases
+	return st
 }
 
 func (ws *writeStmts) close() {
-	for _, st := range []*sql.Stmt{ws.current, ws.grant, ws.extend, ws.released, ws.release, ws.record, ws.newest} {
+	for _, st := range append([]*sql.Stmt{ws.current, ws.grant, ws.extend, ws.release, ws.newest}, append(ws.insertEvents[:], ws.insertLeases[:]...)...) {
 		if st != nil {
 			_ = st.Close()
 		}

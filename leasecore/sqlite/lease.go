@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold/leasecore"
@@ -16,29 +18,55 @@ import (
 // statement sees the same instant.
 const nowMS = `CAST(ROUND(unixepoch('subsec') * 1000) AS INTEGER)`
 
-// selectForUpdateSQL reads a task's row, if any, together with the store's
-// now, in one statement. It always yields one row: the clock, then the
-// lease's columns (NULL when the task has no row).
-const selectForUpdateSQL = `
-SELECT n.ms, l.owner, l.token, l.ttl_ms, l.expires_at, l.released_at, l.end_recorded, l.last_event
-FROM (SELECT ` + nowMS + ` AS ms) AS n
-LEFT JOIN leasehold_leases AS l ON l.task = :task`
+// rowsSQL reads the store's now, the id the next event gets, and the rows of
+// the tasks in :tasks (see hexList), in one statement. It always yields a
+// row: the clock and the event id, then a row's columns (NULL for all when
+// none of the tasks has a row). The lease operations of a batch decide on
+// these rows and the one instant (see txStmts.rows).
+const rowsSQL = `
+SELECT n.ms, n.next_event, l.task, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at, l.ttl_ms, l.renew_count,
+       l.note, l.released_at, l.end_recorded, l.last_event
+FROM (SELECT ` + nowMS + ` AS ms, ` + nextEventExpr + ` AS next_event) AS n
+LEFT JOIN leasehold_leases AS l ON l.task IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:tasks))`
 
-// leaseColumns are the columns scanLease reads, in its order.
+// hexList is tasks as rowsSQL takes them: a JSON array of the names'
+// bytes in hex, which no name's bytes can change on the way (JSON would
+// replace invalid UTF-8).
+func hexList(tasks []string) string {
+	var b strings.Builder
+	b.Grow(2 + len(tasks)*3)
+	b.WriteByte('[')
+	for i, t := range tasks {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		b.WriteString(hex.EncodeToString([]byte(t)))
+		b.WriteByte('"')
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// leaseColumns are the columns rawLease.dest reads, in its order.
 const leaseColumns = `task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note`
 
-// grantSQL hands the task to a new holder: a first row with token 1, or the
-// next token on the existing row, whose acquired event (:event) is now the
-// task's newest. The caller has seen, in the same transaction, that no lease
-// is live; the WHERE repeats the check so that the statement alone can never
-// take a live lease away from its holder.
+// grantSQL hands a task that has a row to a new holder with :token, the
+// next token: the caller read the row's token as :token - 1 in the same
+// transaction (a task's first row goes in with insertLeasesSQL). Its
+// acquired event (:event) is now the task's newest. The caller has seen that
+// no lease is live; the WHERE repeats the checks, so that the statement
+// alone can never take a live lease away from its holder nor skip or repeat
+// a token: it changes no row then, which the caller reports as errVanished.
+// The caller knows every column it writes, so the statement returns none (a
+// RETURNING clause costs SQLite a temporary table per statement).
 const grantSQL = `
 INSERT INTO leasehold_leases AS l
        (task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note, released_at, end_recorded, last_event)
-VALUES (:task, :owner, 1, :now, :now, :now + :ttl, :ttl, 0, :note, NULL, 0, :event)
+VALUES (:task, :owner, :token, :now, :now, :now + :ttl, :ttl, 0, :note, NULL, 0, :event)
 ON CONFLICT (task) DO UPDATE SET
        owner = excluded.owner,
-       token = l.token + 1,
+       token = excluded.token,
        acquired_at = excluded.acquired_at,
        renewed_at = excluded.renewed_at,
        expires_at = excluded.expires_at,
@@ -48,48 +76,60 @@ ON CONFLICT (task) DO UPDATE SET
        released_at = NULL,
        end_recorded = 0,
        last_event = excluded.last_event
-WHERE l.released_at IS NOT NULL OR l.expires_at <= :now
-RETURNING ` + leaseColumns
+WHERE (l.released_at IS NOT NULL OR l.expires_at <= :now) AND l.token = excluded.token - 1`
 
-// extendSQL extends the owner's live lease under the given token: a same-owner
-// claim (which also replaces the note) or a renewal (which keeps it).
+// extendSQL extends the owner's live lease under the given token: a
+// same-owner claim (which also replaces the note) or a renewal (which keeps
+// it). Like grantSQL, it returns nothing: the caller knows the row.
 const extendSQL = `
 UPDATE leasehold_leases
 SET expires_at = :now + :ttl,
     renewed_at = :now,
     ttl_ms = :ttl,
     renew_count = renew_count + 1,
-    note = CASE WHEN :set_note THEN :note ELSE note END
+    note = :note
 WHERE task = :task AND owner = :owner AND token = :token
-  AND released_at IS NULL AND expires_at > :now
-RETURNING ` + leaseColumns
+  AND released_at IS NULL AND expires_at > :now`
 
-// releasedSQL records the release of the owner's live lease (checking the
-// token when given), in one conditional statement that reads the lease and
-// the store's now: an event after the task's newest, and its id and time;
-// no row when there is nothing to release. releaseSQL then ends the lease.
-const releasedSQL = `
-INSERT INTO leasehold_history (task, kind, owner, token, at, detail, prev_id)
-SELECT l.task, 'released', l.owner, l.token, n.ms, '', l.last_event
-FROM leasehold_leases AS l, (SELECT ` + nowMS + ` AS ms) AS n
-WHERE l.task = :task AND l.owner = :owner
-  AND l.released_at IS NULL AND l.expires_at > n.ms
-  AND (:token = 0 OR l.token = :token)
-RETURNING id, at`
-
-// releaseSQL ends the lease whose release releasedSQL recorded (the same
-// transaction has just seen it live), as of that event's time.
+// releaseSQL ends the lease whose release was just recorded (the same
+// transaction has just seen it live), as of that event's time :at.
 const releaseSQL = `
 UPDATE leasehold_leases
 SET released_at = :at, expires_at = min(expires_at, :at), last_event = :event
 WHERE task = :task AND released_at IS NULL`
 
-// recordSQL appends an event to the task's history, after :prev, the task's
-// newest event until now (NULL: none), and returns its id.
-const recordSQL = `
-INSERT INTO leasehold_history (task, kind, owner, token, at, detail, prev_id)
-VALUES (:task, :kind, :owner, :token, :at, :detail, :prev)
-RETURNING id`
+// nextEventExpr is the id the next event of the history gets, as
+// AUTOINCREMENT would choose it: one more than the largest id the table ever
+// held (sqlite_sequence) or holds. A batch reads it with its rows (rowsSQL),
+// under the write lock its transaction holds from its start, and numbers its
+// events from it (see txStmts.events).
+const nextEventExpr = `
+max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'leasehold_history'), 0),
+    coalesce((SELECT max(id) FROM leasehold_history), 0)) + 1`
+
+// insertEventsSQL appends n events with the ids the batch gave them, in one
+// statement: eight parameters per event (id, task, kind, owner, token, at,
+// detail, prev_id).
+func insertEventsSQL(n int) string {
+	return multiRow(`INSERT INTO leasehold_history (id, task, kind, owner, token, at, detail, prev_id) VALUES `,
+		`(?, ?, ?, ?, ?, ?, ?, ?)`, n)
+}
+
+// insertLeasesSQL writes the first rows of n tasks, each its first lease
+// (token 1), in one statement: eight parameters per row (task, owner,
+// acquired_at, renewed_at, expires_at, ttl_ms, note, last_event). The caller
+// has read, in the same transaction, that the tasks have no row; if one had,
+// the primary key would fail the statement, and the batch.
+func insertLeasesSQL(n int) string {
+	return multiRow(`INSERT INTO leasehold_leases
+       (task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note, released_at, end_recorded, last_event)
+VALUES `, `(?, ?, 1, ?, ?, ?, ?, 0, ?, NULL, 0, ?)`, n)
+}
+
+// multiRow is head followed by n copies of row, separated by commas.
+func multiRow(head, row string, n int) string {
+	return head + strings.Repeat(row+", ", n-1) + row
+}
 
 // newestSQL makes :event the task's newest event; with :ended, it also
 // notes that the end of the lease, which ran out unreleased, is recorded.
@@ -109,20 +149,28 @@ WHERE released_at IS NULL AND expires_at > n.ms`
 // serialised, and is reported as unavailable if it ever does.
 var errVanished = errors.New("lease row changed inside its own transaction")
 
-// current is a task's row as selectForUpdateSQL reads it.
+// current is a task's row as the batch knows it (see txStmts.rows), and
+// the batch's now.
 type current struct {
-	now       int64
-	exists    bool
-	owner     string
-	token     int64
-	ttlMS     int64
-	expiresAt int64
-	released  bool
+	now        int64
+	exists     bool
+	owner      string
+	token      int64
+	acquiredAt int64
+	renewedAt  int64
+	expiresAt  int64
+	ttlMS      int64
+	renewCount int64
+	note       string
+	released   bool
 	// endRecorded: the lease ran out unreleased and its end (lost) is in
 	// the history already.
 	endRecorded bool
 	// lastEvent is the id of the task's newest event, 0 when it has none.
 	lastEvent int64
+	// unwritten: the row is the task's first, not yet in the table (see
+	// txStmts.newRows).
+	unwritten bool
 }
 
 // endUnrecorded reports whether the row holds a lease that ran out
@@ -133,39 +181,109 @@ func (c current) endUnrecorded() bool {
 
 func (c current) live() bool { return c.exists && !c.released && c.expiresAt > c.now }
 
+// lease is the row's lease on task, as the store answers it.
+func (c current) lease(task string) *leasecore.Lease {
+	return &leasecore.Lease{
+		Task: task, Owner: c.owner, Token: c.token, Note: c.note, RenewCount: c.renewCount,
+		AcquiredAt: fromMS(c.acquiredAt), RenewedAt: fromMS(c.renewedAt), ExpiresAt: fromMS(c.expiresAt),
+		TTL:          time.Duration(c.ttlMS) * time.Millisecond,
+		TTLRemaining: time.Duration(c.expiresAt-c.now) * time.Millisecond,
+	}
+}
+
+// readCurrent is the task's row as the batch knows it. The first lease
+// operation of a run of them reads the rows of all their tasks at once
+// (txStmts.upcoming).
 func readCurrent(ctx context.Context, st *txStmts, task string) (current, error) {
-	var (
-		c                                     current
-		owner                                 sql.NullString
-		token, ttl, exp, release, ended, last sql.NullInt64
-	)
-	err := st.current.QueryRowContext(ctx, sql.Named("task", task)).
-		Scan(&c.now, &owner, &token, &ttl, &exp, &release, &ended, &last)
-	if err != nil {
+	if c, ok := st.rows[task]; ok {
+		return c, nil
+	}
+	if err := st.load(ctx, append(st.upcoming, task)); err != nil {
 		return current{}, err
 	}
-	c.exists = owner.Valid
-	c.owner, c.token, c.ttlMS, c.expiresAt = owner.String, token.Int64, ttl.Int64, exp.Int64
-	c.released = release.Valid
-	c.endRecorded = ended.Int64 != 0
-	c.lastEvent = last.Int64
-	return c, nil
+	st.upcoming = nil
+	return st.rows[task], nil
+}
+
+// load reads the store's now and the next event id, unless this run of lease
+// operations has read them, and the rows of tasks into st.rows: a task
+// without a row is there as one that does not exist.
+func (st *txStmts) load(ctx context.Context, tasks []string) error {
+	missing := make([]string, 0, len(tasks))
+	for _, t := range tasks {
+		if _, ok := st.rows[t]; !ok {
+			missing = append(missing, t)
+		}
+	}
+	tasks = missing
+	rows, err := st.current.QueryContext(ctx, sql.Named("tasks", hexList(tasks)))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if st.rows == nil {
+		st.rows = make(map[string]current, len(tasks))
+	}
+	var now, next int64
+	for _, t := range tasks {
+		st.rows[t] = current{}
+	}
+	for rows.Next() {
+		var (
+			c                                      current
+			ms                                     int64
+			task, owner, note                      sql.NullString
+			token, acq, ren, exp, ttl, count, last sql.NullInt64
+			release, ended                         sql.NullInt64
+		)
+		if err := rows.Scan(&ms, &next, &task, &owner, &token, &acq, &ren, &exp, &ttl, &count, &note, &release, &ended, &last); err != nil {
+			return err
+		}
+		now = ms
+		if !task.Valid {
+			continue
+		}
+		c.exists = true
+		c.owner, c.token, c.acquiredAt, c.renewedAt, c.expiresAt = owner.String, token.Int64, acq.Int64, ren.Int64, exp.Int64
+		c.ttlMS, c.renewCount, c.note = ttl.Int64, count.Int64, note.String
+		c.released = release.Valid
+		c.endRecorded = ended.Int64 != 0
+		c.lastEvent = last.Int64
+		st.rows[task.String] = c
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if st.now == 0 {
+		st.now = now
+	}
+	if st.nextEvent == 0 {
+		st.nextEvent = next
+	}
+	for _, t := range tasks {
+		c := st.rows[t]
+		c.now = st.now
+		st.rows[t] = c
+	}
+	return nil
 }
 
 // record appends an event to the task's history after prev, the task's
 // newest event until now (0: none), in the transaction of the lease change
 // it records, and returns its id. The caller makes it the task's newest in
-// the lease row.
+// the lease row. The event is numbered at once and written with the batch's
+// other events (txStmts.flush), before anything else reads the history
+// and before the commit.
 func record(ctx context.Context, st *txStmts, e leasecore.Event, atMS, prev int64) (int64, error) {
-	var after any // NULL for a task's first event
-	if prev != 0 {
-		after = prev
+	if st.nextEvent == 0 {
+		// Cannot happen: every operation reads its row, and the next id
+		// with it, before it records anything.
+		return 0, errors.New("a history event was recorded before the batch read the next event id")
 	}
-	var id int64
-	err := st.record.QueryRowContext(ctx,
-		sql.Named("task", e.Task), sql.Named("kind", string(e.Kind)), sql.Named("owner", e.Owner),
-		sql.Named("token", e.Token), sql.Named("at", atMS), sql.Named("detail", e.Detail), sql.Named("prev", after)).Scan(&id)
-	return id, err
+	id := st.nextEvent
+	st.nextEvent++
+	st.events = append(st.events, pendingEvent{id: id, event: e, at: atMS, prev: prev})
+	return id, nil
 }
 
 // Claim acquires a free or expired lease with the next token, refreshes the
@@ -176,7 +294,7 @@ func record(ctx context.Context, st *txStmts, e leasecore.Event, atMS, prev int6
 func (s *Store) Claim(ctx context.Context, p leasecore.ClaimParams) (*leasecore.Lease, error) {
 	res := s.submit(ctx, "claim", func(ctx context.Context, st *txStmts) (answer, error) {
 		return claim(ctx, st, p)
-	})
+	}, p.Task)
 	return res.lease, res.err
 }
 
@@ -198,12 +316,7 @@ func claim(ctx context.Context, st *txStmts, p leasecore.ClaimParams) (answer, e
 			TTLRemaining: time.Duration(cur.expiresAt-cur.now) * time.Millisecond,
 		}}}, nil
 	case cur.live():
-		row := st.extend.QueryRowContext(ctx,
-			sql.Named("task", p.Task), sql.Named("owner", p.Owner), sql.Named("token", cur.token),
-			sql.Named("now", cur.now), sql.Named("ttl", ttl),
-			sql.Named("set_note", true), sql.Named("note", p.Note))
-		lease, err := scanLease(row, cur.now)
-		return answer{lease: lease}, err
+		return extend(ctx, st, p.Task, p.Owner, cur, ttl, p.Note)
 	}
 	newest := cur.lastEvent
 	if cur.endUnrecorded() {
@@ -222,17 +335,53 @@ func claim(ctx context.Context, st *txStmts, p leasecore.ClaimParams) (answer, e
 	if newest, err = record(ctx, st, acquired, cur.now, newest); err != nil {
 		return answer{}, err
 	}
-	row := st.grant.QueryRowContext(ctx,
-		sql.Named("task", p.Task), sql.Named("owner", p.Owner),
+	c := current{
+		now: cur.now, exists: true, owner: p.Owner, token: token,
+		acquiredAt: cur.now, renewedAt: cur.now, expiresAt: cur.now + ttl, ttlMS: ttl, note: p.Note,
+		lastEvent: newest,
+	}
+	if !cur.exists {
+		// The task's first row goes in with the batch's other first rows
+		// (txStmts.newRows).
+		c.unwritten = true
+		st.newRows = append(st.newRows, p.Task)
+		st.rows[p.Task] = c
+		return answer{lease: c.lease(p.Task)}, nil
+	}
+	if err := st.written(ctx, &cur); err != nil {
+		return answer{}, err
+	}
+	res, err := st.grant.ExecContext(ctx,
+		sql.Named("task", p.Task), sql.Named("owner", p.Owner), sql.Named("token", token),
 		sql.Named("now", cur.now), sql.Named("ttl", ttl), sql.Named("note", p.Note), sql.Named("event", newest))
-	lease, err := scanLease(row, cur.now)
 	if err != nil {
 		return answer{}, err
 	}
-	if lease.Token != token {
-		return answer{}, fmt.Errorf("%w: granted token %d, recorded %d", errVanished, lease.Token, token)
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return answer{}, cmp.Or(err, fmt.Errorf("%w: the grant of token %d changed no row", errVanished, token))
 	}
-	return answer{lease: lease}, nil
+	st.rows[p.Task] = c
+	return answer{lease: c.lease(p.Task)}, nil
+}
+
+// extend extends the owner's live lease cur by ttl (ms), with note, and
+// answers it.
+func extend(ctx context.Context, st *txStmts, task, owner string, cur current, ttl int64, note string) (answer, error) {
+	if err := st.written(ctx, &cur); err != nil {
+		return answer{}, err
+	}
+	res, err := st.extend.ExecContext(ctx,
+		sql.Named("task", task), sql.Named("owner", owner), sql.Named("token", cur.token),
+		sql.Named("now", cur.now), sql.Named("ttl", ttl), sql.Named("note", note))
+	if err != nil {
+		return answer{}, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return answer{}, cmp.Or(err, errVanished)
+	}
+	cur.expiresAt, cur.renewedAt, cur.ttlMS, cur.renewCount, cur.note = cur.now+ttl, cur.now, ttl, cur.renewCount+1, note
+	st.rows[task] = cur
+	return answer{lease: cur.lease(task)}, nil
 }
 
 // Renew extends the owner's live lease (a zero TTL keeps its TTL), or returns
@@ -241,7 +390,7 @@ func claim(ctx context.Context, st *txStmts, p leasecore.ClaimParams) (answer, e
 func (s *Store) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.Lease, error) {
 	res := s.submit(ctx, "renew", func(ctx context.Context, st *txStmts) (answer, error) {
 		return renew(ctx, st, p)
-	})
+	}, p.Task)
 	return res.lease, res.err
 }
 
@@ -259,6 +408,10 @@ func (s *Store) RenewBatch(ctx context.Context, ps []leasecore.RenewParams) ([]l
 	for len(ps) > 0 {
 		chunk := ps[:min(len(ps), maxRenewBatch)]
 		ps = ps[len(chunk):]
+		tasks := make([]string, len(chunk))
+		for i, p := range chunk {
+			tasks[i] = p.Task
+		}
 		res := s.submit(ctx, "renew", func(ctx context.Context, st *txStmts) (answer, error) {
 			batch := make([]leasecore.RenewResult, len(chunk))
 			for i, p := range chunk {
@@ -269,7 +422,7 @@ func (s *Store) RenewBatch(ctx context.Context, ps []leasecore.RenewParams) ([]l
 				batch[i] = leasecore.RenewResult{Lease: a.lease, Err: a.err}
 			}
 			return answer{batch: batch}, nil
-		})
+		}, tasks...)
 		if res.err != nil {
 			return nil, res.err
 		}
@@ -303,12 +456,7 @@ func renew(ctx context.Context, st *txStmts, p leasecore.RenewParams) (answer, e
 	if ttl == 0 {
 		ttl = cur.ttlMS
 	}
-	row := st.extend.QueryRowContext(ctx,
-		sql.Named("task", p.Task), sql.Named("owner", p.Owner), sql.Named("token", cur.token),
-		sql.Named("now", cur.now), sql.Named("ttl", ttl),
-		sql.Named("set_note", false), sql.Named("note", ""))
-	lease, err := scanLease(row, cur.now)
-	return answer{lease: lease}, err
+	return extend(ctx, st, p.Task, p.Owner, cur, ttl, cur.note)
 }
 
 // Release ends the owner's live lease (checking the token when given) and
@@ -317,36 +465,48 @@ func renew(ctx context.Context, st *txStmts, p leasecore.RenewParams) (answer, e
 func (s *Store) Release(ctx context.Context, p leasecore.ReleaseParams) (bool, error) {
 	res := s.submit(ctx, "release", func(ctx context.Context, st *txStmts) (answer, error) {
 		return release(ctx, st, p)
-	})
+	}, p.Task)
 	return res.released, res.err
 }
 
 // release is Release's read-decide-write inside a batch: the released
-// event, recorded only when the owner holds the lease live, then the lease
-// ended.
+// event, recorded only when the owner holds the lease live (under the token,
+// when one is given), then the lease ended.
 func release(ctx context.Context, st *txStmts, p leasecore.ReleaseParams) (answer, error) {
-	var event, at int64
-	err := st.released.QueryRowContext(ctx,
-		sql.Named("task", p.Task), sql.Named("owner", p.Owner), sql.Named("token", p.Token)).Scan(&event, &at)
-	if errors.Is(err, sql.ErrNoRows) {
-		return answer{released: false}, nil
-	}
+	cur, err := readCurrent(ctx, st, p.Task)
 	if err != nil {
 		return answer{}, err
 	}
-	res, err := st.release.ExecContext(ctx, sql.Named("task", p.Task), sql.Named("at", at), sql.Named("event", event))
+	if !cur.live() || cur.owner != p.Owner || (p.Token != 0 && p.Token != cur.token) {
+		return answer{released: false}, nil
+	}
+	end := leasecore.Event{Task: p.Task, Kind: leasecore.EventReleased, Owner: cur.owner, Token: cur.token}
+	event, err := record(ctx, st, end, cur.now, cur.lastEvent)
+	if err != nil {
+		return answer{}, err
+	}
+	if err := st.written(ctx, &cur); err != nil {
+		return answer{}, err
+	}
+	res, err := st.release.ExecContext(ctx, sql.Named("task", p.Task), sql.Named("at", cur.now), sql.Named("event", event))
 	if err != nil {
 		return answer{}, err
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return answer{}, cmp.Or(err, errVanished)
 	}
+	cur.released, cur.expiresAt, cur.lastEvent = true, min(cur.expiresAt, cur.now), event
+	st.rows[p.Task] = cur
 	return answer{released: true}, nil
 }
 
 // setNewest makes event the task's newest; ended notes that the end of its
 // lease, which ran out unreleased, is recorded.
 func setNewest(ctx context.Context, st *txStmts, task string, event int64, ended bool) error {
+	cur := st.rows[task]
+	if err := st.written(ctx, &cur); err != nil {
+		return err
+	}
 	res, err := st.newest.ExecContext(ctx, sql.Named("task", task), sql.Named("event", event), sql.Named("ended", ended))
 	if err != nil {
 		return err
@@ -354,6 +514,8 @@ func setNewest(ctx context.Context, st *txStmts, task string, event int64, ended
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return cmp.Or(err, errVanished)
 	}
+	cur.lastEvent, cur.endRecorded = event, cur.endRecorded || ended
+	st.rows[task] = cur
 	return nil
 }
 
@@ -449,22 +611,6 @@ func (r *rawLease) lease(l leasecore.Lease, now int64) leasecore.Lease {
 	l.TTL = time.Duration(r.ttlMS) * time.Millisecond
 	l.TTLRemaining = time.Duration(r.expiresAt-now) * time.Millisecond
 	return l
-}
-
-// scanLease reads the row a write statement returned.
-func scanLease(row *sql.Row, now int64) (*leasecore.Lease, error) {
-	var (
-		l   leasecore.Lease
-		raw rawLease
-	)
-	if err := row.Scan(raw.dest(&l)...); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, errVanished
-		}
-		return nil, err
-	}
-	l = raw.lease(l, now)
-	return &l, nil
 }
 
 func fromMS(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
