@@ -11,8 +11,9 @@
 //     writes, are queued for the Store's one writer goroutine, which runs
 //     whatever is pending in one BEGIN IMMEDIATE transaction, commits once,
 //     and only then answers each caller. There is no timer.
-//   - lease.go: each operation's read-decide-write inside a batch, and the
-//     history it records.
+//   - lease.go: inside a batch, one read of the batch's rows and the clock,
+//     each operation decided in Go on that copy, and the multi-row writes of
+//     rows and history that follow.
 //   - catalog.go: declarations, retention policies, history and pruning
 //     (leasecore.CatalogStore).
 //   - file.go: the guard that keeps the Store on the file it opened.
@@ -29,7 +30,7 @@
 // read, so one holder holds across goroutines and processes. The file guard
 // checks the path before and after every write batch: a file deleted or
 // replaced under the Store must never take, or report, another grant. Times
-// are read from SQLite's clock inside the deciding statement.
+// are read from SQLite's clock, under the write lock, never from Go's.
 //
 // Why each of these, and how the history chain and pruning rounds keep the
 // writer available, is in docs/design.md at the repository root, section
