@@ -398,3 +398,26 @@ func TestInterceptorsNestAndGate(t *testing.T) {
 		t.Errorf("an open gate reached %v, want Get once", got)
 	}
 }
+
+// TestInterceptorsCostNoAllocations: a claim passing four interceptors
+// allocates no more than one passing one; the chain is walked, not built
+// per call.
+func TestInterceptorsCostNoAllocations(t *testing.T) {
+	pass := func(ctx context.Context, _ string, call func(context.Context) error) error { return call(ctx) }
+	allocs := func(n int) float64 {
+		opts := []leasecore.Option{leasecore.WithOpTimeout(0)}
+		for range n {
+			opts = append(opts, leasecore.WithInterceptor(pass))
+		}
+		svc := leasecore.New(&recordingStore{}, opts...)
+		p := leasecore.ClaimParams{Task: "t", Owner: "o"}
+		return testing.AllocsPerRun(50, func() {
+			if _, err := svc.Claim(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if one, four := allocs(1), allocs(4); four != one {
+		t.Errorf("a claim allocates %v times through four interceptors, %v through one; want the same", four, one)
+	}
+}
