@@ -421,3 +421,25 @@ func TestInterceptorsCostNoAllocations(t *testing.T) {
 		t.Errorf("a claim allocates %v times through four interceptors, %v through one; want the same", four, one)
 	}
 }
+
+// hungStore never answers a claim: it returns only when the call's context
+// ends.
+type hungStore struct{ recordingStore }
+
+func (h *hungStore) Claim(ctx context.Context, _ leasecore.ClaimParams) (*leasecore.Lease, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestHungStoreAnswersUnavailable: a claim whose context has no deadline,
+// to a store that never answers, ends as unavailable once the operation
+// timeout has passed, through the interceptors, rather than never.
+func TestHungStoreAnswersUnavailable(t *testing.T) {
+	t.Parallel()
+	pass := func(ctx context.Context, _ string, call func(context.Context) error) error { return call(ctx) }
+	svc := leasecore.New(&hungStore{}, leasecore.WithOpTimeout(time.Millisecond), leasecore.WithInterceptor(pass))
+	lease, err := svc.Claim(context.Background(), leasecore.ClaimParams{Task: "t", Owner: "o"})
+	if lease != nil || !errors.Is(err, leasecore.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("claim to a hung store = %v, %v; want unavailable after the operation timeout", lease, err)
+	}
+}
