@@ -24,8 +24,8 @@ import (
 type Service struct {
 	store        Store         // called only through s.call and storeCall
 	interceptors []Interceptor // outermost first
-	opTimeout time.Duration
-	decls     declarations // applied to claims and renewals
+	opTimeout    time.Duration
+	decls        declarations // applied to claims and renewals
 }
 
 // DefaultOpTimeout bounds one store operation whose context has no deadline
