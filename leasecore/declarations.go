@@ -49,16 +49,14 @@ type declarations struct {
 }
 
 type declSnapshot struct {
-	at    time.Time // when the load was sent
-	tasks map[string]TaskDecl
+	at    time.Time            // when the load was sent
+	tasks map[string]*TaskDecl // never changed once the snapshot is published
 }
 
-// get returns the task's declaration, or nil.
+// get returns the task's declaration, or nil. The caller must not change it:
+// it is the snapshot's own.
 func (s *declSnapshot) get(task string) *TaskDecl {
-	if d, ok := s.tasks[task]; ok {
-		return &d
-	}
-	return nil
+	return s.tasks[task]
 }
 
 // declLoad is one ListTasks, shared by the claims that wait for it.
@@ -148,9 +146,9 @@ func (s *Service) loadDecls(ctx context.Context, l *declLoad, gen uint64) {
 		l.err = err
 		return
 	}
-	tasks := make(map[string]TaskDecl, len(list))
-	for _, t := range list {
-		tasks[t.Name] = t
+	tasks := make(map[string]*TaskDecl, len(list))
+	for i := range list {
+		tasks[list[i].Name] = &list[i]
 	}
 	l.snap = &declSnapshot{at: l.sent, tasks: tasks}
 }

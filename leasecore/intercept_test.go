@@ -398,3 +398,48 @@ func TestInterceptorsNestAndGate(t *testing.T) {
 		t.Errorf("an open gate reached %v, want Get once", got)
 	}
 }
+
+// TestInterceptorsCostNoAllocations: a claim passing four interceptors
+// allocates no more than one passing one; the chain is walked, not built
+// per call.
+func TestInterceptorsCostNoAllocations(t *testing.T) {
+	pass := func(ctx context.Context, _ string, call func(context.Context) error) error { return call(ctx) }
+	allocs := func(n int) float64 {
+		opts := []leasecore.Option{leasecore.WithOpTimeout(0)}
+		for range n {
+			opts = append(opts, leasecore.WithInterceptor(pass))
+		}
+		svc := leasecore.New(&recordingStore{}, opts...)
+		p := leasecore.ClaimParams{Task: "t", Owner: "o"}
+		return testing.AllocsPerRun(50, func() {
+			if _, err := svc.Claim(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if one, four := allocs(1), allocs(4); four != one {
+		t.Errorf("a claim allocates %v times through four interceptors, %v through one; want the same", four, one)
+	}
+}
+
+// hungStore never answers a claim: it returns only when the call's context
+// ends.
+type hungStore struct{ recordingStore }
+
+func (h *hungStore) Claim(ctx context.Context, _ leasecore.ClaimParams) (*leasecore.Lease, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestHungStoreAnswersUnavailable: a claim whose context has no deadline,
+// to a store that never answers, ends as unavailable once the operation
+// timeout has passed, through the interceptors, rather than never.
+func TestHungStoreAnswersUnavailable(t *testing.T) {
+	t.Parallel()
+	pass := func(ctx context.Context, _ string, call func(context.Context) error) error { return call(ctx) }
+	svc := leasecore.New(&hungStore{}, leasecore.WithOpTimeout(time.Millisecond), leasecore.WithInterceptor(pass))
+	lease, err := svc.Claim(context.Background(), leasecore.ClaimParams{Task: "t", Owner: "o"})
+	if lease != nil || !errors.Is(err, leasecore.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("claim to a hung store = %v, %v; want unavailable after the operation timeout", lease, err)
+	}
+}

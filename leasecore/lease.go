@@ -84,12 +84,16 @@ func ValidateTask(task string) error {
 			return &ValidationError{Field: "Task", Rule: fmt.Sprintf("%s; %q at position %d is not", taskRule, rune(task[i]), i+1)}
 		}
 	}
-	for i, seg := range strings.Split(task, "/") {
+	for i, rest := 1, task; ; i++ {
+		seg, after, more := strings.Cut(rest, "/")
 		if seg == "" || seg == "." || seg == ".." {
-			return &ValidationError{Field: "Task", Rule: fmt.Sprintf("%s; segment %d is %q", taskRule, i+1, seg)}
+			return &ValidationError{Field: "Task", Rule: fmt.Sprintf("%s; segment %d is %q", taskRule, i, seg)}
 		}
+		if !more {
+			return nil
+		}
+		rest = after
 	}
-	return nil
 }
 
 // taskRule is the task name rule as ValidateTask states it.
@@ -109,17 +113,19 @@ func isTaskChar(c byte) bool {
 
 // ValidateOwner checks an owner: 1–256 printable characters of valid UTF-8.
 func ValidateOwner(owner string) error {
-	rule := fmt.Sprintf("must be 1 to %d printable characters", MaxOwnerLen)
 	if owner == "" || !utf8.ValidString(owner) || utf8.RuneCountInString(owner) > MaxOwnerLen {
-		return &ValidationError{Field: "Owner", Rule: rule}
+		return &ValidationError{Field: "Owner", Rule: ownerRule}
 	}
 	for _, r := range owner {
 		if !unicode.IsPrint(r) {
-			return &ValidationError{Field: "Owner", Rule: rule + fmt.Sprintf("; %U is not printable", r)}
+			return &ValidationError{Field: "Owner", Rule: ownerRule + fmt.Sprintf("; %U is not printable", r)}
 		}
 	}
 	return nil
 }
+
+// ownerRule is the owner rule as ValidateOwner states it.
+var ownerRule = fmt.Sprintf("must be 1 to %d printable characters", MaxOwnerLen)
 
 // ValidateTTL checks a TTL against the model's bounds (100 ms to 24 h).
 // Zero is allowed: it stands for the default.

@@ -22,10 +22,10 @@ import (
 //
 // The lease pointer is non-nil exactly when err is nil.
 type Service struct {
-	store     Store       // called only through s.call
-	intercept Interceptor // nil: none
-	opTimeout time.Duration
-	decls     declarations // applied to claims and renewals
+	store        Store         // called only through s.call and storeCall
+	interceptors []Interceptor // outermost first
+	opTimeout    time.Duration
+	decls        declarations // applied to claims and renewals
 }
 
 // DefaultOpTimeout bounds one store operation whose context has no deadline
@@ -71,15 +71,11 @@ func (s *Service) Claim(ctx context.Context, p ClaimParams) (*Lease, error) {
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	var lease *Lease
-	err := s.call(ctx, OpClaim, func(ctx context.Context) (err error) {
-		lease, err = s.store.Claim(ctx, p)
-		return err
-	})
-	if err != nil {
+	c := &storeCall{s: s, op: OpClaim, do: doClaim, claim: p}
+	if err := c.run(ctx); err != nil {
 		return nil, outcome(OpClaim, err, ErrHeld)
 	}
-	return mustLease(OpClaim, lease)
+	return mustLease(OpClaim, c.lease)
 }
 
 // Renew extends the owner's live lease; see Store.Renew.
@@ -95,15 +91,11 @@ func (s *Service) Renew(ctx context.Context, p RenewParams) (*Lease, error) {
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	var lease *Lease
-	err := s.call(ctx, OpRenew, func(ctx context.Context) (err error) {
-		lease, err = s.store.Renew(ctx, p)
-		return err
-	})
-	if err != nil {
+	c := &storeCall{s: s, op: OpRenew, do: doRenew, renew: p}
+	if err := c.run(ctx); err != nil {
 		return nil, outcome(OpRenew, err, ErrLost)
 	}
-	return mustLease(OpRenew, lease)
+	return mustLease(OpRenew, c.lease)
 }
 
 // RenewBatch renews many leases at once, each judged on its own as by
@@ -189,15 +181,11 @@ func (s *Service) Release(ctx context.Context, p ReleaseParams) (bool, error) {
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	var released bool
-	err := s.call(ctx, OpRelease, func(ctx context.Context) (err error) {
-		released, err = s.store.Release(ctx, p)
-		return err
-	})
-	if err != nil {
+	c := &storeCall{s: s, op: OpRelease, do: doRelease, release: p}
+	if err := c.run(ctx); err != nil {
 		return false, outcome(OpRelease, err)
 	}
-	return released, nil
+	return c.released, nil
 }
 
 // Get returns the task's live lease, or nil when there is none.

@@ -29,6 +29,7 @@ type metrics struct {
 	releases        *prometheus.CounterVec
 	storeDuration   *prometheus.HistogramVec
 	storeErrors     *prometheus.CounterVec
+	storeSeries     map[string]storeSeries // storeOps' series, resolved once; read-only
 	requests        *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
 }
@@ -98,9 +99,9 @@ func newMetrics() *metrics {
 	}
 	m.releases.WithLabelValues("true")
 	m.releases.WithLabelValues("false")
+	m.storeSeries = make(map[string]storeSeries, len(storeOps))
 	for _, op := range storeOps {
-		m.storeDuration.WithLabelValues(op)
-		m.storeErrors.WithLabelValues(op)
+		m.storeSeries[op] = storeSeries{duration: m.storeDuration.WithLabelValues(op), errors: m.storeErrors.WithLabelValues(op)}
 	}
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	return m
@@ -262,13 +263,24 @@ func (m *metrics) middleware(routes map[routeKey]*routeMetrics) echo.MiddlewareF
 // lease or catalog operation's once, where it happens (ping and migrate
 // failures are reported by readyz and the migration loop).
 func (m *metrics) storeCall(log *slog.Logger, op string, start time.Time, err error) {
-	m.storeDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	series, ok := m.storeSeries[op]
+	if !ok {
+		series = storeSeries{duration: m.storeDuration.WithLabelValues(op), errors: m.storeErrors.WithLabelValues(op)}
+	}
+	series.duration.Observe(time.Since(start).Seconds())
 	if err != nil && !isOutcome(err) {
-		m.storeErrors.WithLabelValues(op).Inc()
+		series.errors.Inc()
 		if op != leasecore.OpPing && op != leasecore.OpMigrate {
 			log.Warn("lease store operation failed", "operation", op, "err", err)
 		}
 	}
+}
+
+// storeSeries are one store operation's series: resolving them from their
+// label on every call would hash and lock on the hot path.
+type storeSeries struct {
+	duration prometheus.Observer
+	errors   prometheus.Counter
 }
 
 // isOutcome says whether a store's error is an answer of the model rather

@@ -154,8 +154,9 @@ func (b *batcher[Q, R]) do(ctx context.Context, req Q) (R, error) {
 // else's call is in it.
 func (b *batcher[Q, R]) alone(ctx context.Context, req Q) (R, error) {
 	defer b.free()
-	// leasecore.Service's operation timeout is usually the sooner deadline
-	// already; a second timer would change nothing.
+	// A deadline already as near as batchTimeout (leasecore.Service's
+	// operation timeout, by default) bounds the statement: a second timer
+	// would cost every lone call without changing when it ends.
 	if d, ok := ctx.Deadline(); !ok || time.Until(d) > batchTimeout {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, batchTimeout)
