@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -367,6 +369,13 @@ func TestSidecarWait(t *testing.T) {
 // command and the run ends with the command's status, closing the stream.
 func TestSidecarSignalForwarded(t *testing.T) {
 	t.Parallel()
+	// Main listens for SIGHUP before it starts the command, which un-ignores
+	// it, so the command gets the default action. This test feeds signals by
+	// hand: listen here too, or a test run under nohup would hand the
+	// command an ignored SIGHUP and the command would live on.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	t.Cleanup(func() { signal.Stop(hup) })
 	gone := make(chan struct{})
 	addr := fakeSidecar(t, func(w http.ResponseWriter, r *http.Request) {
 		beginStream(w)
