@@ -6,8 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
-	"os"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/leasehold/leasehold/leasecore"
