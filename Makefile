@@ -23,6 +23,13 @@ build: ## Build bin/leasehold and bin/terraform-provider-leasehold
 	$(GO) build -o $(BIN)/leasehold ./sidecar/cmd/leasehold
 	$(GO) build -o $(BIN)/terraform-provider-leasehold ./tfprovider/cmd/terraform-provider-leasehold
 
+.PHONY: install
+install: ## go install leasehold and terraform-provider-leasehold into GOBIN (default: GOPATH/bin)
+	$(GO) install ./sidecar/cmd/leasehold ./tfprovider/cmd/terraform-provider-leasehold
+	@dir="$$($(GO) env GOBIN)"; dir="$${dir:-$$($(GO) env GOPATH)/bin}"; \
+	  echo "installed leasehold and terraform-provider-leasehold in $$dir"; \
+	  case ":$$PATH:" in *":$$dir:"*) ;; *) echo "$$dir is not on PATH: add it (export PATH=\"$$dir:\$$PATH\")";; esac
+
 .PHONY: mirror
 mirror: ## Lay the provider out as a Terraform filesystem mirror in bin/mirror (README: Terraform provider)
 	$(GO) build -ldflags "-X main.version=$(PROVIDER_VERSION)" -o $(BIN)/terraform-provider-leasehold ./tfprovider/cmd/terraform-provider-leasehold

@@ -2,9 +2,12 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/leasehold/leasehold/leasecore"
@@ -53,18 +56,23 @@ func Migrate(ctx context.Context, storeURL string, log *slog.Logger) error {
 // PruneTimeout bounds `leasehold prune`.
 const PruneTimeout = 10 * time.Minute
 
-// Prune runs `leasehold prune`: it opens the store at storeURL, migrates it,
-// and runs one pruning pass guarded by the prune lease (skipped when another
-// pruner holds it), then closes the store.
+// Prune runs `leasehold prune`: it opens the store at storeURL, which must
+// exist already (an SQLite file, a leasehold schema: see openExisting),
+// upgrades its schema if it is behind, and runs one pruning pass guarded by
+// the prune lease (skipped when another pruner holds it), then closes the
+// store.
 func Prune(ctx context.Context, storeURL string, log *slog.Logger) error {
 	storeName := storeurl.Redact(storeURL)
 	ctx, cancel := context.WithTimeout(ctx, PruneTimeout)
 	defer cancel()
-	store, err := openMigrated(ctx, storeURL)
+	store, err := openExisting(ctx, storeURL, "prune")
 	if err != nil {
 		return err
 	}
 	defer store.Close()
+	if err := store.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate store %s: %w", storeName, err)
+	}
 	result, n, err := leasecore.NewPruner(leasecore.New(store), 0, leasecore.NewOwner(), log).Once(ctx)
 	if err != nil {
 		return fmt.Errorf("prune store %s: %w", storeName, err)
@@ -91,6 +99,33 @@ func openMigrated(ctx context.Context, storeURL string) (leasecore.Store, error)
 	if err := store.Migrate(ctx); err != nil {
 		store.Close()
 		return nil, fmt.Errorf("migrate store %s: %w", storeName, err)
+	}
+	return store, nil
+}
+
+// noStoreHint is what to do about a verb run on a store that is not there.
+const noStoreHint = "check --store (or LEASEHOLD_STORE), or create the store with `leasehold migrate --store URL`"
+
+// openExisting opens the store at storeURL for verb, which only makes sense
+// on a store that exists: an SQLite file that is missing is refused before
+// it is opened (opening would create it), and so is a store without the
+// leasehold schema. The caller closes the store.
+func openExisting(ctx context.Context, storeURL, verb string) (leasecore.Store, error) {
+	storeName := storeurl.Redact(storeURL)
+	if path, ok := storeurl.SQLitePath(storeURL); ok && path != "" {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("store %s: no database file at %s; %s works on an existing store: %s", storeName, path, verb, noStoreHint)
+		}
+	}
+	store, err := storeurl.Open(ctx, storeURL)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", storeName, err)
+	}
+	// A read says whether the schema is there; a store that is merely
+	// behind is upgraded by the caller.
+	if _, err := store.Get(ctx, leasecore.PruneTask); errors.Is(err, leasecore.ErrSchemaMissing) {
+		store.Close()
+		return nil, fmt.Errorf("store %s has no leasehold schema; %s works on an existing store: %s", storeName, verb, noStoreHint)
 	}
 	return store, nil
 }

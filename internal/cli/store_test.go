@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/lockedbuf"
+	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 )
@@ -87,5 +89,54 @@ func TestStoreVerbsFail(t *testing.T) {
 	err := Migrate(t.Context(), "postgres://leasehold:s3cret@127.0.0.1:notaport/db", discard)
 	if err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("migrate of a bad URL: %v, want an error without the password", err)
+	}
+}
+
+// TestPruneRefusesMissingStore: prune only makes sense on a store that
+// exists. A missing SQLite file is refused with an error naming its path and
+// is not created; a database without the leasehold schema (an empty SQLite
+// file, a fresh PostgreSQL database) is refused and left without one.
+// Migrate creates both, after which prune works.
+func TestPruneRefusesMissingStore(t *testing.T) {
+	t.Parallel()
+	discard := slog.New(slog.DiscardHandler)
+	dir := t.TempDir()
+
+	missing := filepath.Join(dir, "leasehold.db")
+	err := Prune(t.Context(), "sqlite:"+missing, discard)
+	if err == nil || !strings.Contains(err.Error(), "no database file at "+missing) || !strings.Contains(err.Error(), "leasehold migrate") {
+		t.Errorf("prune of a missing file: %v, want an error naming %s and how to create it", err, missing)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("prune created %s", missing)
+	}
+
+	empty := filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil { // an empty file is an empty SQLite database
+		t.Fatal(err)
+	}
+	urls := map[string]string{"sqlite": "sqlite:" + empty}
+	if os.Getenv(pgtest.EnvURL) != "" || os.Getenv("CI") != "" {
+		urls["postgres"] = pgtest.NewDatabase(t)
+	}
+	for name, url := range urls {
+		err := Prune(t.Context(), url, discard)
+		if err == nil || !strings.Contains(err.Error(), "has no leasehold schema") || !strings.Contains(err.Error(), "store "+storeurl.Redact(url)) {
+			t.Errorf("%s: prune of a store without the schema: %v, want an error naming the store", name, err)
+		}
+		store, err := storeurl.Open(t.Context(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Get(t.Context(), "t"); !errors.Is(err, leasecore.ErrSchemaMissing) {
+			t.Errorf("%s: after the refused prune, a read gives %v, want the schema still missing", name, err)
+		}
+		store.Close()
+		if err := Migrate(t.Context(), url, discard); err != nil {
+			t.Fatal(err)
+		}
+		if err := Prune(t.Context(), url, discard); err != nil {
+			t.Errorf("%s: prune after migrate: %v", name, err)
+		}
 	}
 }

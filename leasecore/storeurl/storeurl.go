@@ -32,8 +32,7 @@ func Open(ctx context.Context, raw string) (leasecore.Store, error) {
 func open(ctx context.Context, raw string) (leasecore.Store, error) {
 	switch {
 	case strings.HasPrefix(raw, "sqlite:"):
-		path := strings.TrimPrefix(raw, "sqlite:")
-		path = strings.TrimPrefix(path, "//") // sqlite:///abs/path and sqlite://rel both read as paths
+		path, _ := SQLitePath(raw)
 		if path == "" {
 			return nil, fmt.Errorf("store %q: sqlite: needs a file path, as in %s", Redact(raw), Default)
 		}
@@ -43,6 +42,16 @@ func open(ctx context.Context, raw string) (leasecore.Store, error) {
 	default:
 		return nil, fmt.Errorf("store %q: must be sqlite:PATH or postgres://USER@HOST:PORT/DB", Redact(raw))
 	}
+}
+
+// SQLitePath returns the file path of an sqlite: URL, as Open reads it, and
+// whether raw is one.
+func SQLitePath(raw string) (string, bool) {
+	path, ok := strings.CutPrefix(raw, "sqlite:")
+	if !ok {
+		return "", false
+	}
+	return strings.TrimPrefix(path, "//"), true // sqlite:///abs/path and sqlite://rel both read as paths
 }
 
 // Redact masks every credential in s: a store URL or connection string of

@@ -20,8 +20,8 @@
 //
 // With --store it needs no sidecar: it claims through leasecore directly and
 // a leasecore.Keeper renews the lease every ttl × 0.4 and reports its loss.
-// The store must have been migrated (`leasehold migrate` or a sidecar's
-// start); a store without its schema is unavailable.
+// It migrates the store first, as a sidecar does at start, so a new SQLite
+// file works at once.
 //
 // --token-file names the sidecar's bearer token file, as for
 // `leasehold serve`.
@@ -65,9 +65,15 @@
 //	75      the task is held by another owner (after --wait, when given);
 //	        the command did not run (EX_TEMPFAIL)
 //	77      the sidecar refused the credentials (--token-file) (EX_NOPERM)
+//	78      the task is not declared and the sidecar requires declared tasks
+//	        (serve --require-declared); the command did not run (EX_CONFIG)
 //	126     the command could not be executed
 //	127     the command was not found
 //
-// A command may itself exit with 64, 69, 70, 75 or 77; the log on stderr
+// The command is looked up in PATH (as exec does) before the lease is
+// claimed, so a command that is missing or not executable takes no fencing
+// token and writes no lease history.
+//
+// A command may itself exit with 64, 69, 70, 75, 77 or 78; the log on stderr
 // tells the cases apart.
 package leaserun

@@ -56,8 +56,9 @@ func exists(path string) bool {
 // testStore is a migrated SQLite store in a temporary directory, with the
 // URL that opens it again and a Service over this handle.
 type testStore struct {
-	url string
-	svc *leasecore.Service
+	url   string
+	store leasecore.Store
+	svc   *leasecore.Service
 }
 
 func newTestStore(t *testing.T) testStore {
@@ -71,7 +72,7 @@ func newTestStore(t *testing.T) testStore {
 	if err := st.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return testStore{url: "sqlite:" + path, svc: leasecore.New(st)}
+	return testStore{url: "sqlite:" + path, store: st, svc: leasecore.New(st)}
 }
 
 func (s testStore) claim(t *testing.T, task, owner string, ttl time.Duration) *leasecore.Lease {

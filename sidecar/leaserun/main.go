@@ -30,6 +30,10 @@ const (
 	ExitHeld = 75
 	// ExitNoPerm: the sidecar refused the credentials (EX_NOPERM).
 	ExitNoPerm = 77
+	// ExitUndeclared: the task is not declared and the sidecar requires
+	// declared tasks (serve --require-declared); the command did not run
+	// (EX_CONFIG).
+	ExitUndeclared = 78
 	// ExitCannotExec: the command was found but could not be executed.
 	ExitCannotExec = 126
 	// ExitNotFound: the command was not found.
@@ -65,8 +69,12 @@ Exit status:
   70     the lease was lost while COMMAND ran; COMMAND was stopped
   75     the task is held by another owner (after --wait); COMMAND did not run
   77     the sidecar refused the credentials (--token-file)
+  78     the task is not declared and the sidecar requires declared tasks
+         (serve --require-declared); COMMAND did not run
   126    COMMAND could not be executed
   127    COMMAND was not found
+         (COMMAND is looked up in PATH before the lease is claimed: a missing or
+         non-executable COMMAND takes no fencing token and writes no history)
 `
 
 // Main is `leasehold run ARGS...` as a function: it reads the flags from args

@@ -69,8 +69,9 @@ func TestMainFlags(t *testing.T) {
 		{name: "missing token file", args: []string{"--task", "t", "--token-file", filepath.Join(dir, "none"), "--", "true"}, code: ExitUsage, stderr: "--token-file"},
 		{name: "sidecar not listening", args: []string{"--task", "t", "--addr", "CLOSED", "--", "true"}, code: ExitUnavailable, stderr: "msg=unavailable"},
 		{
-			name: "store not migrated", code: ExitUnavailable, stderr: "leasehold migrate",
-			args: []string{"--task", "t", "--store", "sqlite:" + filepath.Join(dir, "empty.db"), "--", "true"},
+			// leasehold run migrates the store it opens, as serve does.
+			name: "new SQLite file", code: 0, stdout: "task=t-new", stderr: "msg=acquired",
+			args: append([]string{"--task", "t-new", "--store", "sqlite:" + filepath.Join(dir, "new.db"), "--"}, echoTask...),
 		},
 		{
 			name: "store directory missing", code: ExitUnavailable, stderr: "msg=unavailable",
@@ -97,9 +98,11 @@ func TestMainFlags(t *testing.T) {
 			args: []string{"--task", "t", "--addr", "CLOSED", "--", "true"},
 			env:  map[string]string{"LEASEHOLD_STORE": "STORE"},
 		},
-		{name: "command not found", args: []string{"--task", "t", "--store", "STORE", "--", filepath.Join(dir, "no-such-command")}, code: ExitNotFound, stderr: "cannot start the command"},
-		{name: "command not in PATH", args: []string{"--task", "t", "--store", "STORE", "--", "no-such-command-leaserun"}, code: ExitNotFound},
-		{name: "command not executable", args: []string{"--task", "t", "--store", "STORE", "--", notExec}, code: ExitCannotExec},
+		{name: "command not found", args: []string{"--task", "t", "--store", "STORE", "--", filepath.Join(dir, "no-such-command")}, code: ExitNotFound, stderr: "command not found; the lease was not claimed"},
+		{name: "command not in PATH", args: []string{"--task", "t", "--store", "STORE", "--", "no-such-command-leaserun"}, code: ExitNotFound, stderr: "command not found"},
+		{name: "command not executable", args: []string{"--task", "t", "--store", "STORE", "--", notExec}, code: ExitCannotExec, stderr: "command cannot be executed"},
+		{name: "command is a directory", args: []string{"--task", "t", "--store", "STORE", "--", dir}, code: ExitCannotExec, stderr: "command cannot be executed"},
+		{name: "help lists undeclared", args: []string{"-h"}, code: 0, stdout: "78     the task is not declared"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"time"
@@ -161,6 +162,17 @@ func Run(ctx context.Context, cfg Config) int {
 		log.Error("usage", "err", err)
 		return ExitUsage
 	}
+	// Found before claiming, as exec will look it up: a typo must not take
+	// a fencing token and write lease history.
+	if _, err := exec.LookPath(cfg.Command[0]); err != nil {
+		code := startFailure(err)
+		msg := "command not found"
+		if code == ExitCannotExec {
+			msg = "command cannot be executed"
+		}
+		log.Error(msg+"; the lease was not claimed", "command", cfg.Command[0], "err", err)
+		return code
+	}
 	h, code := acquire(ctx, &cfg, log)
 	if h == nil {
 		return code
@@ -217,6 +229,9 @@ func acquire(ctx context.Context, cfg *Config, log *slog.Logger) (hold, int) {
 	case errors.Is(err, leasecore.ErrInvalid):
 		log.Error("refused", "task", cfg.Task, "err", err)
 		return nil, ExitUsage
+	case errors.Is(err, leasecore.ErrUndeclared):
+		log.Error("undeclared", "task", cfg.Task, "err", err)
+		return nil, ExitUndeclared
 	case errors.Is(err, errUnauthorized):
 		log.Error("unauthorized", "addr", cfg.Addr, "err", err)
 		return nil, ExitNoPerm

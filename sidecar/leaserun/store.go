@@ -24,6 +24,15 @@ func acquireStore(ctx context.Context, cfg *Config, log *slog.Logger) (hold, err
 	if err != nil {
 		return nil, leasecore.Unavailable("open", err)
 	}
+	// As serve does at start: the embedded store gets its schema wherever
+	// it is opened for writing, so a new SQLite file works at once.
+	mctx, cancel := context.WithTimeout(ctx, cli.MigrateTimeout)
+	err = store.Migrate(mctx)
+	cancel()
+	if err != nil {
+		_ = store.Close()
+		return nil, leasecore.Unavailable("migrate", err)
+	}
 	svc := leasecore.New(store, leasecore.WithInterceptor(cli.MigrateHint))
 	p := leasecore.ClaimParams{Task: cfg.Task, Owner: cfg.Owner, TTL: cfg.TTL}
 	h, err := claimWaiting(ctx, cfg, log, func(ctx context.Context, _ time.Duration) (hold, error) {

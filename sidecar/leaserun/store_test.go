@@ -13,6 +13,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/lockedbuf"
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/sqlite"
 )
 
 // TestStoreEnvironment: the command sees the task, the owner and the
@@ -283,5 +284,67 @@ func TestStoreDeclaredTTL(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.expect(t, 0)
+	}
+}
+
+// TestMissingCommandClaimsNothing: a command that is missing or cannot be
+// executed is found out before the claim, so it takes no fencing token and
+// writes no history: the next claim of the task gets token 1.
+func TestMissingCommandClaimsNothing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "not-executable")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := newTestStore(t)
+	for _, c := range []struct {
+		command string
+		want    int
+	}{
+		{filepath.Join(dir, "no-such-command"), ExitNotFound},
+		{"no-such-command-leaserun", ExitNotFound},
+		{notExec, ExitCannotExec},
+	} {
+		r := start(t, Config{Store: st.url, Task: "typo", Owner: "w1", Command: []string{c.command, "arg"}})
+		r.expect(t, c.want)
+		r.logHas(t, "the lease was not claimed")
+		if strings.Contains(r.stderr.String(), "msg=acquired") {
+			t.Errorf("%s: claimed before the command was found:\n%s", c.command, r.stderr)
+		}
+	}
+	events, err := st.svc.History(context.Background(), "typo", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 0 {
+		t.Errorf("history written for a command that never ran: %+v", events)
+	}
+	if l := st.claim(t, "typo", "w2", time.Minute); l.Token != 1 {
+		t.Errorf("first real claim got token %d, want 1: a fencing token was taken", l.Token)
+	}
+}
+
+// TestStoreMigratesNewFile: --store on an SQLite file that does not exist
+// yet creates it with its schema, and the lease is held and released there.
+func TestStoreMigratesNewFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "fresh.db")
+	r := start(t, Config{Store: "sqlite:" + path, Task: "fresh", Owner: "w1", Command: shell(`echo "token=$LEASEHOLD_TOKEN"`)})
+	r.expect(t, 0)
+	if !strings.Contains(r.stdout.String(), "token=1") {
+		t.Errorf("stdout lacks token=1:\n%s", r.stdout)
+	}
+	st, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	events, err := leasecore.New(st).History(context.Background(), "fresh", 10)
+	if err != nil {
+		t.Fatalf("history of the new file: %v", err)
+	}
+	if len(events) == 0 {
+		t.Errorf("no history in the new file after a run")
 	}
 }

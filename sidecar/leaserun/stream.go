@@ -147,6 +147,10 @@ func openStream(ctx context.Context, cfg *Config, wait time.Duration) (hold, err
 	return h, nil
 }
 
+// problemUndeclared is the problem type of a sidecar's refusal of an
+// undeclared task under --require-declared (openapi.yaml: UndeclaredTask).
+const problemUndeclared = "urn:leasehold:problem:undeclared-task"
+
 // refusal turns an answer other than 200 into the error of the model it
 // stands for.
 func refusal(resp *http.Response, task string) error {
@@ -178,6 +182,8 @@ func refusal(resp *http.Response, task string) error {
 		}
 	}
 	switch code := resp.StatusCode; {
+	case code == http.StatusNotFound && body.Type == problemUndeclared:
+		return fmt.Errorf("%w (%s): %s", &leasecore.UndeclaredError{Task: task}, status, detail)
 	case code == http.StatusUnauthorized, code == http.StatusForbidden:
 		return fmt.Errorf("%w (%s): %s", errUnauthorized, status, detail)
 	case code == http.StatusBadRequest, code == http.StatusUnprocessableEntity:

@@ -41,7 +41,8 @@ Usage:
   leasehold migrate [--store URL] [--log-format text|json]
                     create or upgrade the store's schema, then exit
   leasehold prune   [--store URL] [--log-format text|json]
-                    delete lease history beyond the retention policies (one pass), then exit
+                    delete lease history beyond the retention policies (one pass), then exit;
+                    refuses a store that does not exist (no SQLite file, no schema)
   leasehold run     [--addr URL | --store URL] --task T [--ttl 30s] [--owner O]
                     [--wait 0s] [--grace 10s] [--token-file PATH] -- COMMAND [ARG...]
                     run COMMAND while holding the lease on task T

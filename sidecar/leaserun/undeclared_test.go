@@ -1,0 +1,50 @@
+package leaserun
+
+import (
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/sidecar"
+)
+
+// TestUndeclaredTask: a sidecar serving with --require-declared refuses an
+// undeclared task; leasehold run exits with ExitUndeclared (not
+// ExitUnavailable), runs nothing and leaves no lease. A declared task runs.
+func TestUndeclaredTask(t *testing.T) {
+	t.Parallel()
+	st := newTestStore(t)
+	srv, err := sidecar.New(sidecar.Options{Store: st.store, Logger: slog.New(slog.DiscardHandler), RequireDeclared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+
+	r := start(t, Config{Addr: hs.URL, Task: "not-declared", Owner: "w1", Command: shell(`echo ran`)})
+	r.expect(t, ExitUndeclared)
+	r.logHas(t, "msg=undeclared")
+	r.logHas(t, "require-declared")
+	if r.stdout.String() != "" {
+		t.Errorf("the command ran for an undeclared task: %q", r.stdout)
+	}
+	if l := st.get(t, "not-declared"); l != nil {
+		t.Errorf("lease written for an undeclared task: %+v", l)
+	}
+
+	if _, err := st.svc.CreateTask(context.Background(), leasecore.TaskDecl{Name: "declared", TTL: 20 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	// The sidecar honours a new declaration within DeclarationsMaxAge;
+	// waitFor polls until it does.
+	waitFor(t, "the declaration to reach the sidecar", func() bool {
+		r := start(t, Config{Addr: hs.URL, Task: "declared", Owner: "w1", Command: shell(`echo ran`)})
+		return r.wait(t) == 0
+	})
+}
