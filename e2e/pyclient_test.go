@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,12 +10,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/leasecore"
 )
 
 var unittestRanRE = regexp.MustCompile(`(?m)^Ran (\d+) tests? in `)
 
 // The Python client's own unittest suite (clients/python/tests) runs against
-// real sidecars: one open, one that wants a bearer token. Every test must run
+// real sidecars: one open (with a declared task), one that wants a bearer
+// token. Every test must run
 // (a skip means the suite did not get its sidecars) and pass.
 func TestPythonClientPackage(t *testing.T) {
 	t.Parallel()
@@ -24,7 +28,14 @@ func TestPythonClientPackage(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("py-client-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	open := startSidecar(t, "sqlite:"+filepath.Join(dir, "open.db"))
+	// A declared task, declared before the sidecar starts so that its first
+	// read of the declarations has it: clients that give no ttl get its ttl.
+	openStore := "sqlite:" + filepath.Join(dir, "open.db")
+	decl := leasecore.TaskDecl{Name: "py/declared", TTL: 7 * time.Second, MaxTTL: 10 * time.Second}
+	if _, err := openService(t, openStore).CreateTask(t.Context(), decl); err != nil {
+		t.Fatal(err)
+	}
+	open := startSidecar(t, openStore)
 	auth := startSidecar(t, "sqlite:"+filepath.Join(dir, "auth.db"), "--token-file", tokenFile)
 	open.waitReady()
 	auth.waitReady()
@@ -38,6 +49,7 @@ func TestPythonClientPackage(t *testing.T) {
 		"LEASEHOLD_CLIENT_TEST_URL="+open.base,
 		"LEASEHOLD_CLIENT_TEST_AUTH_URL="+auth.base,
 		"LEASEHOLD_CLIENT_TEST_TOKEN_FILE="+tokenFile,
+		fmt.Sprintf("LEASEHOLD_CLIENT_TEST_DECLARED=%s=%d", decl.Name, decl.TTL.Milliseconds()),
 	)
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -1,7 +1,8 @@
 """leasehold_client against a real sidecar.
 
 The sidecar's URL comes from LEASEHOLD_CLIENT_TEST_URL; LEASEHOLD_CLIENT_TEST_AUTH_URL and
-LEASEHOLD_CLIENT_TEST_TOKEN_FILE name a second sidecar that wants that bearer token. The Go test
+LEASEHOLD_CLIENT_TEST_TOKEN_FILE name a second sidecar that wants that bearer token, and
+LEASEHOLD_CLIENT_TEST_DECLARED (TASK=TTL_MS) a task declared on the first one's store. The Go test
 e2e/TestPythonClientPackage starts both and runs this suite (make test); by hand:
 
     LEASEHOLD_CLIENT_TEST_URL=http://127.0.0.1:7411 python3 -m unittest discover -s tests
@@ -21,6 +22,8 @@ from leasehold_client import (Acquired, Client, Held, Keepalive, LeaseholdError,
 URL = os.environ.get("LEASEHOLD_CLIENT_TEST_URL", "")
 AUTH_URL = os.environ.get("LEASEHOLD_CLIENT_TEST_AUTH_URL", "")
 TOKEN_FILE = os.environ.get("LEASEHOLD_CLIENT_TEST_TOKEN_FILE", "")
+# TASK=TTL_MS: a task declared on URL's store with that ttl (and a max_ttl above it).
+DECLARED = os.environ.get("LEASEHOLD_CLIENT_TEST_DECLARED", "")
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, "..", "..", "..", "examples", "python", "keepalive.py")
 PATIENCE = 30.0  # seconds to wait for something that must happen; never a measured duration
@@ -73,6 +76,24 @@ class ClaimRenewRelease(SidecarTest):
         r = self.a.claim(task_name("no-ttl"))
         self.assertIsInstance(r, Acquired)
         self.assertEqual(r.lease.ttl_ms, 30000)  # the sidecar's default; the suite's sidecars declare nothing
+
+    def test_declared_ttl_applies_when_none_is_given(self):
+        if not DECLARED:
+            self.skipTest("LEASEHOLD_CLIENT_TEST_DECLARED is not set")
+        task, ttl = DECLARED.split("=")
+        for hold in (lambda: self.a.claim(task), lambda: self.a.keepalive(task)):
+            r = hold()
+            self.assertIsInstance(r, (Acquired, Keepalive))
+            self.assertEqual(r.lease.ttl_ms, int(ttl))
+            if isinstance(r, Keepalive):
+                r.close()
+            else:
+                self.assertEqual(self.a.release(task, token=r.lease.token), Released(True))
+            eventually(lambda: self.a.get(task) is None, "the declared task is free again")
+        p = subprocess.run([sys.executable, EXAMPLE, URL, task, "0", "--owner", "ex-declared"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(f'"ttl_ms": {ttl}', p.stdout)
 
     def test_held_by_another_owner(self):
         task = task_name("held")
