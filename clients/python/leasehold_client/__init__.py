@@ -188,9 +188,6 @@ class Client:
             return Unavailable(doc.get("detail") or f"HTTP {resp.status}", resp.status)
         return resp.status, doc
 
-    def _refused(self, status: int, doc: dict[str, Any]) -> LeaseholdError:
-        return LeaseholdError(status, doc)
-
     # --- the lease protocol ---
 
     def claim(self, task: str, *, ttl_ms: int | None = None, note: str | None = None,
@@ -211,7 +208,7 @@ class Client:
             h = doc.get("holder")
             holder = Holder(h.get("owner", ""), h.get("ttl_remaining_ms", 0), h.get("expires_at", "")) if h else None
             return Held(holder, doc.get("detail", ""))
-        raise self._refused(status, doc)
+        raise LeaseholdError(status, doc)
 
     def renew(self, task: str, *, token: int | None = None, ttl_ms: int | None = None,
               owner: str | None = None) -> Renewed | Lost | Unavailable:
@@ -229,7 +226,7 @@ class Client:
             return Renewed(Lease.from_json(doc["lease"]))
         if status == 409:
             return Lost(doc.get("reason", ""), doc.get("detail", ""))
-        raise self._refused(status, doc)
+        raise LeaseholdError(status, doc)
 
     def release(self, task: str, *, token: int | None = None, owner: str | None = None
                 ) -> Released | Unavailable:
@@ -243,7 +240,7 @@ class Client:
         status, doc = r
         if status == 200:
             return Released(bool(doc.get("released")))
-        raise self._refused(status, doc)
+        raise LeaseholdError(status, doc)
 
     def get(self, task: str) -> Lease | None | Unavailable:
         """The task's live lease, or None when nobody holds it."""
@@ -252,7 +249,7 @@ class Client:
             return r
         status, doc = r
         if status != 200:
-            raise self._refused(status, doc)
+            raise LeaseholdError(status, doc)
         return Lease.from_json(doc["lease"]) if doc.get("held") else None
 
     # --- keepalive streams ---
@@ -298,7 +295,7 @@ class Client:
                 return Held(holder, doc.get("detail", ""))
             if resp.status >= 500:
                 return Unavailable(doc.get("detail") or f"HTTP {resp.status}", resp.status)
-            raise self._refused(resp.status, doc)
+            raise LeaseholdError(resp.status, doc)
         ka = Keepalive(task, conn, sock, resp, on_event)
         first = ka._start()
         if first is not None:
