@@ -232,7 +232,7 @@ func TestPythonKeepaliveExample(t *testing.T) {
 	py := python3(t)
 	s := startSidecar(t, "sqlite:"+filepath.Join(t.TempDir(), "l.db"))
 	s.waitReady()
-	out, err := exec.Command(py, "../examples/python/keepalive.py", s.base, "py/report", "1.5").CombinedOutput()
+	out, err := exec.Command(py, "../examples/python/keepalive.py", s.base, "py/report", "1.5", "--ttl-ms", "1000").CombinedOutput()
 	if err != nil {
 		t.Fatalf("example client: %v\n%s", err, out)
 	}

@@ -1,0 +1,431 @@
+"""A small client for the leasehold sidecar's HTTP API (Python 3.11+, standard library only).
+
+    from leasehold_client import Client, Acquired, Held, Unavailable
+
+    client = Client("http://127.0.0.1:7411")            # token_file="/run/secrets/leasehold"
+    match client.claim("nightly-report", ttl_ms=30000):
+        case Acquired(lease):   ...  # pass lease.token to whatever the work writes to
+        case Held(holder):      ...  # another owner has it: holder.owner, holder.ttl_remaining_ms
+        case Unavailable(detail): ...  # the sidecar or its store cannot answer: NOT "held"
+
+Outcomes of the lease protocol (acquired, held, renewed, lost, unavailable) are returned as
+values, never raised. Only a request the sidecar refuses as wrong (400, 401, 403, 404, 413, 415,
+422: a bad task name or ttl, a missing bearer token, an undeclared task) raises LeaseholdError,
+since retrying it cannot help.
+
+`client.keepalive(task)` holds a lease over the sidecar's keepalive stream (the sidecar renews
+it; closing the holder releases it) and sets `holder.lost`, a threading.Event, when the lease
+is lost. `client.run(task, fn)` holds the lease while `fn(lease, lost)` runs.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+__all__ = [
+    "Client", "Lease", "Holder", "Acquired", "Held", "Unavailable", "Renewed", "Lost",
+    "Released", "Ran", "Keepalive", "LeaseholdError", "default_owner",
+]
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A lease as the sidecar reports it; `token` is the fencing token."""
+    task: str
+    owner: str
+    token: int
+    ttl_ms: int
+    ttl_remaining_ms: int
+    acquired_at: str = ""
+    renewed_at: str = ""
+    expires_at: str = ""
+    renew_count: int = 0
+    note: str = ""
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Lease:
+        names = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a task another owner asked for."""
+    owner: str
+    ttl_remaining_ms: int
+    expires_at: str = ""
+
+
+@dataclass(frozen=True)
+class Acquired:
+    lease: Lease
+
+
+@dataclass(frozen=True)
+class Held:
+    """Another owner holds the task: the claim was answered, and the answer is no."""
+    holder: Holder | None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """The sidecar or its store could not answer (status None: the sidecar was not reached).
+
+    Nothing is known about the lease: never treat this as "held" or as "free"."""
+    detail: str
+    status: int | None = None
+
+
+@dataclass(frozen=True)
+class Renewed:
+    lease: Lease
+
+
+@dataclass(frozen=True)
+class Lost:
+    """A renewal was refused: the lease is no longer yours (reason: not_held, expired,
+    held_by_other, token_mismatch; or deadline for a keepalive stream)."""
+    reason: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Released:
+    released: bool  # False: there was nothing of yours to release
+
+
+@dataclass(frozen=True)
+class Ran:
+    """run()'s answer when fn ran: its result, the lease it ran under, and, when the lease was
+    lost while fn ran, why (None otherwise)."""
+    result: Any
+    lease: Lease
+    lost: Lost | None = None
+
+
+class LeaseholdError(Exception):
+    """The sidecar refused the request as wrong (a 4xx other than 409): fix the request."""
+
+    def __init__(self, status: int, problem: dict[str, Any]):
+        self.status = status
+        self.problem = problem
+        self.type = problem.get("type", "")
+        self.detail = problem.get("detail") or problem.get("title") or f"HTTP {status}"
+        self.invalid_params = problem.get("invalid_params", [])
+        super().__init__(f"leasehold: {status}: {self.detail}")
+
+
+def default_owner() -> str:
+    """host#pid#random: unique per process and per call."""
+    return f"{socket.gethostname()}#{os.getpid()}#{os.urandom(4).hex()}"
+
+
+def _task_path(task: str, verb: str = "") -> str:
+    path = "/v1/leases/" + urllib.parse.quote(task, safe="")
+    return f"{path}/{verb}" if verb else path
+
+
+class Client:
+    """A client of one sidecar. `owner` defaults to default_owner(); `token_file` names a
+    file holding the sidecar's bearer token (read once, here). Safe to share between threads."""
+
+    def __init__(self, base_url: str, *, owner: str | None = None, token_file: str | None = None,
+                 timeout: float = 30.0):
+        u = urllib.parse.urlsplit(base_url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError(f"base_url: want http://HOST:PORT or https://HOST:PORT, got {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        self._scheme, self._netloc, self._prefix = u.scheme, u.netloc, u.path.rstrip("/")
+        self.owner = owner or default_owner()
+        self.timeout = timeout
+        self._auth = None
+        if token_file is not None:
+            with open(token_file, encoding="utf-8") as f:
+                tok = f.read().strip()
+            if not tok or any(c.isspace() for c in tok):
+                raise ValueError(f"token file {token_file}: want one token without white space")
+            self._auth = "Bearer " + tok
+
+    # --- HTTP ---
+
+    def _connect(self, timeout: float | None) -> http.client.HTTPConnection:
+        cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
+        return cls(self._netloc, timeout=timeout)
+
+    def _headers(self, body: bytes | None) -> dict[str, str]:
+        h = {"Accept": "application/json"}
+        if body is not None:
+            h["Content-Type"] = "application/json"
+        if self._auth:
+            h["Authorization"] = self._auth
+        return h
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None
+              ) -> tuple[int, dict[str, Any]] | Unavailable:
+        data = None if body is None else json.dumps(body).encode()
+        conn = self._connect(self.timeout)
+        try:
+            conn.request(method, self._prefix + path, body=data, headers=self._headers(data))
+            resp = conn.getresponse()
+            raw = resp.read()
+        except (OSError, http.client.HTTPException) as err:
+            return Unavailable(f"cannot reach the sidecar at {self.base_url}: {err}")
+        finally:
+            conn.close()
+        try:
+            doc = json.loads(raw) if raw else {}
+        except ValueError:
+            doc = {"detail": raw[:200].decode(errors="replace")}
+        if resp.status >= 500:
+            return Unavailable(doc.get("detail") or f"HTTP {resp.status}", resp.status)
+        return resp.status, doc
+
+    # --- the lease protocol ---
+
+    def claim(self, task: str, *, ttl_ms: int | None = None, note: str | None = None,
+              owner: str | None = None) -> Acquired | Held | Unavailable:
+        """Claim task. With no ttl_ms the task's declared ttl (or the sidecar's default) applies."""
+        body: dict[str, Any] = {"owner": owner or self.owner}
+        if ttl_ms is not None:
+            body["ttl_ms"] = ttl_ms
+        if note is not None:
+            body["note"] = note
+        r = self._call("POST", _task_path(task, "claim"), body)
+        if isinstance(r, Unavailable):
+            return r
+        status, doc = r
+        if status == 200:
+            return Acquired(Lease.from_json(doc["lease"]))
+        if status == 409:
+            h = doc.get("holder")
+            holder = Holder(h.get("owner", ""), h.get("ttl_remaining_ms", 0), h.get("expires_at", "")) if h else None
+            return Held(holder, doc.get("detail", ""))
+        raise LeaseholdError(status, doc)
+
+    def renew(self, task: str, *, token: int | None = None, ttl_ms: int | None = None,
+              owner: str | None = None) -> Renewed | Lost | Unavailable:
+        """Renew task; with token, only that lease (a newer one of the same owner is not renewed)."""
+        body: dict[str, Any] = {"owner": owner or self.owner}
+        if token is not None:
+            body["token"] = token
+        if ttl_ms is not None:
+            body["ttl_ms"] = ttl_ms
+        r = self._call("POST", _task_path(task, "renew"), body)
+        if isinstance(r, Unavailable):
+            return r
+        status, doc = r
+        if status == 200:
+            return Renewed(Lease.from_json(doc["lease"]))
+        if status == 409:
+            return Lost(doc.get("reason", ""), doc.get("detail", ""))
+        raise LeaseholdError(status, doc)
+
+    def release(self, task: str, *, token: int | None = None, owner: str | None = None
+                ) -> Released | Unavailable:
+        """Release task if this owner (and, with token, this lease) holds it."""
+        body: dict[str, Any] = {"owner": owner or self.owner}
+        if token is not None:
+            body["token"] = token
+        r = self._call("POST", _task_path(task, "release"), body)
+        if isinstance(r, Unavailable):
+            return r
+        status, doc = r
+        if status == 200:
+            return Released(bool(doc.get("released")))
+        raise LeaseholdError(status, doc)
+
+    def get(self, task: str) -> Lease | None | Unavailable:
+        """The task's live lease, or None when nobody holds it."""
+        r = self._call("GET", _task_path(task))
+        if isinstance(r, Unavailable):
+            return r
+        status, doc = r
+        if status != 200:
+            raise LeaseholdError(status, doc)
+        return Lease.from_json(doc["lease"]) if doc.get("held") else None
+
+    # --- keepalive streams ---
+
+    def keepalive(self, task: str, *, ttl_ms: int | None = None, note: str | None = None,
+                  wait_ms: int | None = None, owner: str | None = None,
+                  on_event: Callable[[str, dict[str, Any]], None] | None = None
+                  ) -> Keepalive | Held | Unavailable:
+        """Open a keepalive stream on task: the sidecar renews the lease while the stream is
+        open and releases it when the holder is closed. on_event(name, data) sees every event
+        (acquired, renewed, lost, released) from the reader thread."""
+        q: dict[str, Any] = {"owner": owner or self.owner}
+        if ttl_ms is not None:
+            q["ttl_ms"] = ttl_ms
+        if note is not None:
+            q["note"] = note
+        if wait_ms is not None:
+            q["wait_ms"] = wait_ms
+        path = self._prefix + _task_path(task, "keepalive") + "?" + urllib.parse.urlencode(q)
+        # The socket timeout bounds the wait for the answer (wait_ms on top); the stream's own
+        # liveness is watched by the holder's local deadline, so reads then block untimed.
+        conn = self._connect(self.timeout + (wait_ms or 0) / 1000)
+        try:
+            conn.request("GET", path, headers={**self._headers(None), "Accept": "text/event-stream"})
+            sock = conn.sock
+            resp = conn.getresponse()
+        except (OSError, http.client.HTTPException) as err:
+            conn.close()
+            return Unavailable(f"cannot reach the sidecar at {self.base_url}: {err}")
+        if resp.status != 200:
+            try:
+                raw = resp.read()
+            except (OSError, http.client.HTTPException):
+                raw = b""
+            conn.close()
+            try:
+                doc = json.loads(raw) if raw else {}
+            except ValueError:
+                doc = {}
+            if resp.status == 409:
+                h = doc.get("holder")
+                holder = Holder(h.get("owner", ""), h.get("ttl_remaining_ms", 0), h.get("expires_at", "")) if h else None
+                return Held(holder, doc.get("detail", ""))
+            if resp.status >= 500:
+                return Unavailable(doc.get("detail") or f"HTTP {resp.status}", resp.status)
+            raise LeaseholdError(resp.status, doc)
+        ka = Keepalive(task, conn, sock, resp, on_event)
+        first = ka._start()
+        if first is not None:
+            return first
+        return ka
+
+    def run(self, task: str, fn: Callable[[Lease, threading.Event], Any], *,
+            ttl_ms: int | None = None, note: str | None = None, wait_ms: int | None = None,
+            owner: str | None = None) -> Ran | Held | Unavailable:
+        """Hold task over a keepalive stream while fn(lease, lost) runs, then release it.
+
+        fn gets the lease (lease.token is the fencing token) and `lost`, a threading.Event set
+        when the lease is lost: fn should check it between units of work (or wait on it) and
+        stop writing once it is set. An exception from fn propagates after the release."""
+        ka = self.keepalive(task, ttl_ms=ttl_ms, note=note, wait_ms=wait_ms, owner=owner)
+        if not isinstance(ka, Keepalive):
+            return ka
+        with ka:
+            result = fn(ka.lease, ka.lost)
+            return Ran(result, ka.lease, ka.lost_reason)
+
+
+class Keepalive:
+    """A lease held over a keepalive stream. `lost` is set when the lease is lost: a `lost` or
+    `released` event, the stream ending, or the local deadline (monotonic time of the last
+    acquired/renewed event + its ttl_remaining_ms) passing with no newer event.
+    close() (or leaving a `with` block) hangs up, and the sidecar releases the lease."""
+
+    def __init__(self, task: str, conn: http.client.HTTPConnection, sock: socket.socket | None,
+                 resp: http.client.HTTPResponse, on_event):
+        self.task = task
+        self.lost = threading.Event()
+        self.lease: Lease | None = None
+        self.lost_reason: Lost | None = None
+        self._conn, self._sock, self._resp, self._on_event = conn, sock, resp, on_event
+        self._lock = threading.Lock()
+        self._deadline = 0.0
+        self._ended = threading.Event()  # lost or closed: the watchdog stops
+        self._first = threading.Event()
+        self._reader: threading.Thread | None = None
+
+    @property
+    def token(self) -> int:
+        assert self.lease is not None
+        return self.lease.token
+
+    def held(self) -> bool:
+        """True while the lease is ours by the local deadline and no loss was seen."""
+        with self._lock:
+            return not self.lost.is_set() and time.monotonic() < self._deadline
+
+    def _start(self) -> Unavailable | None:
+        self._reader = threading.Thread(target=self._read, name=f"leasehold-keepalive-{self.task}", daemon=True)
+        self._reader.start()
+        self._first.wait()
+        if self.lease is None:
+            self.close()
+            why = self.lost_reason.detail if self.lost_reason else "no acquired event"
+            return Unavailable(f"keepalive stream on {self.task!r} ended before the lease was acquired: {why}")
+        threading.Thread(target=self._watch, name=f"leasehold-deadline-{self.task}", daemon=True).start()
+        return None
+
+    def _lose(self, reason: str, detail: str) -> None:
+        with self._lock:
+            if self.lost.is_set() or self._ended.is_set():
+                return
+            self.lost_reason = Lost(reason, detail)
+            self.lost.set()
+            self._ended.set()
+
+    def _read(self) -> None:
+        name, data = None, []
+        try:
+            for raw in self._resp:
+                line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+                if line.startswith(":"):
+                    continue
+                if line.startswith("event:"):
+                    name = line[6:].strip()
+                elif line.startswith("data:"):
+                    data.append(line[5:].lstrip(" "))
+                elif line == "" and name:
+                    self._event(name, json.loads("\n".join(data) or "{}"))
+                    name, data = None, []
+        except Exception as err:  # noqa: BLE001 - any failure of the stream ends the lease
+            self._lose("stream", f"the keepalive stream broke: {err}")
+        self._lose("stream", "the keepalive stream ended")
+        self._first.set()
+
+    def _event(self, name: str, data: dict[str, Any]) -> None:
+        if name in ("acquired", "renewed"):
+            with self._lock:
+                self.lease = Lease.from_json(data)
+                self._deadline = time.monotonic() + data.get("ttl_remaining_ms", 0) / 1000
+        elif name in ("lost", "released"):
+            self._lose(data.get("reason", name), data.get("detail") or name)
+        if self._on_event is not None:
+            self._on_event(name, data)
+        if name == "acquired":
+            if self._sock is not None:
+                self._sock.settimeout(None)  # from now on the local deadline watches the stream
+            self._first.set()
+
+    def _watch(self) -> None:
+        while True:
+            with self._lock:
+                left = self._deadline - time.monotonic()
+            if left <= 0:
+                self._lose("deadline", "no renewal was confirmed before the lease's local deadline")
+                return
+            if self._ended.wait(left):
+                return
+
+    def close(self) -> None:
+        """Hang up: the sidecar releases the lease (owner- and token-checked)."""
+        with self._lock:
+            self._ended.set()
+        if self._sock is not None:
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        # The shutdown ends the reader's read; wait for it before closing what it reads.
+        if self._reader is not None and self._reader is not threading.current_thread():
+            self._reader.join(5)
+        self._resp.close()
+        self._conn.close()
+
+    def __enter__(self) -> Keepalive:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,323 @@
+"""leasehold_client against a real sidecar.
+
+The sidecar's URL comes from LEASEHOLD_CLIENT_TEST_URL; LEASEHOLD_CLIENT_TEST_AUTH_URL and
+LEASEHOLD_CLIENT_TEST_TOKEN_FILE name a second sidecar that wants that bearer token, and
+LEASEHOLD_CLIENT_TEST_DECLARED (TASK=TTL_MS) a task declared on the first one's store. The Go test
+e2e/TestPythonClientPackage starts both and runs this suite (make test); by hand:
+
+    LEASEHOLD_CLIENT_TEST_URL=http://127.0.0.1:7411 python3 -m unittest discover -s tests
+"""
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import unittest
+import uuid
+
+from leasehold_client import (Acquired, Client, Held, Keepalive, LeaseholdError, Lost, Ran,
+                              Released, Renewed, Unavailable)
+
+URL = os.environ.get("LEASEHOLD_CLIENT_TEST_URL", "")
+AUTH_URL = os.environ.get("LEASEHOLD_CLIENT_TEST_AUTH_URL", "")
+TOKEN_FILE = os.environ.get("LEASEHOLD_CLIENT_TEST_TOKEN_FILE", "")
+# TASK=TTL_MS: a task declared on URL's store with that ttl (and a max_ttl above it).
+DECLARED = os.environ.get("LEASEHOLD_CLIENT_TEST_DECLARED", "")
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLE = os.path.join(HERE, "..", "..", "..", "examples", "python", "keepalive.py")
+PATIENCE = 30.0  # seconds to wait for something that must happen; never a measured duration
+
+
+def task_name(prefix: str) -> str:
+    return f"py-test/{prefix}/{uuid.uuid4().hex[:8]}"
+
+
+def closed_port_url() -> str:
+    """A loopback URL nobody listens on: a port the kernel gave us, closed again."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return f"http://127.0.0.1:{port}"
+
+
+def eventually(pred, what: str) -> None:
+    stop = time.monotonic() + PATIENCE
+    while not pred():
+        if time.monotonic() > stop:
+            raise AssertionError(f"not within {PATIENCE}s: {what}")
+        time.sleep(0.05)
+
+
+class SidecarTest(unittest.TestCase):
+    def setUp(self):
+        if not URL:
+            raise unittest.SkipTest("LEASEHOLD_CLIENT_TEST_URL is not set (e2e/TestPythonClientPackage sets it)")
+        self.a = Client(URL, owner="py-a#" + uuid.uuid4().hex[:6])
+        self.b = Client(URL, owner="py-b#" + uuid.uuid4().hex[:6])
+
+
+class ClaimRenewRelease(SidecarTest):
+    def test_acquire(self):
+        task = task_name("acquire")
+        r = self.a.claim(task, ttl_ms=5000, note="v1")
+        self.assertIsInstance(r, Acquired)
+        self.assertEqual(r.lease.task, task)
+        self.assertEqual(r.lease.owner, self.a.owner)
+        self.assertEqual(r.lease.ttl_ms, 5000)
+        self.assertEqual(r.lease.note, "v1")
+        self.assertGreaterEqual(r.lease.token, 1)
+        now = self.a.get(task)  # the live lease reads back
+        self.assertEqual((now.owner, now.token, now.expires_at), (r.lease.owner, r.lease.token, r.lease.expires_at))
+
+    def test_claim_without_ttl_sends_none(self):
+        # No ttl given: the sidecar's (or the task's declared) ttl applies, not one of ours.
+        r = self.a.claim(task_name("no-ttl"))
+        self.assertIsInstance(r, Acquired)
+        self.assertEqual(r.lease.ttl_ms, 30000)  # the sidecar's default; the suite's sidecars declare nothing
+
+    def test_declared_ttl_applies_when_none_is_given(self):
+        if not DECLARED:
+            self.skipTest("LEASEHOLD_CLIENT_TEST_DECLARED is not set")
+        task, ttl = DECLARED.split("=")
+        for hold in (lambda: self.a.claim(task), lambda: self.a.keepalive(task)):
+            r = hold()
+            self.assertIsInstance(r, (Acquired, Keepalive))
+            self.assertEqual(r.lease.ttl_ms, int(ttl))
+            if isinstance(r, Keepalive):
+                r.close()
+            else:
+                self.assertEqual(self.a.release(task, token=r.lease.token), Released(True))
+            eventually(lambda: self.a.get(task) is None, "the declared task is free again")
+        p = subprocess.run([sys.executable, EXAMPLE, URL, task, "0", "--owner", "ex-declared"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(f'"ttl_ms": {ttl}', p.stdout)
+
+    def test_held_by_another_owner(self):
+        task = task_name("held")
+        first = self.a.claim(task, ttl_ms=60000)
+        self.assertIsInstance(first, Acquired)
+        r = self.b.claim(task, ttl_ms=60000)
+        self.assertIsInstance(r, Held)
+        self.assertEqual(r.holder.owner, self.a.owner)
+        self.assertGreater(r.holder.ttl_remaining_ms, 0)
+        self.assertLessEqual(r.holder.ttl_remaining_ms, 60000)
+        self.assertIn(self.a.owner, r.detail)
+        # The holder keeps its token; the refused claim changed nothing.
+        self.assertEqual(self.a.get(task).token, first.lease.token)
+
+    def test_renew_with_token_and_release(self):
+        task = task_name("renew")
+        lease = self.a.claim(task, ttl_ms=5000).lease
+        r = self.a.renew(task, token=lease.token)
+        self.assertIsInstance(r, Renewed)
+        self.assertEqual(r.lease.token, lease.token)
+        self.assertEqual(r.lease.renew_count, 1)
+        wrong = self.a.renew(task, token=lease.token + 1)
+        self.assertIsInstance(wrong, Lost)
+        self.assertEqual(wrong.reason, "token_mismatch")
+        self.assertEqual(self.b.renew(task).reason, "held_by_other")
+        self.assertEqual(self.a.release(task, token=lease.token + 1), Released(False))
+        self.assertEqual(self.b.release(task), Released(False))
+        self.assertEqual(self.a.release(task, token=lease.token), Released(True))
+        self.assertIsNone(self.a.get(task))
+        self.assertEqual(self.a.release(task, token=lease.token), Released(False))
+        after = self.a.renew(task, token=lease.token)
+        self.assertIsInstance(after, Lost)
+        self.assertEqual(after.reason, "not_held")
+        # Free again: the next claim gets a newer fencing token.
+        again = self.b.claim(task, ttl_ms=5000)
+        self.assertIsInstance(again, Acquired)
+        self.assertGreater(again.lease.token, lease.token)
+
+    def test_bad_request_raises_naming_the_field(self):
+        with self.assertRaises(LeaseholdError) as cm:
+            self.a.claim(task_name("bad"), ttl_ms=5)
+        self.assertEqual(cm.exception.status, 422)
+        self.assertEqual([p["name"] for p in cm.exception.invalid_params], ["ttl_ms"])
+        with self.assertRaises(LeaseholdError) as cm:
+            self.a.claim("leasehold:prune")
+        self.assertEqual(cm.exception.status, 403)
+
+
+class UnavailableSidecar(unittest.TestCase):
+    def test_closed_port_is_unavailable_never_held(self):
+        c = Client(closed_port_url(), owner="nobody")
+        task = task_name("down")
+        for r in (c.claim(task), c.renew(task, token=1), c.release(task), c.get(task),
+                  c.keepalive(task), c.run(task, lambda lease, lost: self.fail("fn ran without a lease"))):
+            self.assertIsInstance(r, Unavailable)
+            self.assertIsNone(r.status)
+            self.assertIn("cannot reach the sidecar", r.detail)
+
+    def test_bad_url(self):
+        with self.assertRaises(ValueError):
+            Client("127.0.0.1:7411")
+
+
+class KeepaliveStreams(SidecarTest):
+    def test_hold_renew_and_release_on_close(self):
+        task = task_name("keepalive")
+        renewed = threading.Event()
+        events = []
+
+        def seen(name, data):
+            events.append(name)
+            if name == "renewed":
+                renewed.set()
+
+        ka = self.a.keepalive(task, ttl_ms=1000, on_event=seen)
+        self.assertIsInstance(ka, Keepalive)
+        with ka:
+            self.assertEqual(ka.lease.owner, self.a.owner)
+            self.assertTrue(renewed.wait(PATIENCE), f"no renewed event; events: {events}")
+            self.assertEqual(events[0], "acquired")
+            self.assertFalse(ka.lost.is_set())
+            self.assertTrue(ka.held())
+            self.assertEqual(self.a.get(task).token, ka.token)
+            rival = self.b.claim(task, ttl_ms=1000)
+            self.assertIsInstance(rival, Held)
+            self.assertEqual(rival.holder.owner, self.a.owner)
+            # A second stream on the held task is Held too, not an exception.
+            self.assertIsInstance(self.b.keepalive(task), Held)
+        self.assertFalse(ka.lost.is_set(), ka.lost_reason)
+        eventually(lambda: self.a.get(task) is None, "the lease is released after the holder hangs up")
+
+    def test_loss_sets_the_event(self):
+        task = task_name("loss")
+        ka = self.a.keepalive(task, ttl_ms=3000)
+        self.assertIsInstance(ka, Keepalive)
+        with ka:
+            self.assertFalse(ka.lost.is_set())
+            # Out of band, the same owner releases the stream's lease: the stream's next
+            # renewal is refused and the sidecar says `lost`.
+            self.assertEqual(self.a.release(task, token=ka.token), Released(True))
+            self.assertTrue(ka.lost.wait(PATIENCE), "lost not set after the lease was released")
+            self.assertEqual(ka.lost_reason.reason, "not_held")
+            self.assertFalse(ka.held())
+        # Another owner can have it now.
+        self.assertIsInstance(self.b.claim(task, ttl_ms=1000), Acquired)
+
+    def test_wait_ms_gets_the_lease_when_released(self):
+        task = task_name("wait")
+        first = self.b.claim(task, ttl_ms=60000).lease
+        threading.Timer(0.2, lambda: self.b.release(task, token=first.token)).start()
+        ka = self.a.keepalive(task, ttl_ms=2000, wait_ms=int(PATIENCE * 1000))
+        self.assertIsInstance(ka, Keepalive)
+        with ka:
+            self.assertGreater(ka.token, first.token)
+
+
+class RunHelper(SidecarTest):
+    def test_run_holds_while_fn_runs_and_releases(self):
+        task = task_name("run")
+
+        def work(lease, lost):
+            self.assertFalse(lost.is_set())
+            now = self.b.get(task)
+            self.assertEqual((now.owner, now.token), (self.a.owner, lease.token))
+            self.assertIsInstance(self.b.claim(task), Held)
+            return f"wrote with token {lease.token}"
+
+        r = self.a.run(task, work, ttl_ms=2000)
+        self.assertIsInstance(r, Ran)
+        self.assertEqual(r.result, f"wrote with token {r.lease.token}")
+        self.assertIsNone(r.lost)
+        eventually(lambda: self.a.get(task) is None, "run releases the lease when fn returns")
+
+    def test_run_tells_fn_when_the_lease_is_lost(self):
+        task = task_name("run-lost")
+
+        def work(lease, lost):
+            self.b.release(task, token=lease.token, owner=self.a.owner)  # out of band
+            return lost.wait(PATIENCE)
+
+        r = self.a.run(task, work, ttl_ms=3000)
+        self.assertIsInstance(r, Ran)
+        self.assertTrue(r.result, "fn was not told the lease was lost")
+        self.assertEqual(r.lost.reason, "not_held")
+
+    def test_run_on_a_held_task_does_not_call_fn(self):
+        task = task_name("run-held")
+        self.b.claim(task, ttl_ms=60000)
+        r = self.a.run(task, lambda lease, lost: self.fail("fn ran without the lease"))
+        self.assertIsInstance(r, Held)
+        self.assertEqual(r.holder.owner, self.b.owner)
+
+    def test_exception_in_fn_propagates_and_releases(self):
+        task = task_name("run-raise")
+
+        def work(lease, lost):
+            raise RuntimeError("boom")
+
+        with self.assertRaisesRegex(RuntimeError, "boom"):
+            self.a.run(task, work, ttl_ms=2000)
+        eventually(lambda: self.a.get(task) is None, "the lease is released after fn raised")
+
+
+class BearerToken(unittest.TestCase):
+    def setUp(self):
+        if not (AUTH_URL and TOKEN_FILE):
+            raise unittest.SkipTest("LEASEHOLD_CLIENT_TEST_AUTH_URL / _TOKEN_FILE are not set")
+
+    def test_token_from_file(self):
+        task = task_name("auth")
+        with self.assertRaises(LeaseholdError) as cm:
+            Client(AUTH_URL).claim(task)
+        self.assertEqual(cm.exception.status, 401)
+        c = Client(AUTH_URL, token_file=TOKEN_FILE)
+        self.assertIsInstance(c.claim(task, ttl_ms=1000), Acquired)
+        ka = c.keepalive(task_name("auth-ka"), ttl_ms=1000)
+        self.assertIsInstance(ka, Keepalive)
+        ka.close()
+
+    def test_missing_token_file(self):
+        with self.assertRaises(FileNotFoundError):
+            Client(AUTH_URL, token_file=os.path.join(HERE, "no-such-token-file"))
+
+
+class ExampleScript(unittest.TestCase):
+    def run_example(self, *args):
+        return subprocess.run([sys.executable, EXAMPLE, *args], capture_output=True, text=True, timeout=120)
+
+    def assertClean(self, p, code):
+        self.assertEqual(p.returncode, code, f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}")
+        self.assertNotIn("Traceback", p.stderr)
+
+    def test_sidecar_down(self):
+        p = self.run_example(closed_port_url(), "py/report", "1")
+        self.assertClean(p, 69)
+        self.assertIn("unavailable: cannot reach the sidecar", p.stderr)
+
+    def test_missing_and_bad_arguments(self):
+        p = self.run_example()
+        self.assertClean(p, 2)
+        self.assertIn("usage:", p.stderr)
+        self.assertClean(self.run_example("http://127.0.0.1:1", "t", "soon"), 2)
+        p = self.run_example("127.0.0.1:7411", "t", "1")
+        self.assertClean(p, 2)
+        self.assertIn("base_url", p.stderr)
+
+    def test_held_and_done(self):
+        if not URL:
+            raise unittest.SkipTest("LEASEHOLD_CLIENT_TEST_URL is not set")
+        task = task_name("example")
+        p = self.run_example(URL, task, "0.2", "--owner", "ex-1")
+        self.assertClean(p, 0)
+        self.assertIn("working as ex-1 with fencing token 1", p.stdout)
+        self.assertIn('"ttl_ms": 30000', p.stdout)  # no ttl sent: the sidecar's applies
+        self.assertTrue(p.stdout.rstrip().endswith("done"), p.stdout)
+        eventually(lambda: Client(URL).get(task) is None, "released after the example exits")
+        Client(URL, owner="other").claim(task, ttl_ms=60000)
+        p = self.run_example(URL, task, "0.2")
+        self.assertClean(p, 75)
+        self.assertIn("not acquired", p.stderr)
+        p = self.run_example(URL, task_name("bad-ttl"), "0.2", "--ttl-ms", "5")
+        self.assertClean(p, 77)
+        self.assertIn("ttl_ms", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

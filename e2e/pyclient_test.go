@@ -1,0 +1,66 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/leasecore"
+)
+
+var unittestRanRE = regexp.MustCompile(`(?m)^Ran (\d+) tests? in `)
+
+// The Python client's own unittest suite (clients/python/tests) runs against
+// real sidecars: one open (with a declared task), one that wants a bearer
+// token. Every test must run
+// (a skip means the suite did not get its sidecars) and pass.
+func TestPythonClientPackage(t *testing.T) {
+	t.Parallel()
+	py := python3(t)
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("py-client-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A declared task, declared before the sidecar starts so that its first
+	// read of the declarations has it: clients that give no ttl get its ttl.
+	openStore := "sqlite:" + filepath.Join(dir, "open.db")
+	decl := leasecore.TaskDecl{Name: "py/declared", TTL: 7 * time.Second, MaxTTL: 10 * time.Second}
+	if _, err := openService(t, openStore).CreateTask(t.Context(), decl); err != nil {
+		t.Fatal(err)
+	}
+	open := startSidecar(t, openStore)
+	auth := startSidecar(t, "sqlite:"+filepath.Join(dir, "auth.db"), "--token-file", tokenFile)
+	open.waitReady()
+	auth.waitReady()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, "-m", "unittest", "discover", "-v", "-s", "tests")
+	cmd.Dir = filepath.Join("..", "clients", "python")
+	cmd.Env = append(cleanEnv(),
+		"PYTHONDONTWRITEBYTECODE=1",
+		"LEASEHOLD_CLIENT_TEST_URL="+open.base,
+		"LEASEHOLD_CLIENT_TEST_AUTH_URL="+auth.base,
+		"LEASEHOLD_CLIENT_TEST_TOKEN_FILE="+tokenFile,
+		fmt.Sprintf("LEASEHOLD_CLIENT_TEST_DECLARED=%s=%d", decl.Name, decl.TTL.Milliseconds()),
+	)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("python3 -m unittest in clients/python: %v\n%s", err, out)
+	}
+	m := unittestRanRE.FindSubmatch(out)
+	if m == nil || string(m[1]) == "0" {
+		t.Fatalf("the unittest suite ran no tests:\n%s", out)
+	}
+	if strings.Contains(string(out), "skipped") {
+		t.Fatalf("the unittest suite skipped tests it should have run:\n%s", out)
+	}
+	t.Logf("clients/python: %s tests passed", m[1])
+}
