@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,16 +55,28 @@ func TestTypeScriptClient(t *testing.T) {
 	}
 }
 
-// nodeBin finds node for the TypeScript client's tests: missing, it skips
-// outside CI (with what to install) and fails in CI.
+// nodeBin finds Node >= 20 for the TypeScript client's tests: missing or
+// older, it skips outside CI (with what to install) and fails in CI.
 func nodeBin(t *testing.T) string {
 	t.Helper()
+	missing := func(why string) {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s; CI needs Node >= 20 for the TypeScript client's tests", why)
+		}
+		t.Skipf("%s (outside CI this skips): install Node >= 20 to run the TypeScript client's tests", why)
+	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("node not found; CI needs Node >= 20 for the TypeScript client's tests")
-		}
-		t.Skip("node not found (outside CI this skips): install Node >= 20 to run the TypeScript client's tests")
+		missing("node not found")
+	}
+	out, err := exec.Command(node, "--version").Output()
+	if err != nil {
+		missing(fmt.Sprintf("node --version: %v", err))
+	}
+	version := strings.TrimSpace(string(out))
+	major, _, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
+	if n, err := strconv.Atoi(major); err != nil || n < 20 {
+		missing("node is " + version)
 	}
 	return node
 }

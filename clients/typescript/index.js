@@ -331,7 +331,9 @@ async function* sseEvents(body) {
   let event = "";
   /** @type {string[]} */
   let data = [];
-  for await (const chunk of body.pipeThrough(new TextDecoderStream())) {
+  // The cast: lib.dom types TextDecoderStream as taking any BufferSource.
+  const text = body.pipeThrough(/** @type {TransformStream<Uint8Array, string>} */ (/** @type {unknown} */ (new TextDecoderStream())));
+  for await (const chunk of text) {
     buf += chunk;
     let nl;
     while ((nl = buf.search(/\r\n|\r|\n/)) >= 0) {

@@ -108,7 +108,7 @@ test("release frees the task; the next grant has a higher fencing token", async 
 });
 
 test("a keepalive holder holds the lease through renewals and releases it", async () => {
-  const k = await client.keepalive("ts/keepalive", { owner: "ts-k", ttlMs: 1000 });
+  const k = await client.keepalive("ts/keepalive", { owner: "ts-k", ttlMs: 3000 });
   assert.equal(k.kind, "acquired");
   if (k.kind !== "acquired") return;
   const { holder } = k;
@@ -128,7 +128,7 @@ test("a keepalive holder holds the lease through renewals and releases it", asyn
 });
 
 test("a keepalive holder's signal aborts when the lease is taken from under it", async () => {
-  const k = await client.keepalive("ts/lost", { owner: "ts-k", ttlMs: 1000 });
+  const k = await client.keepalive("ts/lost", { owner: "ts-k", ttlMs: 2000 });
   assert.equal(k.kind, "acquired");
   if (k.kind !== "acquired") return;
   const { holder } = k;
@@ -179,7 +179,7 @@ test("run() runs fn while holding the lease and releases it when fn settles", as
       assert.equal(rival.kind, "held");
       return 42;
     },
-    { ttlMs: 1000 },
+    { ttlMs: 3000 },
   );
   assert.equal(r.kind, "ran");
   if (r.kind !== "ran") return;
@@ -217,7 +217,7 @@ test("run() tells fn through its signal when the lease is lost", async () => {
       const reason = await aborted(signal);
       return reason.reason;
     },
-    { ttlMs: 1000 },
+    { ttlMs: 2000 },
   );
   assert.equal(r.kind, "ran");
   if (r.kind !== "ran") return;
