@@ -1,0 +1,149 @@
+// Type declarations for index.js (hand-written: the client is plain JavaScript with JSDoc so
+// that Node runs it with no build step).
+
+/** A lease as the sidecar reports it; times are RFC 3339 UTC strings with milliseconds. */
+export interface Lease {
+  readonly task: string;
+  readonly owner: string;
+  /** The fencing token: rises with each new grant of the task, never repeats. */
+  readonly token: number;
+  readonly acquiredAt: string;
+  readonly renewedAt: string;
+  readonly expiresAt: string;
+  readonly ttlMs: number;
+  readonly ttlRemainingMs: number;
+  readonly renewCount: number;
+  readonly note: string;
+}
+
+/** Who holds a task another owner asked for. */
+export interface Holder {
+  readonly owner: string;
+  readonly expiresAt: string;
+  readonly ttlRemainingMs: number;
+}
+
+/** Another owner holds a live lease: a healthy refusal. */
+export interface Held {
+  readonly kind: "held";
+  readonly holder: Holder;
+  readonly detail: string;
+}
+
+/** The sidecar or its store could not answer: never reported as held. */
+export interface Unavailable {
+  readonly kind: "unavailable";
+  readonly detail: string;
+}
+
+export type ClaimResult = { readonly kind: "acquired"; readonly lease: Lease } | Held | Unavailable;
+
+/** `reason`: not_held, expired, held_by_other or token_mismatch. */
+export type RenewResult =
+  | { readonly kind: "renewed"; readonly lease: Lease }
+  | { readonly kind: "lost"; readonly reason: string; readonly detail: string }
+  | Unavailable;
+
+export type ReleaseResult = { readonly kind: "released"; readonly released: boolean } | Unavailable;
+
+export type KeepaliveResult = { readonly kind: "acquired"; readonly holder: KeepaliveHolder } | Held | Unavailable;
+
+/** `lost`: the signal had aborted by the time fn settled. */
+export type RunResult<T> =
+  | { readonly kind: "ran"; readonly value: T; readonly lease: Lease; readonly lost: boolean }
+  | Held
+  | Unavailable;
+
+export interface ClientOptions {
+  /** The sidecar's address, e.g. http://127.0.0.1:7411. */
+  baseUrl: string;
+  /** Sent as `Authorization: Bearer <token>` when set. */
+  token?: string;
+  /** Per-request timeout (for a keepalive stream: until its headers); default 10000. */
+  timeoutMs?: number;
+  /** A fetch to use instead of the global one. */
+  fetch?: typeof fetch;
+}
+
+export interface KeepaliveOptions {
+  /** Default: the sidecar makes one (run() makes `<hostname>#<pid>#<random>`). */
+  owner?: string;
+  ttlMs?: number;
+  note?: string;
+  /** Wait up to this long for a held task instead of answering held at once. */
+  waitMs?: number;
+}
+
+export class LeaseholdError extends Error {
+  readonly status: number;
+  readonly type: string | undefined;
+  readonly invalidParams: { name: string; reason: string }[];
+}
+
+export class LeaseLostError extends Error {
+  /** not_held, expired, held_by_other, token_mismatch, deadline, shutdown, disconnected. */
+  readonly reason: string;
+  readonly detail: string;
+}
+
+export class KeepaliveHolder {
+  /** The latest lease the sidecar confirmed. */
+  readonly lease: Lease;
+  /** The fencing token of the grant held. */
+  readonly token: number;
+  /** Aborts, with a LeaseLostError as its reason, when the lease is lost. */
+  readonly signal: AbortSignal;
+  /** Hang up and release this grant; idempotent, never throws. */
+  release(): Promise<void>;
+}
+
+export class LeaseholdClient {
+  constructor(options: ClientOptions);
+  readonly baseUrl: string;
+  claim(task: string, options: { owner: string; ttlMs?: number; note?: string }): Promise<ClaimResult>;
+  renew(task: string, options: { owner: string; token?: number; ttlMs?: number }): Promise<RenewResult>;
+  release(task: string, options: { owner: string; token?: number }): Promise<ReleaseResult>;
+  /** The current lease, or null when the task is free; throws LeaseholdError when it cannot tell. */
+  get(task: string): Promise<Lease | null>;
+  keepalive(task: string, options?: KeepaliveOptions): Promise<KeepaliveResult>;
+  run<T>(
+    task: string,
+    fn: (lease: Lease, signal: AbortSignal) => Promise<T> | T,
+    options?: KeepaliveOptions,
+  ): Promise<RunResult<T>>;
+}
+
+/** `<hostname>#<pid>#<random>`. */
+export function defaultOwner(): string;
+
+// The observability console seed's prune-lock seam (TelescopePruneLock), structurally.
+
+export declare const PRUNE_LOCK_KEY = "telescope:prune";
+
+export interface PruneLease {
+  readonly key: string;
+  readonly owner: string;
+  /** Epoch ms after which the lease may be granted to somebody else. */
+  readonly expiresAtMs: number;
+  /** leasehold's fencing token for this grant. */
+  readonly token: number;
+  /** Idempotent, never throws, never releases a later owner's grant. */
+  release(): Promise<void>;
+}
+
+export type PruneLockResult =
+  | { readonly acquired: true; readonly lease: PruneLease }
+  | { readonly acquired: false; readonly reason: "held" | "unavailable"; readonly detail?: string };
+
+export interface PruneLockRequest {
+  readonly key: string;
+  readonly owner: string;
+  readonly ttlMs: number;
+}
+
+export interface PruneLock {
+  acquire(request: PruneLockRequest): Promise<PruneLockResult>;
+}
+
+/** A prune lock backed by leasehold: acquire never throws and never waits. */
+export function leaseholdPruneLock(client: LeaseholdClient): PruneLock;

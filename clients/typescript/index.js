@@ -1,0 +1,519 @@
+// leasehold client for Node >= 20: the sidecar's HTTP API over the global fetch, with no
+// runtime dependencies. Plain ES modules with JSDoc types (index.d.ts declares them for
+// TypeScript), so that it runs as written, with no build step.
+//
+// Outcomes the caller must tell apart are values, not exceptions: a claim is
+// {kind: "acquired"} | {kind: "held"} | {kind: "unavailable"}. Only a request the sidecar
+// refuses as wrong (400, 401, 403, 404, 413, 415, 422) throws a LeaseholdError: retrying it
+// would not help. A store failure, a 5xx, a network error or a timeout is "unavailable",
+// never "held".
+
+import { hostname } from "node:os";
+import { randomBytes } from "node:crypto";
+
+/**
+ * A request the sidecar refused as wrong: bad input (400, 422, with invalidParams naming
+ * the field), missing or wrong bearer token (401), a reserved task (403), an undeclared
+ * task under --require-declared (404), 413, 415.
+ */
+export class LeaseholdError extends Error {
+  /**
+   * @param {string} message
+   * @param {{status: number, type?: string, invalidParams?: {name: string, reason: string}[]}} info
+   */
+  constructor(message, info) {
+    super(message);
+    this.name = "LeaseholdError";
+    /** @type {number} */
+    this.status = info.status;
+    /** @type {string | undefined} */
+    this.type = info.type;
+    /** @type {{name: string, reason: string}[]} */
+    this.invalidParams = info.invalidParams ?? [];
+  }
+}
+
+/**
+ * Why a keepalive holder's signal aborted: its reason.
+ * `reason` is the sidecar's (not_held, expired, held_by_other, token_mismatch, deadline,
+ * shutdown) or the client's own: "deadline" when no renewal was confirmed before the local
+ * deadline, "disconnected" when the stream ended without a word.
+ */
+export class LeaseLostError extends Error {
+  /**
+   * @param {string} reason
+   * @param {string} detail
+   */
+  constructor(reason, detail) {
+    super(`lease lost (${reason}): ${detail}`);
+    this.name = "LeaseLostError";
+    /** @type {string} */
+    this.reason = reason;
+    /** @type {string} */
+    this.detail = detail;
+  }
+}
+
+/** @returns {string} an owner identity: `<hostname>#<pid>#<random>`. */
+export function defaultOwner() {
+  return `${hostname()}#${process.pid}#${randomBytes(4).toString("hex")}`;
+}
+
+/**
+ * @param {any} w the sidecar's lease object (snake_case)
+ * @returns {import("./index.js").Lease}
+ */
+function toLease(w) {
+  return {
+    task: w.task,
+    owner: w.owner,
+    token: w.token,
+    acquiredAt: w.acquired_at,
+    renewedAt: w.renewed_at,
+    expiresAt: w.expires_at,
+    ttlMs: w.ttl_ms,
+    ttlRemainingMs: w.ttl_remaining_ms,
+    renewCount: w.renew_count,
+    note: w.note ?? "",
+  };
+}
+
+/**
+ * @param {any} w the sidecar's holder object
+ * @returns {import("./index.js").Holder}
+ */
+function toHolder(w) {
+  return { owner: w.owner, expiresAt: w.expires_at, ttlRemainingMs: w.ttl_remaining_ms };
+}
+
+/** @param {unknown} err */
+function describe(err) {
+  if (err instanceof Error) {
+    const cause = /** @type {any} */ (err).cause;
+    return cause instanceof Error ? `${err.message}: ${cause.message}` : err.message;
+  }
+  return String(err);
+}
+
+export class LeaseholdClient {
+  /**
+   * @param {{baseUrl: string, token?: string, timeoutMs?: number, fetch?: typeof fetch}} options
+   */
+  constructor(options) {
+    if (!options || typeof options.baseUrl !== "string" || options.baseUrl === "") {
+      throw new TypeError("baseUrl: required, the sidecar's address, e.g. http://127.0.0.1:7411");
+    }
+    /** @type {string} */
+    this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+    /** @private */
+    this.token = options.token;
+    /** @private */
+    this.timeoutMs = options.timeoutMs ?? 10_000;
+    /** @private */
+    this.fetch = options.fetch ?? globalThis.fetch;
+  }
+
+  /** @private @param {string} task @param {string} [verb] */
+  path(task, verb) {
+    if (typeof task !== "string" || task === "") throw new TypeError("task: required, a non-empty string");
+    return `${this.baseUrl}/v1/leases/${encodeURIComponent(task)}${verb ? "/" + verb : ""}`;
+  }
+
+  /** @private @param {boolean} json */
+  headers(json) {
+    /** @type {Record<string, string>} */
+    const h = { Accept: "application/json" };
+    if (json) h["Content-Type"] = "application/json";
+    if (this.token) h.Authorization = `Bearer ${this.token}`;
+    return h;
+  }
+
+  /**
+   * Sends one request. Resolves {status, body} for any answer the sidecar gave, or
+   * {status: 0, error} when none arrived (refused, reset, timed out).
+   * @private
+   * @param {string} method
+   * @param {string} url
+   * @param {object} [body]
+   * @returns {Promise<{status: number, body: any, error?: string}>}
+   */
+  async send(method, url, body) {
+    try {
+      const res = await this.fetch(url, {
+        method,
+        headers: this.headers(body !== undefined),
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(this.timeoutMs),
+      });
+      const text = await res.text();
+      let parsed = {};
+      try {
+        parsed = text ? JSON.parse(text) : {};
+      } catch {
+        parsed = { detail: text.slice(0, 200) };
+      }
+      return { status: res.status, body: parsed };
+    } catch (err) {
+      return { status: 0, body: {}, error: `sidecar at ${this.baseUrl} did not answer: ${describe(err)}` };
+    }
+  }
+
+  /**
+   * Throws a LeaseholdError for the answers that say the request is wrong.
+   * @private
+   * @param {{status: number, body: any}} r
+   */
+  refuseBad(r) {
+    if ([400, 401, 403, 404, 405, 408, 413, 415, 422].includes(r.status)) {
+      const detail = r.body.detail ?? r.body.title ?? `HTTP ${r.status}`;
+      throw new LeaseholdError(detail, { status: r.status, type: r.body.type, invalidParams: r.body.invalid_params });
+    }
+  }
+
+  /** @private @param {{status: number, body: any, error?: string}} r */
+  unavailable(r) {
+    return /** @type {const} */ ({ kind: "unavailable", detail: r.error ?? r.body.detail ?? `HTTP ${r.status}` });
+  }
+
+  /**
+   * Claims task for owner. Never waits: a live lease of another owner is "held".
+   * @param {string} task
+   * @param {{owner: string, ttlMs?: number, note?: string}} options
+   * @returns {Promise<import("./index.js").ClaimResult>}
+   */
+  async claim(task, options) {
+    const body = { owner: options?.owner, ttl_ms: options?.ttlMs, note: options?.note };
+    const r = await this.send("POST", this.path(task, "claim"), body);
+    if (r.status === 200 && r.body.acquired === true) return { kind: "acquired", lease: toLease(r.body.lease) };
+    if (r.status === 409 && r.body.reason === "held") {
+      return { kind: "held", holder: toHolder(r.body.holder), detail: r.body.detail ?? "" };
+    }
+    this.refuseBad(r);
+    return this.unavailable(r);
+  }
+
+  /**
+   * Renews owner's lease on task; with token, only that grant.
+   * @param {string} task
+   * @param {{owner: string, token?: number, ttlMs?: number}} options
+   * @returns {Promise<import("./index.js").RenewResult>}
+   */
+  async renew(task, options) {
+    const body = { owner: options?.owner, token: options?.token, ttl_ms: options?.ttlMs };
+    const r = await this.send("POST", this.path(task, "renew"), body);
+    if (r.status === 200 && r.body.renewed === true) return { kind: "renewed", lease: toLease(r.body.lease) };
+    if (r.status === 409 && typeof r.body.reason === "string") {
+      return { kind: "lost", reason: r.body.reason, detail: r.body.detail ?? "" };
+    }
+    this.refuseBad(r);
+    return this.unavailable(r);
+  }
+
+  /**
+   * Releases owner's lease on task; with token, only that grant. `released: false` means
+   * there was nothing of owner's (with token: of that grant) to release.
+   * @param {string} task
+   * @param {{owner: string, token?: number}} options
+   * @returns {Promise<import("./index.js").ReleaseResult>}
+   */
+  async release(task, options) {
+    const r = await this.send("POST", this.path(task, "release"), { owner: options?.owner, token: options?.token });
+    if (r.status === 200) return { kind: "released", released: r.body.released === true };
+    this.refuseBad(r);
+    return this.unavailable(r);
+  }
+
+  /**
+   * The current lease on task, or null when it is free. Throws LeaseholdError when the
+   * sidecar cannot answer (a read has no "held" to confuse it with).
+   * @param {string} task
+   * @returns {Promise<import("./index.js").Lease | null>}
+   */
+  async get(task) {
+    const r = await this.send("GET", this.path(task));
+    if (r.status === 200) return r.body.held ? toLease(r.body.lease) : null;
+    this.refuseBad(r);
+    throw new LeaseholdError(this.unavailable(r).detail, { status: r.status, type: r.body.type });
+  }
+
+  /**
+   * Opens a keepalive stream: the sidecar renews the lease for as long as it stays open.
+   * On "acquired", the holder's signal aborts when the lease is lost.
+   * @param {string} task
+   * @param {{owner?: string, ttlMs?: number, note?: string, waitMs?: number}} [options]
+   * @returns {Promise<import("./index.js").KeepaliveResult>}
+   */
+  async keepalive(task, options = {}) {
+    const q = new URLSearchParams();
+    if (options.owner !== undefined) q.set("owner", options.owner);
+    if (options.ttlMs !== undefined) q.set("ttl_ms", String(options.ttlMs));
+    if (options.note !== undefined) q.set("note", options.note);
+    if (options.waitMs !== undefined) q.set("wait_ms", String(options.waitMs));
+    const url = `${this.path(task, "keepalive")}?${q}`;
+    const conn = new AbortController();
+    // The answer's headers must come within the timeout (plus any wait); the body is a
+    // stream watched by the holder's own deadline.
+    const headersTimer = setTimeout(
+      () => conn.abort(new Error(`no answer within ${this.timeoutMs + (options.waitMs ?? 0)} ms`)),
+      this.timeoutMs + (options.waitMs ?? 0),
+    );
+    let res;
+    try {
+      res = await this.fetch(url, {
+        headers: { ...this.headers(false), Accept: "text/event-stream" },
+        signal: conn.signal,
+      });
+    } catch (err) {
+      return this.unavailable({ status: 0, body: {}, error: `sidecar at ${this.baseUrl} did not answer: ${describe(err)}` });
+    } finally {
+      clearTimeout(headersTimer);
+    }
+    if (res.status !== 200 || !res.body) {
+      let body = {};
+      try {
+        body = await res.json();
+      } catch {
+        // not JSON: the status says it all
+      }
+      const r = { status: res.status, body: /** @type {any} */ (body) };
+      if (r.status === 409 && r.body.reason === "held") {
+        return { kind: "held", holder: toHolder(r.body.holder), detail: r.body.detail ?? "" };
+      }
+      this.refuseBad(r);
+      return this.unavailable(r);
+    }
+    const events = sseEvents(res.body);
+    let first;
+    try {
+      first = await events.next();
+    } catch (err) {
+      conn.abort();
+      return this.unavailable({ status: 0, body: {}, error: `keepalive stream broke: ${describe(err)}` });
+    }
+    if (first.done || first.value.event !== "acquired") {
+      conn.abort();
+      return this.unavailable({ status: 0, body: {}, error: "keepalive stream ended before the lease was acquired" });
+    }
+    const holder = new KeepaliveHolder(this, task, toLease(JSON.parse(first.value.data)), events, conn);
+    return { kind: "acquired", holder };
+  }
+
+  /**
+   * Runs fn while holding task through a keepalive stream: fn gets the lease and a signal
+   * that aborts when the lease is lost. The lease is released when fn settles; fn's
+   * rejection is passed on after the release.
+   * @template T
+   * @param {string} task
+   * @param {(lease: import("./index.js").Lease, signal: AbortSignal) => Promise<T> | T} fn
+   * @param {{owner?: string, ttlMs?: number, note?: string, waitMs?: number}} [options]
+   * @returns {Promise<import("./index.js").RunResult<T>>}
+   */
+  async run(task, fn, options = {}) {
+    const k = await this.keepalive(task, { owner: defaultOwner(), ...options });
+    if (k.kind !== "acquired") return k;
+    const { holder } = k;
+    try {
+      const value = await fn(holder.lease, holder.signal);
+      return { kind: "ran", value, lease: holder.lease, lost: holder.signal.aborted };
+    } finally {
+      await holder.release();
+    }
+  }
+}
+
+/**
+ * Parses a text/event-stream body into {event, data} records; comments (pings) are skipped.
+ * @param {ReadableStream<Uint8Array>} body
+ * @returns {AsyncGenerator<{event: string, data: string}>}
+ */
+async function* sseEvents(body) {
+  let buf = "";
+  let event = "";
+  /** @type {string[]} */
+  let data = [];
+  // The cast: lib.dom types TextDecoderStream as taking any BufferSource.
+  const text = body.pipeThrough(/** @type {TransformStream<Uint8Array, string>} */ (/** @type {unknown} */ (new TextDecoderStream())));
+  for await (const chunk of text) {
+    buf += chunk;
+    let nl;
+    while ((nl = buf.search(/\r\n|\r|\n/)) >= 0) {
+      const line = buf.slice(0, nl);
+      buf = buf.slice(nl + (buf.startsWith("\r\n", nl) ? 2 : 1));
+      if (line === "") {
+        if (data.length > 0 || event !== "") yield { event: event || "message", data: data.join("\n") };
+        event = "";
+        data = [];
+      } else if (line.startsWith(":")) {
+        // a ping
+      } else {
+        const colon = line.indexOf(":");
+        const field = colon < 0 ? line : line.slice(0, colon);
+        let value = colon < 0 ? "" : line.slice(colon + 1);
+        if (value.startsWith(" ")) value = value.slice(1);
+        if (field === "event") event = value;
+        else if (field === "data") data.push(value);
+      }
+    }
+  }
+}
+
+/**
+ * A lease held through an open keepalive stream. `signal` aborts (with a LeaseLostError)
+ * when the lease is lost: the sidecar says `lost` or `released` (shutdown), the stream ends,
+ * or the local deadline passes (monotonic time of the last acquired/renewed event plus its
+ * ttl_remaining_ms) with no newer event. release() ends it on purpose; the signal then
+ * stays unaborted.
+ */
+export class KeepaliveHolder {
+  /**
+   * @param {LeaseholdClient} client
+   * @param {string} task
+   * @param {import("./index.js").Lease} lease
+   * @param {AsyncGenerator<{event: string, data: string}>} events
+   * @param {AbortController} conn
+   */
+  constructor(client, task, lease, events, conn) {
+    /** @private */
+    this.client = client;
+    /** @private */
+    this.task = task;
+    /** @private */
+    this.conn = conn;
+    /** @private */
+    this.lost = new AbortController();
+    /** @private */
+    this.releasing = false;
+    /** @private @type {Promise<void> | undefined} */
+    this.released = undefined;
+    /** @private @type {ReturnType<typeof setTimeout> | undefined} */
+    this.deadline = undefined;
+    /** The latest lease the sidecar confirmed. @type {import("./index.js").Lease} */
+    this.lease = lease;
+    this.armDeadline(lease);
+    /** @private */
+    this.reading = this.read(events);
+  }
+
+  /** Aborts, with a LeaseLostError as its reason, when the lease is lost. */
+  get signal() {
+    return this.lost.signal;
+  }
+
+  /** The fencing token of the grant held. */
+  get token() {
+    return this.lease.token;
+  }
+
+  /** @private @param {import("./index.js").Lease} lease */
+  armDeadline(lease) {
+    clearTimeout(this.deadline);
+    // setTimeout runs on the monotonic clock, so a wall-clock jump cannot move it.
+    this.deadline = setTimeout(
+      () => this.lose("deadline", `no renewal confirmed within ${lease.ttlRemainingMs} ms of the last`),
+      lease.ttlRemainingMs,
+    );
+  }
+
+  /** @private @param {string} reason @param {string} detail */
+  lose(reason, detail) {
+    clearTimeout(this.deadline);
+    if (this.releasing || this.lost.signal.aborted) return;
+    this.lost.abort(new LeaseLostError(reason, detail));
+    this.conn.abort();
+  }
+
+  /** @private @param {AsyncGenerator<{event: string, data: string}>} events */
+  async read(events) {
+    try {
+      for await (const ev of events) {
+        let data = {};
+        try {
+          data = JSON.parse(ev.data);
+        } catch {
+          // an event with no JSON: its name is what counts
+        }
+        const d = /** @type {any} */ (data);
+        if (ev.event === "renewed") {
+          this.lease = toLease(d);
+          this.armDeadline(this.lease);
+        } else if (ev.event === "lost") {
+          this.lose(d.reason ?? "lost", d.detail ?? "the sidecar reported the lease lost");
+          return;
+        } else if (ev.event === "released") {
+          this.lose(d.reason ?? "released", "the sidecar released the lease (it is shutting down)");
+          return;
+        }
+      }
+      this.lose("disconnected", "the keepalive stream ended");
+    } catch (err) {
+      this.lose("disconnected", `the keepalive stream broke: ${describe(err)}`);
+    }
+  }
+
+  /**
+   * Hangs up (the sidecar releases on hang-up) and releases the grant at once, owner- and
+   * token-checked, so the task is free when this resolves if the sidecar answers.
+   * Idempotent; never throws.
+   * @returns {Promise<void>}
+   */
+  release() {
+    this.released ??= (async () => {
+      this.releasing = true;
+      clearTimeout(this.deadline);
+      this.conn.abort();
+      await this.reading.catch(() => undefined);
+      try {
+        await this.client.release(this.task, { owner: this.lease.owner, token: this.lease.token });
+      } catch {
+        // The hang-up releases it too; the ttl is the backstop.
+      }
+    })();
+    return this.released;
+  }
+}
+
+/** The lock name the observability console's pruner asks for. */
+export const PRUNE_LOCK_KEY = "telescope:prune";
+
+/**
+ * Backs the observability console seed's prune-lock seam (TelescopePruneLock) with leasehold:
+ * acquire({key, owner, ttlMs}) claims the task `key` once, without waiting.
+ * acquire never throws: anything that is not a clear "another owner holds it" is
+ * "unavailable" (the pruner fails open on it). lease.release() is idempotent, never throws,
+ * and releases only this grant (owner and fencing token), never a later owner's.
+ * @param {LeaseholdClient} client
+ * @returns {import("./index.js").PruneLock}
+ */
+export function leaseholdPruneLock(client) {
+  return {
+    async acquire(request) {
+      try {
+        const { key, owner, ttlMs } = request;
+        const r = await client.claim(key, { owner, ttlMs, note: "prune lock" });
+        if (r.kind === "held") return { acquired: false, reason: "held", detail: r.detail };
+        if (r.kind === "unavailable") return { acquired: false, reason: "unavailable", detail: r.detail };
+        const { lease } = r;
+        /** @type {Promise<void> | undefined} */
+        let done;
+        return {
+          acquired: true,
+          lease: {
+            key,
+            owner: lease.owner,
+            token: lease.token,
+            expiresAtMs: Date.parse(lease.expiresAt),
+            release() {
+              done ??= client.release(key, { owner: lease.owner, token: lease.token }).then(
+                () => undefined,
+                () => undefined,
+              );
+              return done;
+            },
+          },
+        };
+      } catch (err) {
+        return { acquired: false, reason: "unavailable", detail: describe(err) };
+      }
+    },
+  };
+}

@@ -1,0 +1,63 @@
+// The sidecars the suite runs against, started by e2e/typescript_test.go (`make test`).
+import { createServer } from "node:net";
+
+/** @param {string} name */
+function need(name) {
+  const v = process.env[name];
+  if (!v) {
+    throw new Error(
+      `${name} is not set: these tests run against real sidecars started by the Go test; ` +
+        "run `scripts/with-postgres.sh go test -run TestTypeScriptClient ./e2e/` from the repository root",
+    );
+  }
+  return v;
+}
+
+export const url = need("LEASEHOLD_TEST_URL");
+export const token = need("LEASEHOLD_TEST_TOKEN");
+/** A sidecar whose store is down: every lease call is 503. */
+export const downUrl = need("LEASEHOLD_TEST_DOWN_URL");
+/** A sidecar of its own the suite may stop (SIGSTOP/SIGCONT, SIGTERM). */
+export const spareUrl = need("LEASEHOLD_TEST_SPARE_URL");
+export const sparePid = Number(need("LEASEHOLD_TEST_SPARE_PID"));
+
+/** @returns {Promise<string>} the address of a port nobody listens on. */
+export function closedUrl() {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.on("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const addr = /** @type {import("node:net").AddressInfo} */ (srv.address());
+      srv.close(() => resolve(`http://127.0.0.1:${addr.port}`));
+    });
+  });
+}
+
+/**
+ * Polls pred every 20 ms until it is true, for at most 30 s.
+ * @param {() => boolean | Promise<boolean>} pred
+ * @param {string} what
+ */
+export async function waitFor(pred, what) {
+  const give = Date.now() + 30_000;
+  while (!(await pred())) {
+    if (Date.now() > give) throw new Error(`gave up after 30 s waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/**
+ * Resolves signal's reason once it aborts; rejects after 30 s.
+ * @param {AbortSignal} signal
+ * @returns {Promise<any>}
+ */
+export function aborted(signal) {
+  if (signal.aborted) return Promise.resolve(signal.reason);
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("the signal did not abort within 30 s")), 30_000);
+    signal.addEventListener("abort", () => {
+      clearTimeout(timer);
+      resolve(signal.reason);
+    });
+  });
+}

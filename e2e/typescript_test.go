@@ -1,0 +1,82 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/pgtest"
+)
+
+// The TypeScript client (clients/typescript) passes its own node --test suite
+// against real sidecars: one on each store behind a bearer token, one whose
+// store is down (every lease call 503), and a spare one the suite stops with
+// SIGTERM to see a keepalive holder told of the shutdown.
+func TestTypeScriptClient(t *testing.T) {
+	t.Parallel()
+	node := nodeBin(t)
+	for _, kind := range storeKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			const token = "ts-client-secret"
+			tokenFile := filepath.Join(t.TempDir(), "token")
+			if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			main := startSidecar(t, kind.url(t), "--token-file", tokenFile)
+			down := startSidecar(t, pgtest.ClosedURL(t))
+			spare := startSidecar(t, "sqlite:"+filepath.Join(t.TempDir(), "spare.db"))
+			main.waitReady()
+			spare.waitReady()
+
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec")
+			cmd.Dir = filepath.Join("..", "clients", "typescript")
+			cmd.Env = append(cleanEnv(),
+				"LEASEHOLD_TEST_URL="+main.base,
+				"LEASEHOLD_TEST_TOKEN="+token,
+				"LEASEHOLD_TEST_DOWN_URL="+down.base,
+				"LEASEHOLD_TEST_SPARE_URL="+spare.base,
+				"LEASEHOLD_TEST_SPARE_PID="+strconv.Itoa(spare.cmd.Process.Pid),
+			)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("node --test in clients/typescript: %v\n%s", err, out)
+			}
+			t.Logf("node --test:\n%s", out)
+		})
+	}
+}
+
+// nodeBin finds Node >= 20 for the TypeScript client's tests: missing or
+// older, it skips outside CI (with what to install) and fails in CI.
+func nodeBin(t *testing.T) string {
+	t.Helper()
+	missing := func(why string) {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s; CI needs Node >= 20 for the TypeScript client's tests", why)
+		}
+		t.Skipf("%s (outside CI this skips): install Node >= 20 to run the TypeScript client's tests", why)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing("node not found")
+	}
+	out, err := exec.Command(node, "--version").Output()
+	if err != nil {
+		missing(fmt.Sprintf("node --version: %v", err))
+	}
+	version := strings.TrimSpace(string(out))
+	major, _, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
+	if n, err := strconv.Atoi(major); err != nil || n < 20 {
+		missing("node is " + version)
+	}
+	return node
+}
