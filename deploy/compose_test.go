@@ -3,9 +3,12 @@ package deploy
 import (
 	"flag"
 	"io"
+	"maps"
 	"net"
 	"net/url"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +31,9 @@ const (
 
 // sidecarServices run `leasehold serve`.
 var sidecarServices = []string{"leasehold-a", "leasehold-b"}
+
+// workerServices run examples/worker/worker.py, one beside each sidecar.
+var workerServices = []string{"worker-a", "worker-b"}
 
 // loadCompose loads docker-compose.yml with Load.
 func loadCompose(t *testing.T) *types.Project {
@@ -121,6 +127,7 @@ func TestComposeServices(t *testing.T) {
 	t.Parallel()
 	p := loadCompose(t)
 	want := append([]string{postgresService, migrateService}, sidecarServices...)
+	want = append(want, workerServices...)
 	got := p.ServiceNames()
 	slices.Sort(want)
 	slices.Sort(got)
@@ -128,8 +135,9 @@ func TestComposeServices(t *testing.T) {
 		t.Fatalf("services %q, want %q", got, want)
 	}
 	// Every leasehold setting is on the command line, so that the same
-	// lines run outside Docker (e2e/compose_test.go runs them).
-	for _, name := range append([]string{migrateService}, sidecarServices...) {
+	// lines run outside Docker (e2e/compose_test.go and worker_test.go run
+	// them).
+	for _, name := range slices.Concat([]string{migrateService}, sidecarServices, workerServices) {
 		for k := range service(t, p, name).Environment {
 			if strings.HasPrefix(k, cli.EnvPrefix) {
 				t.Errorf("%s sets %s in environment:, put it on the command line", name, k)
@@ -305,5 +313,110 @@ func TestComposeStartupOrder(t *testing.T) {
 		if dep.Condition != c.condition {
 			t.Errorf("%s depends on %s with condition %q, want %q", c.service, c.dependsOn, dep.Condition, c.condition)
 		}
+	}
+}
+
+// Each demo worker runs examples/worker/worker.py from the repository (its
+// client package beside it, where the script looks for it) on a Python
+// image, points at a sidecar service by name on the port that sidecar
+// listens on, with the token file that sidecar wants, and starts once that
+// sidecar is healthy; every sidecar has one worker, and all want one task.
+func TestComposeWorkers(t *testing.T) {
+	t.Parallel()
+	p := loadCompose(t)
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	workerOf := map[string]string{} // sidecar → its worker
+	tasks := map[string]bool{}
+	for _, name := range workerServices {
+		t.Run(name, func(t *testing.T) {
+			s := service(t, p, name)
+			if !strings.HasPrefix(s.Image, "python:3.") {
+				t.Errorf("image %q: want an official python:3.x image (the client needs Python >= 3.11)", s.Image)
+			}
+			script, flags, err := WorkerCommand(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []struct{ container, repo string }{
+				{script, "examples/worker/worker.py"},
+				// worker.py imports leasehold_client from ../../clients/python.
+				{path.Join(path.Dir(script), "../../clients/python/leasehold_client/__init__.py"), "clients/python/leasehold_client/__init__.py"},
+			} {
+				host, ok := HostPath(s, f.container)
+				if !ok {
+					t.Errorf("%s: no bind mount shows the container path %s", name, f.container)
+					continue
+				}
+				if want := filepath.Join(repo, f.repo); host != want {
+					t.Errorf("%s: container path %s is %s on the host, want %s", name, f.container, host, want)
+				}
+				if _, err := os.Stat(host); err != nil {
+					t.Errorf("%s: container path %s: %v", name, f.container, err)
+				}
+			}
+			for k := range flags {
+				if !slices.Contains([]string{"sidecar", "task", "ttl-ms", "token-file", "interval"}, k) {
+					t.Errorf("--%s is no flag of worker.py", k)
+				}
+			}
+			if ttl, ok := flags["ttl-ms"]; ok {
+				if n, err := strconv.Atoi(ttl); err != nil || n <= 0 {
+					t.Errorf("--ttl-ms %q: want a positive number of milliseconds", ttl)
+				}
+			}
+			tasks[flags["task"]] = true
+
+			u, err := url.Parse(flags["sidecar"])
+			if err != nil || u.Scheme != "http" || u.Path != "" && u.Path != "/" {
+				t.Fatalf("--sidecar %q: want http://SERVICE:PORT", flags["sidecar"])
+			}
+			sc := u.Hostname()
+			if !slices.Contains(sidecarServices, sc) {
+				t.Fatalf("--sidecar %s: %s is none of the sidecar services %q", u, sc, sidecarServices)
+			}
+			if other, dup := workerOf[sc]; dup {
+				t.Errorf("%s and %s both work beside %s", other, name, sc)
+			}
+			workerOf[sc] = name
+			side := service(t, p, sc)
+			cfg := serveConfig(t, side)
+			if _, port, _ := net.SplitHostPort(cfg.Listen); u.Port() != port {
+				t.Errorf("--sidecar %s: %s listens on port %s", u, sc, port)
+			}
+			if dep, ok := s.DependsOn[sc]; !ok || dep.Condition != types.ServiceConditionHealthy {
+				t.Errorf("%s does not wait for %s to be healthy (depends_on %+v)", name, sc, s.DependsOn)
+			}
+
+			// The worker's token file is a secret it mounts, the one its
+			// sidecar reads its --token-file from.
+			mountedBy := func(s types.ServiceConfig, file string) string {
+				for _, ref := range s.Secrets {
+					if secretPath(ref) == file {
+						return ref.Source
+					}
+				}
+				return ""
+			}
+			mine, theirs := mountedBy(s, flags["token-file"]), mountedBy(side, cfg.TokenFile)
+			switch {
+			case flags["token-file"] == "":
+				t.Errorf("no --token-file: %s wants its bearer token", sc)
+			case mine == "":
+				t.Errorf("--token-file %s is none of the secrets %s mounts (%+v)", flags["token-file"], name, s.Secrets)
+			case mine != theirs:
+				t.Errorf("--token-file %s is secret %q, but %s reads its token from secret %q", flags["token-file"], mine, sc, theirs)
+			}
+		})
+	}
+	for _, sc := range sidecarServices {
+		if _, ok := workerOf[sc]; !ok {
+			t.Errorf("no worker beside %s", sc)
+		}
+	}
+	if len(tasks) != 1 {
+		t.Errorf("the workers want the tasks %v: want one shared task", slices.Collect(maps.Keys(tasks)))
 	}
 }
