@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
@@ -61,9 +62,14 @@ func (r *policyResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 				Validators: []validator.String{keepForRule},
 			},
 			"keep_last": schema.Int64Attribute{
-				MarkdownDescription: fmt.Sprintf("How many of a task's newest events are kept, 0 to %d. `0` sets no count limit.", leasecore.MaxKeepLast),
-				Required:            true,
-				Validators:          []validator.Int64{int64validator.Between(0, leasecore.MaxKeepLast)},
+				MarkdownDescription: fmt.Sprintf("How many of a task's newest events are kept, 0 to %d. `0` sets no count limit; "+
+					"unset, it defaults to `0`, so that a policy with only `keep_for` bounds history by age alone.", leasecore.MaxKeepLast),
+				Optional: true,
+				// Computed so that the default is in the plan and an
+				// imported policy with no count limit plans nothing.
+				Computed:   true,
+				Default:    int64default.StaticInt64(0),
+				Validators: []validator.Int64{int64validator.Between(0, leasecore.MaxKeepLast)},
 			},
 			"created_at": schema.StringAttribute{
 				MarkdownDescription: "When the policy was created (RFC 3339, the store's clock).",
