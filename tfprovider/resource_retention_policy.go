@@ -129,23 +129,16 @@ func (r *policyResource) Read(ctx context.Context, req resource.ReadRequest, res
 }
 
 func (r *policyResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var plan, state policyModel
+	var plan policyModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() || notConfigured(r.svc, &resp.Diagnostics) {
 		return
 	}
+	// A change of keep_for's spelling alone is written too: the store
+	// keeps the spelling.
 	p, diags := plan.policy()
 	resp.Diagnostics.Append(diags...)
-	stored, diags := state.policy()
-	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
-		return
-	}
-	if p == stored {
-		// Only the spelling of keep_for changed: nothing to write.
-		plan.CreatedAt, plan.UpdatedAt = state.CreatedAt, state.UpdatedAt
-		resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
 		return
 	}
 	got, err := r.svc.UpdatePolicy(ctx, p)
@@ -182,14 +175,17 @@ func (r *policyResource) ImportState(ctx context.Context, req resource.ImportSta
 // policy is the policy a plan asks for.
 func (m policyModel) policy() (leasecore.RetentionPolicy, diag.Diagnostics) {
 	keepFor, diags := m.KeepFor.ValueGoDuration()
-	return leasecore.RetentionPolicy{Name: m.Name.ValueString(), KeepFor: keepFor, KeepLast: m.KeepLast.ValueInt64()}, diags
+	return leasecore.RetentionPolicy{
+		Name: m.Name.ValueString(), KeepFor: keepFor, KeepLast: m.KeepLast.ValueInt64(), KeepForSpelling: spelling(m.KeepFor),
+	}, diags
 }
 
-// policyState is a stored policy as state.
+// policyState is a stored policy as state, keep_for spelled as taskState
+// spells a ttl.
 func policyState(p *leasecore.RetentionPolicy) policyModel {
 	return policyModel{
 		Name:      types.StringValue(p.Name),
-		KeepFor:   durationValue(p.KeepFor),
+		KeepFor:   spelledDuration(p.KeepFor, p.KeepForSpelling),
 		KeepLast:  types.Int64Value(p.KeepLast),
 		CreatedAt: timestampValue(p.CreatedAt),
 		UpdatedAt: timestampValue(p.UpdatedAt),

@@ -68,14 +68,15 @@ func TestPolicyLifecycle(t *testing.T) {
 }
 
 // TestPolicyKeepForOnly: keep_last is optional. A policy with only keep_for
-// has no count limit (keep_last 0); importing it plans nothing, and
-// removing keep_last from a policy that had one plans an update to 0.
+// has no count limit (keep_last 0); removing keep_last from a policy that
+// had one plans an update to 0. Importing the policy keeps keep_for as the
+// configuration spelled it (10080m, not 168h), so it plans nothing.
 func TestPolicyKeepForOnly(t *testing.T) {
 	t.Parallel()
 	keepForOnly := `
 resource "leasehold_retention_policy" "p" {
   name     = "by-age"
-  keep_for = "168h"
+  keep_for = "10080m"
 }`
 	eachStore(t, func(t *testing.T, ts *testStore) {
 		resource.Test(t, resource.TestCase{
