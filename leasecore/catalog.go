@@ -28,6 +28,12 @@ type TaskDecl struct {
 	// RetentionPolicy names the policy for the task's history. Empty means
 	// DefaultPolicy. The policy must exist.
 	RetentionPolicy string
+	// TTLSpelling and MaxTTLSpelling are TTL and MaxTTL as the declaration's
+	// author wrote them ("90s" where Go prints 1m30s). The store keeps
+	// them so that a tool that reads the declaration back, such as the
+	// Terraform provider's import, can give the same text. Empty: none
+	// kept. See ValidateSpelling.
+	TTLSpelling, MaxTTLSpelling string
 	// CreatedAt and UpdatedAt are set by the store.
 	CreatedAt, UpdatedAt time.Time
 }
@@ -40,6 +46,9 @@ type RetentionPolicy struct {
 	Name     string
 	KeepFor  time.Duration
 	KeepLast int64
+	// KeepForSpelling is KeepFor as the policy's author wrote it, as
+	// TaskDecl.TTLSpelling is for a ttl.
+	KeepForSpelling string
 	// CreatedAt and UpdatedAt are set by the store.
 	CreatedAt, UpdatedAt time.Time
 }
@@ -62,6 +71,7 @@ const (
 	MaxKeepFor        = 100 * 365 * 24 * time.Hour
 	MaxKeepLast       = 1_000_000_000
 	MaxHistoryLimit   = 1000
+	MaxSpellingLen    = 32
 )
 
 // EventKind is what happened to a task's lease.
@@ -228,6 +238,12 @@ func (d *TaskDecl) Validate() error {
 	if d.MaxTTL != 0 && d.TTL > d.MaxTTL {
 		return &ValidationError{Field: "TTL", Rule: fmt.Sprintf("must be at most max_ttl (%s), is %s", d.MaxTTL, d.TTL)}
 	}
+	if err := ValidateSpelling("TTLSpelling", d.TTLSpelling, d.TTL); err != nil {
+		return err
+	}
+	if err := ValidateSpelling("MaxTTLSpelling", d.MaxTTLSpelling, d.MaxTTL); err != nil {
+		return err
+	}
 	if len(d.Description) > MaxDescriptionLen || !utf8.ValidString(d.Description) || strings.ContainsRune(d.Description, 0) {
 		return &ValidationError{Field: "Description", Rule: fmt.Sprintf("must be valid UTF-8 without NUL, at most %d bytes", MaxDescriptionLen)}
 	}
@@ -248,6 +264,24 @@ func (p *RetentionPolicy) Validate() error {
 	}
 	if p.KeepLast < 0 || p.KeepLast > MaxKeepLast {
 		return &ValidationError{Field: "KeepLast", Rule: fmt.Sprintf("must be between 0 (no count limit) and %d", MaxKeepLast)}
+	}
+	return ValidateSpelling("KeepForSpelling", p.KeepForSpelling, p.KeepFor)
+}
+
+// ValidateSpelling checks the spelling of a duration d (after d was
+// truncated to the precision the store keeps): empty, or a Go duration of
+// at most MaxSpellingLen bytes that is exactly d. field is the Go name a
+// refusal names.
+func ValidateSpelling(field, spelling string, d time.Duration) error {
+	if spelling == "" {
+		return nil
+	}
+	if len(spelling) > MaxSpellingLen {
+		return &ValidationError{Field: field, Rule: fmt.Sprintf("must be at most %d bytes", MaxSpellingLen)}
+	}
+	got, err := time.ParseDuration(spelling)
+	if err != nil || got != d {
+		return &ValidationError{Field: field, Rule: fmt.Sprintf("must be empty or a Go duration equal to %s", d)}
 	}
 	return nil
 }

@@ -96,6 +96,9 @@ func (d *tasksDataSource) Read(ctx context.Context, _ datasource.ReadRequest, re
 	}
 	state := tasksModel{Tasks: make([]taskModel, 0, len(decls))}
 	for i := range decls {
+		// Go's spelling, whoever declared the task and however they
+		// spelled it, so that readers of the list compare like with like.
+		decls[i].TTLSpelling, decls[i].MaxTTLSpelling = "", ""
 		state.Tasks = append(state.Tasks, taskState(&decls[i]))
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)

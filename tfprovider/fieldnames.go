@@ -19,6 +19,9 @@ var attributeNames = map[string]string{
 	"RetentionPolicy": "retention_policy",
 	"KeepFor":         "keep_for",
 	"KeepLast":        "keep_last",
+	"TTLSpelling":     "ttl",
+	"MaxTTLSpelling":  "max_ttl",
+	"KeepForSpelling": "keep_for",
 	"Limit":           "limit",
 	"After":           "after",
 }

@@ -24,6 +24,9 @@ func TestErrorTextNamesAttributes(t *testing.T) {
 		{"name", (&leasecore.RetentionPolicy{Name: ""}).Validate()},
 		{"keep_for", (&leasecore.RetentionPolicy{Name: "p", KeepFor: -time.Second}).Validate()},
 		{"keep_last", (&leasecore.RetentionPolicy{Name: "p", KeepLast: -1}).Validate()},
+		{"ttl", (&leasecore.TaskDecl{Name: "t", TTL: time.Minute, TTLSpelling: "61s"}).Validate()},
+		{"max_ttl", (&leasecore.TaskDecl{Name: "t", TTL: time.Minute, MaxTTL: time.Hour, MaxTTLSpelling: "59m"}).Validate()},
+		{"keep_for", (&leasecore.RetentionPolicy{Name: "p", KeepFor: time.Hour, KeepForSpelling: "59m"}).Validate()},
 		{"task", leasecore.ValidateTask("")},
 	} {
 		if c.err == nil {

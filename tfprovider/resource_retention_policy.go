@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
@@ -61,9 +62,14 @@ func (r *policyResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 				Validators: []validator.String{keepForRule},
 			},
 			"keep_last": schema.Int64Attribute{
-				MarkdownDescription: fmt.Sprintf("How many of a task's newest events are kept, 0 to %d. `0` sets no count limit.", leasecore.MaxKeepLast),
-				Required:            true,
-				Validators:          []validator.Int64{int64validator.Between(0, leasecore.MaxKeepLast)},
+				MarkdownDescription: fmt.Sprintf("How many of a task's newest events are kept, 0 to %d. `0` sets no count limit; "+
+					"unset, it defaults to `0`, so that a policy with only `keep_for` bounds history by age alone.", leasecore.MaxKeepLast),
+				Optional: true,
+				// Computed so that the default is in the plan and an
+				// imported policy with no count limit plans nothing.
+				Computed:   true,
+				Default:    int64default.StaticInt64(0),
+				Validators: []validator.Int64{int64validator.Between(0, leasecore.MaxKeepLast)},
 			},
 			"created_at": schema.StringAttribute{
 				MarkdownDescription: "When the policy was created (RFC 3339, the store's clock).",
@@ -123,23 +129,16 @@ func (r *policyResource) Read(ctx context.Context, req resource.ReadRequest, res
 }
 
 func (r *policyResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var plan, state policyModel
+	var plan policyModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() || notConfigured(r.svc, &resp.Diagnostics) {
 		return
 	}
+	// A change of keep_for's spelling alone is written too: the store
+	// keeps the spelling.
 	p, diags := plan.policy()
 	resp.Diagnostics.Append(diags...)
-	stored, diags := state.policy()
-	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
-		return
-	}
-	if p == stored {
-		// Only the spelling of keep_for changed: nothing to write.
-		plan.CreatedAt, plan.UpdatedAt = state.CreatedAt, state.UpdatedAt
-		resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
 		return
 	}
 	got, err := r.svc.UpdatePolicy(ctx, p)
@@ -176,14 +175,17 @@ func (r *policyResource) ImportState(ctx context.Context, req resource.ImportSta
 // policy is the policy a plan asks for.
 func (m policyModel) policy() (leasecore.RetentionPolicy, diag.Diagnostics) {
 	keepFor, diags := m.KeepFor.ValueGoDuration()
-	return leasecore.RetentionPolicy{Name: m.Name.ValueString(), KeepFor: keepFor, KeepLast: m.KeepLast.ValueInt64()}, diags
+	return leasecore.RetentionPolicy{
+		Name: m.Name.ValueString(), KeepFor: keepFor, KeepLast: m.KeepLast.ValueInt64(), KeepForSpelling: spelling(m.KeepFor),
+	}, diags
 }
 
-// policyState is a stored policy as state.
+// policyState is a stored policy as state, keep_for spelled as taskState
+// spells a ttl.
 func policyState(p *leasecore.RetentionPolicy) policyModel {
 	return policyModel{
 		Name:      types.StringValue(p.Name),
-		KeepFor:   durationValue(p.KeepFor),
+		KeepFor:   spelledDuration(p.KeepFor, p.KeepForSpelling),
 		KeepLast:  types.Int64Value(p.KeepLast),
 		CreatedAt: timestampValue(p.CreatedAt),
 		UpdatedAt: timestampValue(p.UpdatedAt),

@@ -67,6 +67,70 @@ func TestPolicyLifecycle(t *testing.T) {
 	})
 }
 
+// TestPolicyKeepForOnly: keep_last is optional. A policy with only keep_for
+// has no count limit (keep_last 0); removing keep_last from a policy that
+// had one plans an update to 0. Importing the policy keeps keep_for as the
+// configuration spelled it (10080m, not 168h), so it plans nothing.
+func TestPolicyKeepForOnly(t *testing.T) {
+	t.Parallel()
+	keepForOnly := `
+resource "leasehold_retention_policy" "p" {
+  name     = "by-age"
+  keep_for = "10080m"
+}`
+	eachStore(t, func(t *testing.T, ts *testStore) {
+		resource.Test(t, resource.TestCase{
+			ProtoV6ProviderFactories: ts.factories(nil),
+			CheckDestroy:             ts.checkDestroyed,
+			Steps: []resource.TestStep{
+				{
+					Config: ts.config(policyHCL("by-age", "168h", 50)),
+					Check:  ts.checkPolicy(leasecore.RetentionPolicy{Name: "by-age", KeepFor: 168 * time.Hour, KeepLast: 50}),
+				},
+				{
+					Config:           ts.config(keepForOnly),
+					ConfigPlanChecks: expectAction(policyAddr, plancheck.ResourceActionUpdate),
+					ConfigStateChecks: []statecheck.StateCheck{
+						statecheck.ExpectKnownValue(policyAddr, tfjsonpath.New("keep_last"), knownvalue.Int64Exact(0)),
+					},
+					Check: ts.checkPolicy(leasecore.RetentionPolicy{Name: "by-age", KeepFor: 168 * time.Hour, KeepLast: 0}),
+				},
+				{
+					Config:                               ts.config(keepForOnly),
+					ResourceName:                         policyAddr,
+					ImportState:                          true,
+					ImportStateId:                        "by-age",
+					ImportStateVerify:                    true,
+					ImportStateVerifyIdentifierAttribute: "name",
+				},
+				forgetStep(ts, policyAddr),
+				{
+					Config:             ts.config(keepForOnly),
+					ResourceName:       policyAddr,
+					ImportState:        true,
+					ImportStateId:      "by-age",
+					ImportStatePersist: true,
+				},
+				{Config: ts.config(keepForOnly), PlanOnly: true},
+			},
+		})
+	})
+}
+
+// forgetStep removes addr from the state and leaves it in the store, so
+// that a later step can import it into the state the steps after it use.
+func forgetStep(ts *testStore, addr string) resource.TestStep {
+	return resource.TestStep{
+		Config: ts.config(fmt.Sprintf(`
+removed {
+  from = %s
+  lifecycle {
+    destroy = false
+  }
+}`, addr)),
+	}
+}
+
 // TestPolicyInUse refuses to delete a policy that a task names, naming the
 // task, and keeps the policy in state.
 func TestPolicyInUse(t *testing.T) {

@@ -61,7 +61,8 @@ func (r *taskResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			},
 			"ttl": schema.StringAttribute{
 				MarkdownDescription: "The ttl of a claim that gives none, as a Go duration (`90s`, `10m`, `1h30m`): " +
-					"whole milliseconds, from `100ms` to `24h`. At most `max_ttl` when that is set.",
+					"whole milliseconds, from `100ms` to `24h`. At most `max_ttl` when that is set. The store keeps the spelling, " +
+					"so that an import gives it back (`90s`, not `1m30s`).",
 				CustomType: timetypes.GoDurationType{},
 				Required:   true,
 				Validators: []validator.String{ttlRule},
@@ -172,22 +173,15 @@ func (r *taskResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 }
 
 func (r *taskResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var plan, state taskModel
+	var plan taskModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() || notConfigured(r.svc, &resp.Diagnostics) {
 		return
 	}
+	// A change of spelling alone (1m30s, as imported from a store that
+	// kept none, to 90s) is written too: the store keeps the spelling.
 	decl := plan.decl(&resp.Diagnostics)
-	stored := state.decl(&resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
-		return
-	}
-	if decl == stored {
-		// Only the spelling of a duration changed (say 1m30s, as imported,
-		// to 90s): nothing to write.
-		plan.CreatedAt, plan.UpdatedAt = state.CreatedAt, state.UpdatedAt
-		resp.Diagnostics.Append(resp.State.Set(ctx, plan)...)
 		return
 	}
 	got, err := r.svc.UpdateTask(ctx, decl)
@@ -219,12 +213,13 @@ func (r *taskResource) ImportState(ctx context.Context, req resource.ImportState
 	resource.ImportStatePassthroughID(ctx, path.Root("name"), req, resp)
 }
 
-// decl is the declaration a plan asks for.
+// decl is the declaration a plan asks for, with the durations' spellings.
 func (m taskModel) decl(diags *diag.Diagnostics) leasecore.TaskDecl {
 	d := leasecore.TaskDecl{
 		Name:            m.Name.ValueString(),
 		Description:     m.Description.ValueString(),
 		RetentionPolicy: m.RetentionPolicy.ValueString(),
+		TTLSpelling:     spelling(m.TTL),
 	}
 	var ds diag.Diagnostics
 	d.TTL, ds = m.TTL.ValueGoDuration()
@@ -232,17 +227,21 @@ func (m taskModel) decl(diags *diag.Diagnostics) leasecore.TaskDecl {
 	if !m.MaxTTL.IsNull() {
 		d.MaxTTL, ds = m.MaxTTL.ValueGoDuration()
 		diags.Append(ds...)
+		d.MaxTTLSpelling = spelling(m.MaxTTL)
 	}
 	return d
 }
 
-// taskState is a stored declaration as state. Durations the user spelled
-// differently are kept as spelled by the framework's semantic equality.
+// taskState is a stored declaration as state. The durations are spelled as
+// the store kept them (as this provider wrote them), so that an import
+// gives the configuration's text back; a declaration written without
+// spellings (by the HTTP API, say) has Go's, which the framework's
+// semantic equality keeps from showing as a change after a refresh.
 func taskState(d *leasecore.TaskDecl) taskModel {
 	return taskModel{
 		Name:            types.StringValue(d.Name),
-		TTL:             durationValue(d.TTL),
-		MaxTTL:          optionalDurationValue(d.MaxTTL),
+		TTL:             spelledDuration(d.TTL, d.TTLSpelling),
+		MaxTTL:          optionalSpelledDuration(d.MaxTTL, d.MaxTTLSpelling),
 		Description:     types.StringValue(d.Description),
 		RetentionPolicy: types.StringValue(d.RetentionPolicy),
 		CreatedAt:       timestampValue(d.CreatedAt),

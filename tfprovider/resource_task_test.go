@@ -120,6 +120,56 @@ resource "leasehold_task" "t" {
 	})
 }
 
+// TestTaskImportKeepsSpelling imports a task declared by this provider with
+// durations the store would print otherwise (90s is 1m30s, 600s is 10m):
+// the import gives the configuration's spelling back, so it verifies and
+// the plan after it is empty.
+func TestTaskImportKeepsSpelling(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, ts *testStore) {
+		config := ts.config(`
+resource "leasehold_task" "t" {
+  name    = "spelled"
+  ttl     = "90s"
+  max_ttl = "600s"
+}`)
+		resource.Test(t, resource.TestCase{
+			ProtoV6ProviderFactories: ts.factories(nil),
+			CheckDestroy:             ts.checkDestroyed,
+			Steps: []resource.TestStep{
+				{
+					Config: config,
+					Check:  ts.checkTask(leasecore.TaskDecl{Name: "spelled", TTL: 90 * time.Second, MaxTTL: 10 * time.Minute, RetentionPolicy: leasecore.DefaultPolicy}),
+				},
+				{
+					Config:                               config,
+					ResourceName:                         taskAddr,
+					ImportState:                          true,
+					ImportStateId:                        "spelled",
+					ImportStateVerify:                    true,
+					ImportStateVerifyIdentifierAttribute: "name",
+				},
+				forgetStep(ts, taskAddr),
+				{
+					Config:             config,
+					ResourceName:       taskAddr,
+					ImportState:        true,
+					ImportStateId:      "spelled",
+					ImportStatePersist: true,
+				},
+				{
+					Config:   config,
+					PlanOnly: true,
+					ConfigStateChecks: []statecheck.StateCheck{
+						expectString(taskAddr, "ttl", "90s"),
+						expectString(taskAddr, "max_ttl", "600s"),
+					},
+				},
+			},
+		})
+	})
+}
+
 // TestTaskChangedOutsideTerraform deletes and changes a declaration behind
 // Terraform's back: the plan creates it again, then puts it back.
 func TestTaskChangedOutsideTerraform(t *testing.T) {
@@ -209,9 +259,10 @@ description = "` + strings.Repeat("é", 513) + `"`), diagnostic("Invalid descrip
 	})
 }
 
-// TestTaskImportSpelling imports a task declared outside Terraform whose
-// configuration spells its durations differently from leasehold: the plan
-// has an update, which writes nothing to the store.
+// TestTaskImportSpelling imports a task declared outside Terraform, which
+// keeps no spelling, whose configuration spells its durations differently
+// from Go: the plan has an update, which writes the spellings alone (the
+// durations stay), so that the next import of it plans nothing.
 func TestTaskImportSpelling(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, ts *testStore) {
@@ -248,8 +299,9 @@ resource "leasehold_task" "t" {
 					if err != nil {
 						return err
 					}
-					if after == nil || !after.UpdatedAt.Equal(before.UpdatedAt) {
-						return fmt.Errorf("the declaration was written: before %+v, after %+v", before, after)
+					if after == nil || after.TTL != before.TTL || after.MaxTTL != before.MaxTTL ||
+						after.TTLSpelling != "90s" || after.MaxTTLSpelling != "60m" || !after.CreatedAt.Equal(before.CreatedAt) {
+						return fmt.Errorf("after the update %+v, want %+v with the spellings 90s and 60m", after, before)
 					}
 					return nil
 				},

@@ -161,12 +161,31 @@ func durationValue(d time.Duration) timetypes.GoDuration {
 	return timetypes.NewGoDurationValueFromStringMust(formatDuration(d))
 }
 
-// optionalDurationValue is d as an attribute value, null for zero.
-func optionalDurationValue(d time.Duration) timetypes.GoDuration {
+// spelling is a duration attribute's text for the store to keep. A text
+// longer than the store keeps (leasecore.MaxSpellingLen, far more than a
+// duration needs) is not kept: the store then gives Go's spelling back.
+func spelling(v timetypes.GoDuration) string {
+	if s := v.ValueString(); len(s) <= leasecore.MaxSpellingLen {
+		return s
+	}
+	return ""
+}
+
+// spelledDuration is d as an attribute value, as spelled when a spelling
+// was kept.
+func spelledDuration(d time.Duration, spelling string) timetypes.GoDuration {
+	if spelling == "" {
+		return durationValue(d)
+	}
+	return timetypes.NewGoDurationValueFromStringMust(spelling)
+}
+
+// optionalSpelledDuration is spelledDuration, null for zero.
+func optionalSpelledDuration(d time.Duration, spelling string) timetypes.GoDuration {
 	if d == 0 {
 		return timetypes.NewGoDurationNull()
 	}
-	return durationValue(d)
+	return spelledDuration(d, spelling)
 }
 
 // timestampLayout is RFC 3339 with milliseconds, as the HTTP API prints

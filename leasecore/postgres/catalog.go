@@ -42,7 +42,7 @@ func (s *Store) putTask(ctx context.Context, op, sql string, d leasecore.TaskDec
 	if s.closed.Load() {
 		return nil, interpretError(op, errClosed)
 	}
-	out, err := scanTask(s.pool.QueryRow(ctx, sql, d.Name, d.TTL.Milliseconds(), d.MaxTTL.Milliseconds(), d.Description, d.RetentionPolicy))
+	out, err := scanTask(s.pool.QueryRow(ctx, sql, d.Name, d.TTL.Milliseconds(), d.MaxTTL.Milliseconds(), d.Description, d.RetentionPolicy, d.TTLSpelling, d.MaxTTLSpelling))
 	if errors.Is(err, pgx.ErrNoRows) { // only an update answers no row
 		return nil, &leasecore.NotFoundError{Kind: "task", Name: d.Name}
 	}
@@ -124,7 +124,7 @@ func (s *Store) putPolicy(ctx context.Context, op, sql string, p leasecore.Reten
 	if s.closed.Load() {
 		return nil, interpretError(op, errClosed)
 	}
-	out, err := scanPolicy(s.pool.QueryRow(ctx, sql, p.Name, p.KeepFor.Milliseconds(), p.KeepLast))
+	out, err := scanPolicy(s.pool.QueryRow(ctx, sql, p.Name, p.KeepFor.Milliseconds(), p.KeepLast, p.KeepForSpelling))
 	if errors.Is(err, pgx.ErrNoRows) { // only an update answers no row
 		return nil, &leasecore.NotFoundError{Kind: "retention policy", Name: p.Name}
 	}
@@ -285,7 +285,7 @@ func scanTask(row pgx.Row) (*leasecore.TaskDecl, error) {
 		d             leasecore.TaskDecl
 		ttlMS, maxTTL int64
 	)
-	if err := row.Scan(&d.Name, &ttlMS, &maxTTL, &d.Description, &d.RetentionPolicy, &d.CreatedAt, &d.UpdatedAt); err != nil {
+	if err := row.Scan(&d.Name, &ttlMS, &maxTTL, &d.Description, &d.RetentionPolicy, &d.CreatedAt, &d.UpdatedAt, &d.TTLSpelling, &d.MaxTTLSpelling); err != nil {
 		return nil, err
 	}
 	d.TTL = time.Duration(ttlMS) * time.Millisecond
@@ -300,7 +300,7 @@ func scanPolicy(row pgx.Row) (*leasecore.RetentionPolicy, error) {
 		p      leasecore.RetentionPolicy
 		keepMS int64
 	)
-	if err := row.Scan(&p.Name, &keepMS, &p.KeepLast, &p.CreatedAt, &p.UpdatedAt); err != nil {
+	if err := row.Scan(&p.Name, &keepMS, &p.KeepLast, &p.CreatedAt, &p.UpdatedAt, &p.KeepForSpelling); err != nil {
 		return nil, err
 	}
 	p.KeepFor = time.Duration(keepMS) * time.Millisecond

@@ -450,7 +450,7 @@ func TestDeletePolicyRacingDeclaration(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-	if _, err := tx.Exec(ctx, createTaskSQL, "racer", int64(60000), int64(0), "", "contested"); err != nil {
+	if _, err := tx.Exec(ctx, createTaskSQL, "racer", int64(60000), int64(0), "", "contested", "", ""); err != nil {
 		t.Fatal(err)
 	}
 	type deleted struct {

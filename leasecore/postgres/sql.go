@@ -333,14 +333,15 @@ SELECT (SELECT coalesce(max(version), 0) FROM leasehold_schema_migrations),
 
 // taskColumns are the columns scanTask reads, in its order, for a row
 // aliased t.
-const taskColumns = `t.name, t.ttl_ms, t.max_ttl_ms, t.description, t.retention_policy, t.created_at, t.updated_at`
+const taskColumns = `t.name, t.ttl_ms, t.max_ttl_ms, t.description, t.retention_policy, t.created_at, t.updated_at, t.ttl_spelling, t.max_ttl_spelling`
 
 // createTaskSQL inserts a declaration. $1 name, $2 ttl in ms, $3 max_ttl in
-// ms or 0, $4 description, $5 policy. The primary key refuses a name taken
+// ms or 0, $4 description, $5 policy, $6 and $7 the ttl's and max_ttl's
+// spellings. The primary key refuses a name taken
 // (23505), the foreign key a policy that does not exist (23503).
 const createTaskSQL = `
-INSERT INTO leasehold_tasks AS t (name, ttl_ms, max_ttl_ms, description, retention_policy, created_at, updated_at)
-VALUES ($1, $2::bigint, $3::bigint, $4::text, $5::text, now(), now())
+INSERT INTO leasehold_tasks AS t (name, ttl_ms, max_ttl_ms, description, retention_policy, created_at, updated_at, ttl_spelling, max_ttl_spelling)
+VALUES ($1, $2::bigint, $3::bigint, $4::text, $5::text, now(), now(), $6::text, $7::text)
 RETURNING ` + taskColumns
 
 // updateTaskSQL replaces a declaration, keeping created_at; no row when
@@ -351,6 +352,8 @@ UPDATE leasehold_tasks AS t
        max_ttl_ms       = $3::bigint,
        description      = $4::text,
        retention_policy = $5::text,
+       ttl_spelling     = $6::text,
+       max_ttl_spelling = $7::text,
        updated_at       = GREATEST(now(), t.updated_at)
  WHERE t.name = $1
 RETURNING ` + taskColumns
@@ -367,22 +370,23 @@ const deleteTaskSQL = `DELETE FROM leasehold_tasks WHERE name = $1`
 
 // policyColumns are the columns scanPolicy reads, in its order, for a row
 // aliased p.
-const policyColumns = `p.name, p.keep_for_ms, p.keep_last, p.created_at, p.updated_at`
+const policyColumns = `p.name, p.keep_for_ms, p.keep_last, p.created_at, p.updated_at, p.keep_for_spelling`
 
 // createPolicySQL inserts a policy. $1 name, $2 keep_for in ms, $3
-// keep_last. The primary key refuses a name taken (23505).
+// keep_last, $4 keep_for's spelling. The primary key refuses a name taken (23505).
 const createPolicySQL = `
-INSERT INTO leasehold_retention_policies AS p (name, keep_for_ms, keep_last, created_at, updated_at)
-VALUES ($1, $2::bigint, $3::bigint, now(), now())
+INSERT INTO leasehold_retention_policies AS p (name, keep_for_ms, keep_last, created_at, updated_at, keep_for_spelling)
+VALUES ($1, $2::bigint, $3::bigint, now(), now(), $4::text)
 RETURNING ` + policyColumns
 
 // updatePolicySQL replaces a policy, keeping created_at; no row when there
 // is none. Parameters as createPolicySQL's.
 const updatePolicySQL = `
 UPDATE leasehold_retention_policies AS p
-   SET keep_for_ms = $2::bigint,
-       keep_last   = $3::bigint,
-       updated_at  = GREATEST(now(), p.updated_at)
+   SET keep_for_ms       = $2::bigint,
+       keep_last         = $3::bigint,
+       keep_for_spelling = $4::text,
+       updated_at        = GREATEST(now(), p.updated_at)
  WHERE p.name = $1
 RETURNING ` + policyColumns
 

@@ -18,9 +18,9 @@ import (
 // answers, never SQL errors, so they never fail a batch. Reads use the
 // reader pool.
 
-const taskColumns = `name, ttl_ms, max_ttl_ms, description, retention_policy, created_at, updated_at`
+const taskColumns = `name, ttl_ms, max_ttl_ms, description, retention_policy, created_at, updated_at, ttl_spelling, max_ttl_spelling`
 
-const policyColumns = `name, keep_for_ms, keep_last, created_at, updated_at`
+const policyColumns = `name, keep_for_ms, keep_last, created_at, updated_at, keep_for_spelling`
 
 const (
 	taskExistsSQL   = `SELECT EXISTS (SELECT 1 FROM leasehold_tasks WHERE name = :name)`
@@ -29,25 +29,26 @@ const (
 
 const insertTaskSQL = `
 INSERT INTO leasehold_tasks (` + taskColumns + `)
-VALUES (:name, :ttl, :max_ttl, :description, :policy, ` + nowMS + `, ` + nowMS + `)
+VALUES (:name, :ttl, :max_ttl, :description, :policy, ` + nowMS + `, ` + nowMS + `, :ttl_spelling, :max_ttl_spelling)
 RETURNING ` + taskColumns
 
 // updateTaskSQL keeps created_at, and never moves updated_at backwards.
 const updateTaskSQL = `
 UPDATE leasehold_tasks
 SET ttl_ms = :ttl, max_ttl_ms = :max_ttl, description = :description, retention_policy = :policy,
+    ttl_spelling = :ttl_spelling, max_ttl_spelling = :max_ttl_spelling,
     updated_at = max(updated_at, ` + nowMS + `)
 WHERE name = :name
 RETURNING ` + taskColumns
 
 const insertPolicySQL = `
 INSERT INTO leasehold_retention_policies (` + policyColumns + `)
-VALUES (:name, :keep_for, :keep_last, ` + nowMS + `, ` + nowMS + `)
+VALUES (:name, :keep_for, :keep_last, ` + nowMS + `, ` + nowMS + `, :keep_for_spelling)
 RETURNING ` + policyColumns
 
 const updatePolicySQL = `
 UPDATE leasehold_retention_policies
-SET keep_for_ms = :keep_for, keep_last = :keep_last, updated_at = max(updated_at, ` + nowMS + `)
+SET keep_for_ms = :keep_for, keep_last = :keep_last, keep_for_spelling = :keep_for_spelling, updated_at = max(updated_at, ` + nowMS + `)
 WHERE name = :name
 RETURNING ` + policyColumns
 
@@ -515,11 +516,15 @@ func taskArgs(d leasecore.TaskDecl) []any {
 	return []any{
 		sql.Named("name", d.Name), sql.Named("ttl", d.TTL.Milliseconds()), sql.Named("max_ttl", d.MaxTTL.Milliseconds()),
 		sql.Named("description", d.Description), sql.Named("policy", d.RetentionPolicy),
+		sql.Named("ttl_spelling", d.TTLSpelling), sql.Named("max_ttl_spelling", d.MaxTTLSpelling),
 	}
 }
 
 func policyArgs(p leasecore.RetentionPolicy) []any {
-	return []any{sql.Named("name", p.Name), sql.Named("keep_for", p.KeepFor.Milliseconds()), sql.Named("keep_last", p.KeepLast)}
+	return []any{
+		sql.Named("name", p.Name), sql.Named("keep_for", p.KeepFor.Milliseconds()), sql.Named("keep_last", p.KeepLast),
+		sql.Named("keep_for_spelling", p.KeepForSpelling),
+	}
 }
 
 // scanner is a *sql.Row or *sql.Rows.
@@ -531,7 +536,7 @@ func scanTask(row scanner) (*leasecore.TaskDecl, error) {
 		d                             leasecore.TaskDecl
 		ttl, maxTTL, created, updated int64
 	)
-	if err := row.Scan(&d.Name, &ttl, &maxTTL, &d.Description, &d.RetentionPolicy, &created, &updated); err != nil {
+	if err := row.Scan(&d.Name, &ttl, &maxTTL, &d.Description, &d.RetentionPolicy, &created, &updated, &d.TTLSpelling, &d.MaxTTLSpelling); err != nil {
 		return nil, err
 	}
 	d.TTL, d.MaxTTL = time.Duration(ttl)*time.Millisecond, time.Duration(maxTTL)*time.Millisecond
@@ -545,7 +550,7 @@ func scanPolicy(row scanner) (*leasecore.RetentionPolicy, error) {
 		p                         leasecore.RetentionPolicy
 		keepFor, created, updated int64
 	)
-	if err := row.Scan(&p.Name, &keepFor, &p.KeepLast, &created, &updated); err != nil {
+	if err := row.Scan(&p.Name, &keepFor, &p.KeepLast, &created, &updated, &p.KeepForSpelling); err != nil {
 		return nil, err
 	}
 	p.KeepFor = time.Duration(keepFor) * time.Millisecond

@@ -78,15 +78,15 @@ func showDecl(d *leasecore.TaskDecl) string {
 	if d == nil {
 		return "<none>"
 	}
-	return fmt.Sprintf("{name %s ttl %v max_ttl %v description %q policy %q created %s updated %s}", d.Name, d.TTL, d.MaxTTL,
-		d.Description, d.RetentionPolicy, d.CreatedAt.UTC().Format(time.RFC3339Nano), d.UpdatedAt.UTC().Format(time.RFC3339Nano))
+	return fmt.Sprintf("{name %s ttl %v (%q) max_ttl %v (%q) description %q policy %q created %s updated %s}", d.Name, d.TTL, d.TTLSpelling,
+		d.MaxTTL, d.MaxTTLSpelling, d.Description, d.RetentionPolicy, d.CreatedAt.UTC().Format(time.RFC3339Nano), d.UpdatedAt.UTC().Format(time.RFC3339Nano))
 }
 
 func showPolicy(p *leasecore.RetentionPolicy) string {
 	if p == nil {
 		return "<none>"
 	}
-	return fmt.Sprintf("{name %s keep_for %v keep_last %d created %s updated %s}", p.Name, p.KeepFor, p.KeepLast,
+	return fmt.Sprintf("{name %s keep_for %v (%q) keep_last %d created %s updated %s}", p.Name, p.KeepFor, p.KeepForSpelling, p.KeepLast,
 		p.CreatedAt.UTC().Format(time.RFC3339Nano), p.UpdatedAt.UTC().Format(time.RFC3339Nano))
 }
 
@@ -98,7 +98,8 @@ func checkDecl(t *testing.T, what string, got *leasecore.TaskDecl, want leasecor
 		t.Fatalf("%s: no declaration, want %s", what, showDecl(&want))
 	}
 	if got.Name != want.Name || got.TTL != want.TTL || got.MaxTTL != want.MaxTTL ||
-		got.Description != want.Description || got.RetentionPolicy != want.RetentionPolicy {
+		got.Description != want.Description || got.RetentionPolicy != want.RetentionPolicy ||
+		got.TTLSpelling != want.TTLSpelling || got.MaxTTLSpelling != want.MaxTTLSpelling {
 		t.Errorf("%s: %s, want %s", what, showDecl(got), showDecl(&want))
 	}
 	if got.CreatedAt.IsZero() || got.UpdatedAt.IsZero() || got.UpdatedAt.Before(got.CreatedAt) {
@@ -121,7 +122,7 @@ func checkPolicy(t *testing.T, what string, got *leasecore.RetentionPolicy, want
 	if got == nil {
 		t.Fatalf("%s: no policy, want %s", what, showPolicy(&want))
 	}
-	if got.Name != want.Name || got.KeepFor != want.KeepFor || got.KeepLast != want.KeepLast {
+	if got.Name != want.Name || got.KeepFor != want.KeepFor || got.KeepLast != want.KeepLast || got.KeepForSpelling != want.KeepForSpelling {
 		t.Errorf("%s: %s, want %s", what, showPolicy(got), showPolicy(&want))
 	}
 	if got.CreatedAt.IsZero() || got.UpdatedAt.IsZero() || got.UpdatedAt.Before(got.CreatedAt) {
@@ -328,7 +329,8 @@ func (s *suite) testTaskCreate(t *testing.T) {
 	clock := newStoreClock(t, s.svc)
 	name := uniqueTask(t)
 	before := clock.now()
-	d := leasecore.TaskDecl{Name: name, TTL: 90 * time.Second, MaxTTL: 10 * time.Minute, Description: "entries pruner — nightly"}
+	d := leasecore.TaskDecl{Name: name, TTL: 90 * time.Second, MaxTTL: 10 * time.Minute, Description: "entries pruner — nightly",
+		TTLSpelling: "90s", MaxTTLSpelling: "600s"}
 	got := createTask(t, s.svc, d)
 	after := clock.now()
 
@@ -369,7 +371,8 @@ func (s *suite) testTaskUpdate(t *testing.T) {
 	clock.waitPast(first.UpdatedAt.Add(5 * precision))
 
 	before := clock.now()
-	want := leasecore.TaskDecl{Name: name, TTL: 20 * time.Second, MaxTTL: 30 * time.Second, Description: "after", RetentionPolicy: policy.Name}
+	want := leasecore.TaskDecl{Name: name, TTL: 20 * time.Second, MaxTTL: 30 * time.Second, Description: "after", RetentionPolicy: policy.Name,
+		TTLSpelling: "20000ms", MaxTTLSpelling: "0.5m"}
 	got := updateTask(t, s.svc, want)
 	after := clock.now()
 	if !sameInstant(got.CreatedAt, first.CreatedAt) {
@@ -382,7 +385,7 @@ func (s *suite) testTaskUpdate(t *testing.T) {
 	sameDecl(t, "get after update", getTask(t, s.svc, name), got)
 	sameDecl(t, "list entry after update", findTask(t, s.svc, name), got)
 
-	// Back to no bound, no description, the default policy.
+	// Back to no bound, no description, the default policy, no spellings.
 	cleared := updateTask(t, s.svc, leasecore.TaskDecl{Name: name, TTL: 45 * time.Second})
 	if !sameInstant(cleared.CreatedAt, first.CreatedAt) || cleared.UpdatedAt.Before(got.UpdatedAt) {
 		t.Errorf("second update: %s, want created_at %v kept and updated_at not before %v", showDecl(cleared), first.CreatedAt, got.UpdatedAt)
@@ -585,7 +588,7 @@ func (s *suite) testPolicyCreateUpdate(t *testing.T) {
 	clock := newStoreClock(t, s.svc)
 	name := uniquePolicy(t, "cu")
 	before := clock.now()
-	first := createPolicy(t, s.svc, leasecore.RetentionPolicy{Name: name, KeepFor: 48 * time.Hour, KeepLast: 10})
+	first := createPolicy(t, s.svc, leasecore.RetentionPolicy{Name: name, KeepFor: 48 * time.Hour, KeepLast: 10, KeepForSpelling: "2880m"})
 	after := clock.now()
 	checkWithin(t, "created_at", first.CreatedAt, before, after)
 	if !sameInstant(first.UpdatedAt, first.CreatedAt) {
@@ -729,6 +732,12 @@ var taskRules = []struct {
 		d.RetentionPolicy = strings.Repeat("p", leasecore.MaxPolicyNameLen+1)
 	}},
 	{"retention_policy non-ASCII", "RetentionPolicy", func(d *leasecore.TaskDecl) { d.RetentionPolicy = "pölicy" }},
+	{"ttl spelling of another duration", "TTLSpelling", func(d *leasecore.TaskDecl) { d.TTLSpelling = "61s" }},
+	{"ttl spelling no duration", "TTLSpelling", func(d *leasecore.TaskDecl) { d.TTLSpelling = "a minute" }},
+	{"max_ttl spelling of 33 bytes", "MaxTTLSpelling", func(d *leasecore.TaskDecl) {
+		d.MaxTTLSpelling = strings.Repeat("0", leasecore.MaxSpellingLen-2) + "10m"
+	}},
+	{"max_ttl spelling without max_ttl", "MaxTTLSpelling", func(d *leasecore.TaskDecl) { d.MaxTTL, d.MaxTTLSpelling = 0, "10m" }},
 }
 
 // policyRules are policies that each break one rule, with the field named.
@@ -744,6 +753,7 @@ var policyRules = []struct {
 	{"keep_for above the bound", "KeepFor", func(p *leasecore.RetentionPolicy) { p.KeepFor = leasecore.MaxKeepFor + time.Second }},
 	{"keep_last negative", "KeepLast", func(p *leasecore.RetentionPolicy) { p.KeepLast = -1 }},
 	{"keep_last above the bound", "KeepLast", func(p *leasecore.RetentionPolicy) { p.KeepLast = leasecore.MaxKeepLast + 1 }},
+	{"keep_for spelling of another duration", "KeepForSpelling", func(p *leasecore.RetentionPolicy) { p.KeepFor, p.KeepForSpelling = time.Hour, "59m" }},
 }
 
 // catalogRows are the refused catalog calls.
