@@ -337,6 +337,11 @@ func TestSidecarConfiguration(t *testing.T) {
 	if _, err := cli.ReadTokenFile(tokenFile); err != nil {
 		t.Errorf("Secret %s key %s: leasehold serve would refuse it: %v", secret, key, err)
 	}
+	for _, v := range spec.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == secret && v.Secret.DefaultMode != nil && *v.Secret.DefaultMode&0o007 != 0 {
+			t.Errorf("volume %s: defaultMode %#o lets any user in the pod's containers read the token; give others no access", v.Name, *v.Secret.DefaultMode)
+		}
+	}
 
 	// The kubelet probes the pod's IP.
 	host, _, err := net.SplitHostPort(cfg.Listen)
