@@ -247,3 +247,41 @@ func BenchmarkClaimHeld(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPoolSize: one sidecar's claims (new grants, 32 clients) and
+// token-checked renewals (256 leases, one client each, as keepalive streams
+// send them) through leasecore.Service on pools of 1 to 8 connections
+// (pool_max_conns): how few connections a sidecar needs (README, "A fleet
+// on one PostgreSQL").
+func BenchmarkPoolSize(b *testing.B) {
+	url := pgtest.NewDatabase(b)
+	mustMigrated(b, url)
+	for _, conns := range []int{1, 2, 4, 8} {
+		svc := leasecore.New(mustOpen(b, fmt.Sprintf("%s&pool_max_conns=%d", url, conns)))
+		b.Run(fmt.Sprintf("conns=%d/claim-new/clients=32", conns), func(b *testing.B) {
+			var n atomic.Int64
+			benchload.Run(b, 32, func(ctx context.Context, c int) error {
+				task := fmt.Sprintf("pool/%d/%d", conns, n.Add(1))
+				_, err := svc.Claim(ctx, leasecore.ClaimParams{Task: task, Owner: "o", TTL: benchTTL})
+				return err
+			})
+		})
+		b.Run(fmt.Sprintf("conns=%d/renew/streams=256", conns), func(b *testing.B) {
+			const streams = 256
+			tokens := make([]int64, streams)
+			for c := range streams {
+				task, owner := benchTask(fmt.Sprintf("pool-renew-%d", conns), streams, c)
+				l, err := svc.Claim(b.Context(), leasecore.ClaimParams{Task: task, Owner: owner, TTL: benchTTL})
+				if err != nil {
+					b.Fatal(err)
+				}
+				tokens[c] = l.Token
+			}
+			benchload.Run(b, streams, func(ctx context.Context, c int) error {
+				task, owner := benchTask(fmt.Sprintf("pool-renew-%d", conns), streams, c)
+				_, err := svc.Renew(ctx, leasecore.RenewParams{Task: task, Owner: owner, TTL: benchTTL, Token: tokens[c]})
+				return err
+			})
+		})
+	}
+}

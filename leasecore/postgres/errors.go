@@ -85,6 +85,10 @@ func describePgError(e *pgconn.PgError) string {
 		return fmt.Sprintf("the database does not exist: %s", e.Message)
 	case "53300": // too_many_connections
 		return fmt.Sprintf("PostgreSQL has no connection slot left (%s): lower pool_max_conns in the store URL or raise max_connections", e.Message)
+	case "42P05", "26000": // duplicate_prepared_statement, invalid_sql_statement_name
+		// pgx's default mode prepares named statements on a connection, which
+		// a pooler in transaction mode hands to other clients.
+		return fmt.Sprintf("a prepared statement clashed or went missing (%s): behind PgBouncer in transaction mode, add default_query_exec_mode=exec to the store URL", e.Message)
 	case "57P01", "57P02", "57P03": // admin_shutdown, crash_shutdown, cannot_connect_now
 		return fmt.Sprintf("PostgreSQL is shutting down or starting up: %s", e.Message)
 	case "25006": // read_only_sql_transaction

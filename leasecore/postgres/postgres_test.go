@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/leasecore"
@@ -394,6 +395,20 @@ func TestUnavailableDetails(t *testing.T) {
 	}
 	if !errors.Is(errBehind, leasecore.ErrSchemaBehind) {
 		t.Errorf("schema behind: %v, want ErrSchemaBehind", errBehind)
+	}
+}
+
+// Behind PgBouncer in transaction mode pgx's default exec mode meets named
+// statements another client prepared, or misses its own: the error says
+// which URL parameter fixes it.
+func TestPreparedStatementErrorsNameTheExecMode(t *testing.T) {
+	t.Parallel()
+	for _, code := range []string{"42P05", "26000"} {
+		err := interpretError("claim", &pgconn.PgError{Code: code, Message: `prepared statement "stmtcache_1" already exists`})
+		var ue *leasecore.UnavailableError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "default_query_exec_mode=exec") {
+			t.Errorf("SQLSTATE %s: %v, want unavailable, naming default_query_exec_mode=exec", code, err)
+		}
 	}
 }
 

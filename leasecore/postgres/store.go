@@ -61,22 +61,18 @@ func (e *maskedParseError) Unwrap() error { return e.err }
 
 // DefaultMaxConns is the pool size when the URL has no pool_max_conns.
 //
-// Why 8: claims, renewals and releases go out in batches (batch.go), each
-// kind on at most batchFlushers connections at once, so writes at full
-// tilt use 6 connections however many clients a sidecar serves; the rest
-// serve the single-statement reads (Get, List, Ping, and the read that names
-// the holder of a refused claim or the reason of a refused renewal). Neither
-// needs more: BenchmarkClaim, BenchmarkRenew and BenchmarkClaimHeld at 32
-// clients do no better with a larger pool (the server's CPUs and WAL flushes
-// are the limit, not connections; docs/design.md, "Measurements behind the
-// constants").
-// The connections add up across a fleet: every sidecar opens its own pool
-// against one server, whose max_connections is 100 by default; 8 per sidecar
-// lets a dozen sidecars run at full load with slots left for administrators
-// and migrations. Connections open on demand and close after
-// DefaultMaxConnIdleTime idle, so a quiet sidecar holds few. A sidecar that
-// serves many concurrent reads sets pool_max_conns in its store URL.
-const DefaultMaxConns = 8
+// Why 4: claims, renewals and releases go out in batches (batch.go), each
+// kind on at most batchFlushers connections at once, so a sidecar's writes
+// need few connections however many clients it serves, and the server's CPUs
+// and WAL flushes, not connections, limit them (BenchmarkPoolSize compares
+// pools of 1 to 8 connections; docs/design.md, "Measurements behind the
+// constants"). A larger pool would only add up across a fleet: every
+// sidecar opens its own pool against one server, whose max_connections is
+// 100 by default. Connections open on demand and close after
+// DefaultMaxConnIdleTime idle, so a quiet sidecar holds fewer. A fleet
+// larger than the server's connection slots allow goes through PgBouncer in
+// transaction mode (README, "A fleet on one PostgreSQL").
+const DefaultMaxConns = 4
 
 // DefaultConnectTimeout bounds opening one connection when the URL has no
 // connect_timeout (and PGCONNECT_TIMEOUT is unset), so that an unreachable

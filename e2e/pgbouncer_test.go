@@ -1,0 +1,396 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/internal/lockedbuf"
+	"github.com/leasehold/leasehold/internal/pgtest"
+)
+
+// Through PgBouncer in transaction mode the store URL needs a query exec
+// mode that prepares no named statements (README, "PgBouncer").
+const bouncerParams = "default_query_exec_mode=exec"
+
+// The fleet this test runs through one PgBouncer.
+const (
+	bouncerSidecars    = 50
+	bouncerServerConns = 20 // PgBouncer's max_db_connections
+	bouncerPoolSize    = 2  // each sidecar's pool_max_conns
+	bouncerStreams     = 5  // sidecars that hold a keepalive stream
+	bouncerPruners     = 5  // sidecars that prune every second
+	bouncerSharedTasks = 5
+	bouncerRounds      = 6 // claims per sidecar
+)
+
+// pgbouncerPath finds PgBouncer: on PATH, or where Debian's package puts it.
+// Missing, the test skips (fails under CI).
+func pgbouncerPath(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("pgbouncer"); err == nil {
+		return p
+	}
+	if executableFile("/usr/sbin/pgbouncer") {
+		return "/usr/sbin/pgbouncer"
+	}
+	msg := "pgbouncer not found: install Debian's pgbouncer package (apt-get install pgbouncer)"
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg + " (CI is set, so this is a failure, not a skip)")
+	}
+	t.Skip(msg)
+	return ""
+}
+
+func executableFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
+// startPgBouncer runs PgBouncer in transaction mode in front of the
+// database at dbURL, holding at most bouncerServerConns server
+// connections, and returns the database's URL through it.
+func startPgBouncer(t *testing.T, dbURL string) string {
+	t.Helper()
+	bin := pgbouncerPath(t)
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := u.User.Username()
+	dir, err := os.MkdirTemp("", "leasehold-pgbouncer-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	var args []string
+	if os.Getuid() == 0 {
+		// PgBouncer refuses to run as root: it reads its files as root, then
+		// becomes the postgres user (who runs the test server as well).
+		args = append(args, "-u", "postgres")
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "users.txt"), fmt.Appendf(nil, "%q \"\"\n", user), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for attempt := 0; ; attempt++ {
+		port := freeLocalPort(t)
+		conf := fmt.Sprintf(`[databases]
+* = host=%s port=%s
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = %d
+unix_socket_dir =
+auth_type = trust
+auth_file = %s
+pool_mode = transaction
+default_pool_size = %d
+max_db_connections = %d
+max_client_conn = 1000
+`, u.Hostname(), u.Port(), port, filepath.Join(dir, "users.txt"), bouncerServerConns, bouncerServerConns)
+		cfg := filepath.Join(dir, "pgbouncer.ini")
+		if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, append(args, cfg)...)
+		logs := &lockedbuf.Buffer{}
+		cmd.Stdout, cmd.Stderr = logs, logs
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start pgbouncer: %v", err)
+		}
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		stop := func() {
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		through := *u
+		through.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		through.RawQuery = strings.TrimPrefix(u.RawQuery+"&"+bouncerParams, "&")
+		if err := awaitPostgres(through.String(), done); err != nil {
+			stop()
+			if attempt < 3 && strings.Contains(logs.String(), "in use") {
+				continue // lost the port to another process: try another
+			}
+			t.Fatalf("pgbouncer: %v\n%s", err, logs.String())
+		}
+		t.Cleanup(func() {
+			stop()
+			if t.Failed() {
+				t.Logf("pgbouncer output:\n%s", logs.String())
+			}
+		})
+		return through.String()
+	}
+}
+
+func freeLocalPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// awaitPostgres polls dbURL with SELECT 1 until it answers, the process
+// ends (done closes) or 30 s pass.
+func awaitPostgres(dbURL string, done <-chan struct{}) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		conn, err := pgx.Connect(ctx, dbURL)
+		if err == nil {
+			_, err = conn.Exec(ctx, "SELECT 1")
+			conn.Close(ctx)
+		}
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("exited: %w", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no answer within 30s: %w", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// watchServerConns counts the server connections to database db every
+// 50 ms over a direct connection to the server (to another database), until
+// stop is called, which returns the most seen.
+func watchServerConns(t *testing.T, server, db string) (stop func() int) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var most atomic.Int64
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		defer conn.Close(context.Background())
+		for {
+			var n int64
+			if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE datname = $1`, db).Scan(&n); err == nil && n > most.Load() {
+				most.Store(n)
+			}
+			select {
+			case <-quit:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	return func() int {
+		close(quit)
+		<-done
+		return int(most.Load())
+	}
+}
+
+// post sends a JSON POST to a sidecar, for goroutines other than the test's.
+func post(base, path string, body any) (int, map[string]any, error) {
+	b, _ := json.Marshal(body)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(b))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, nil, err
+	}
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return resp.StatusCode, nil, fmt.Errorf("answer is not JSON: %s", raw)
+	}
+	return resp.StatusCode, out, nil
+}
+
+// Fifty sidecars share one PgBouncer in transaction mode that holds at most
+// twenty server connections: migrations, claims on shared tasks (one holder
+// at a time, rising fencing tokens), keepalive streams and the pruner all
+// work through it.
+func TestFleetThroughPgBouncer(t *testing.T) {
+	server := pgtest.ServerURL(t)
+	dbURL := pgtest.NewDatabase(t)
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbName := strings.TrimPrefix(u.Path, "/")
+	stopWatch := watchServerConns(t, server, dbName)
+	watching := true
+	defer func() {
+		if watching {
+			stopWatch()
+		}
+	}()
+
+	bouncer := startPgBouncer(t, dbURL)
+	if out, err := runLeasehold("migrate", "--store", bouncer); err != nil {
+		t.Fatalf("migrate through pgbouncer: %v\n%s", err, out)
+	}
+	// Declarations and history go through PgBouncer too.
+	svc := openService(t, bouncer)
+	fourEvents(t, svc, "nightly")
+
+	store := bouncer + "&pool_max_conns=" + strconv.Itoa(bouncerPoolSize)
+	sidecars := make([]*sidecar, bouncerSidecars)
+	errs := make(chan error, bouncerSidecars)
+	var wg sync.WaitGroup
+	for i := range sidecars {
+		wg.Go(func() {
+			var extra []string
+			if i < bouncerPruners {
+				extra = []string{"--prune-interval", "1s"}
+			}
+			s, err := launchSidecar(t, store, extra...)
+			if err == nil {
+				err = awaitReady(s.base, 60*time.Second)
+			}
+			if err != nil {
+				errs <- fmt.Errorf("sidecar %d: %w", i, err)
+				return
+			}
+			sidecars[i] = s
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	// Keepalive streams on the last few sidecars, each on its own task.
+	streams := make([]*keepalive, bouncerStreams)
+	for i := range streams {
+		s := sidecars[len(sidecars)-1-i]
+		streams[i] = s.openKeepalive(fmt.Sprintf("/v1/leases/stream-%d/keepalive?owner=streamer&ttl_ms=1000", i))
+		if ev := streams[i].next(); ev.Name != "acquired" {
+			t.Fatalf("stream %d: first event %+v, want acquired", i, ev)
+		}
+	}
+
+	// Every sidecar claims the shared tasks in turn; a grant is held until
+	// released, so two grants of one task at once are a violation.
+	var (
+		held      [bouncerSharedTasks]atomic.Bool
+		mu        sync.Mutex
+		tokens    [bouncerSharedTasks][]int64
+		attempts  atomic.Int64
+		failures  = make(chan error, bouncerSidecars*bouncerRounds)
+		loadStart = time.Now()
+	)
+	for i, s := range sidecars {
+		wg.Go(func() {
+			owner := fmt.Sprintf("w%d", i)
+			for r := range bouncerRounds {
+				task := (i + r) % bouncerSharedTasks
+				path := fmt.Sprintf("/v1/leases/shared-%d/", task)
+				attempts.Add(1)
+				code, body, err := post(s.base, path+"claim", map[string]any{"owner": owner, "ttl_ms": 60000})
+				if err != nil || (code != http.StatusOK && code != http.StatusConflict) {
+					failures <- fmt.Errorf("%s claim shared-%d: %d %v %v", owner, task, code, body, err)
+					continue
+				}
+				if code != http.StatusOK {
+					continue
+				}
+				if !held[task].CompareAndSwap(false, true) {
+					failures <- fmt.Errorf("%s was granted shared-%d while another owner held it", owner, task)
+					continue
+				}
+				lease, _ := body["lease"].(map[string]any)
+				tok, _ := lease["token"].(float64)
+				mu.Lock()
+				tokens[task] = append(tokens[task], int64(tok))
+				mu.Unlock()
+				held[task].Store(false)
+				if code, body, err := post(s.base, path+"release", map[string]any{"owner": owner, "token": int64(tok)}); err != nil || code != http.StatusOK {
+					failures <- fmt.Errorf("%s release shared-%d: %d %v %v", owner, task, code, body, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	loadTime := time.Since(loadStart)
+	close(failures)
+	for err := range failures {
+		t.Error(err)
+	}
+	grants := 0
+	for task, toks := range tokens {
+		grants += len(toks)
+		if len(toks) == 0 {
+			t.Errorf("shared-%d was never granted", task)
+		}
+		for j := 1; j < len(toks); j++ {
+			if toks[j] <= toks[j-1] {
+				t.Errorf("shared-%d: token %d granted after %d; tokens must rise", task, toks[j], toks[j-1])
+			}
+		}
+	}
+
+	// The streams renewed through the load and still hold their leases.
+	for i, k := range streams {
+		if ev := k.next(); ev.Name != "renewed" {
+			t.Errorf("stream %d: event %+v, want renewed", i, ev)
+		}
+		if r := sidecars[0].call("POST", fmt.Sprintf("/v1/leases/stream-%d/claim", i), map[string]any{"owner": "thief"}); r.Status != http.StatusConflict {
+			t.Errorf("claim of streamed task stream-%d: %d %s, want 409", i, r.Status, r.Raw)
+		}
+	}
+
+	// The pruners pruned the history beyond the policy.
+	deadline := time.Now().Add(60 * time.Second)
+	for len(history(t, svc, "nightly")) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("no sidecar pruned the history of nightly within 60s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	for _, k := range streams {
+		k.close()
+	}
+	watching = false
+	most := stopWatch()
+	if most == 0 || most > bouncerServerConns {
+		t.Errorf("server connections to the database: at most %d seen, want between 1 and %d", most, bouncerServerConns)
+	}
+	t.Logf("%d sidecars (pool_max_conns=%d) through PgBouncer: at most %d server connections; %d claims (%d granted) in %s, %.0f claims/s",
+		len(sidecars), bouncerPoolSize, most, attempts.Load(), grants, loadTime.Round(time.Millisecond), float64(attempts.Load())/loadTime.Seconds())
+}
