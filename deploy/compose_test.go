@@ -64,15 +64,10 @@ func serveConfig(t *testing.T, s types.ServiceConfig) sidecar.Config {
 	if len(s.Command) == 0 || s.Command[0] != "serve" {
 		t.Fatalf("%s: command %q, want leasehold serve", s.Name, s.Command)
 	}
-	cfg := sidecar.DefaultConfig()
-	fs := flag.NewFlagSet(s.Name+" serve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	cfg.RegisterFlags(fs)
-	if err := fs.Parse(s.Command[1:]); err != nil {
-		t.Fatalf("%s: leasehold serve refuses its command %q: %v", s.Name, s.Command, err)
-	}
-	if fs.NArg() > 0 {
-		t.Fatalf("%s: leasehold serve refuses the extra argument %q", s.Name, fs.Arg(0))
+	// Every setting is on the command line, so no variable is read.
+	cfg, _, err := sidecar.ParseServeArgs(s.Command[1:], func(string) string { return "" })
+	if err != nil {
+		t.Fatalf("%s: %v", s.Name, err)
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("%s: leasehold serve refuses its configuration: %v", s.Name, err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"time"
@@ -92,4 +93,28 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// ParseServeArgs reads `leasehold serve`'s arguments into a Config the way
+// the binary does: Config's flags, no argument left over, then a
+// LEASEHOLD_<FLAG> variable from getenv for each flag the arguments left
+// out. It does not Validate. The flag set it returns holds every flag, for
+// callers that check settings against them (deploy/ and
+// examples/kubernetes/ check their manifests with it).
+func ParseServeArgs(args []string, getenv func(string) string) (Config, *flag.FlagSet, error) {
+	cfg := DefaultConfig()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfg.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		// Not the arguments themselves: a store URL among them may carry a password.
+		return cfg, fs, fmt.Errorf("leasehold serve refuses its arguments: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return cfg, fs, fmt.Errorf("leasehold serve refuses the extra argument %q", fs.Arg(0))
+	}
+	if err := cli.ApplyEnv(fs, getenv); err != nil {
+		return cfg, fs, err
+	}
+	return cfg, fs, nil
 }

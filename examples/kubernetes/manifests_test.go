@@ -200,15 +200,9 @@ func serveConfig(t *testing.T, m manifests, c corev1.Container) (sidecar.Config,
 		t.Fatalf("%s: args %q, want leasehold serve", c.Name, c.Args)
 	}
 	env, fromSecret := m.environment(t, c)
-	cfg := sidecar.DefaultConfig()
-	fs := flag.NewFlagSet(c.Name+" serve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	cfg.RegisterFlags(fs)
-	if err := fs.Parse(c.Args[1:]); err != nil {
-		t.Fatalf("%s: leasehold serve refuses its args %q: %v", c.Name, c.Args, err)
-	}
-	if fs.NArg() > 0 {
-		t.Fatalf("%s: leasehold serve refuses the extra argument %q", c.Name, fs.Arg(0))
+	cfg, fs, err := sidecar.ParseServeArgs(c.Args[1:], func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("%s: %v", c.Name, err)
 	}
 	flags := map[string]bool{}
 	fs.VisitAll(func(f *flag.Flag) { flags[cli.EnvName(f.Name)] = true })
@@ -216,9 +210,6 @@ func serveConfig(t *testing.T, m manifests, c corev1.Container) (sidecar.Config,
 		if strings.HasPrefix(k, cli.EnvPrefix) && !flags[k] {
 			t.Errorf("%s: %s is no flag of leasehold serve", c.Name, k)
 		}
-	}
-	if err := cli.ApplyEnv(fs, func(k string) string { return env[k] }); err != nil {
-		t.Fatalf("%s: %v", c.Name, err)
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("%s: leasehold serve refuses its configuration: %v", c.Name, err)
