@@ -54,7 +54,6 @@ func main() {
 	flag.StringVar(&cfg.etcd, "etcd", "bin/etcd", "the etcd server binary")
 	flag.StringVar(&cfg.etcdload, "etcdload", "bin/etcdload", "the etcd load client binary")
 	flag.StringVar(&cfg.wrk, "wrk", "wrk", "the wrk binary")
-	flag.StringVar(&cfg.driverDir, "driver-dir", "leasecore/postgres", "the PostgreSQL driver's source, where claimSQL is read")
 	flag.DurationVar(&cfg.duration, "duration", 10*time.Second, "load per point")
 	flag.IntVar(&cfg.runs, "runs", 3, "interleaved runs; the table gives medians")
 	flag.IntVar(&cfg.wrkThreads, "wrk-threads", 2, "wrk threads at most (fewer when there are fewer clients)")

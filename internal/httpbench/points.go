@@ -25,12 +25,12 @@ import (
 )
 
 type config struct {
-	leasehold, etcd, etcdload, wrk, driverDir string
-	duration                                  time.Duration
-	runs, wrkThreads                          int
-	clients                                   []int
-	out                                       string
-	pgURL                                     string
+	leasehold, etcd, etcdload, wrk string
+	duration                       time.Duration
+	runs, wrkThreads               int
+	clients                        []int
+	out                            string
+	pgURL                          string
 }
 
 // point is one system at one client count in one run.
@@ -175,7 +175,7 @@ func (b *bench) rawPoint(clients int, prefix string) (point, error) {
 	if pgOK {
 		_, before, _ = treeCPUChildren(b.postmaster)
 	}
-	out, err := exec.Command(b.self, "raw", "-url", dbURL, "-driver-dir", b.cfg.driverDir,
+	out, err := exec.Command(b.self, "raw", "-url", dbURL,
 		"-clients", strconv.Itoa(clients), "-duration", b.cfg.duration.String(), "-prefix", prefix).Output()
 	if pgOK {
 		b.awaitBackendsGone(before)

@@ -6,19 +6,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"go/ast"
-	"go/constant"
-	"go/parser"
-	"go/token"
-	"go/types"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/leasehold/leasehold/leasecore/postgres"
 )
 
 // loadResult is what a load process (httpbench raw, etcdload) prints as
@@ -32,64 +26,17 @@ type loadResult struct {
 	Error   string  `json:"error,omitempty"`
 }
 
-// claimStatement reads the value of the constant claimSQL from the Go
-// package in dir (leasecore/postgres): the raw baseline sends exactly the
-// statement the driver sends for a lone claim, and the constant is not
-// exported. The package is type-checked without its imports; constants
-// built from string literals need none, and the errors about the rest are
-// ignored.
-func claimStatement(dir string) (string, error) {
-	const name = "claimSQL"
-	fset := token.NewFileSet()
-	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil {
-		return "", err
-	}
-	var files []*ast.File
-	for _, p := range paths {
-		if strings.HasSuffix(p, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return "", err
-		}
-		files = append(files, f)
-	}
-	if len(files) == 0 {
-		return "", fmt.Errorf("no Go files in %s", dir)
-	}
-	conf := types.Config{
-		Importer: noImports{},
-		Error:    func(error) {}, // imports and their users do not check; constants do
-	}
-	pkg, _ := conf.Check(files[0].Name.Name, fset, files, nil)
-	c, ok := pkg.Scope().Lookup(name).(*types.Const)
-	if !ok || c.Val().Kind() != constant.String {
-		return "", fmt.Errorf("%s declares no string constant %s", dir, name)
-	}
-	return constant.StringVal(c.Val()), nil
-}
-
-// noImports fails every import: claimStatement needs none.
-type noImports struct{}
-
-func (noImports) Import(path string) (*types.Package, error) {
-	return nil, fmt.Errorf("%s: not imported", path)
-}
-
 // rawMain is `httpbench raw`: the raw pgx baseline's load process.
 func rawMain(args []string) int {
 	fs := flag.NewFlagSet("raw", flag.ExitOnError)
 	var (
-		url       = fs.String("url", "", "the PostgreSQL database, migrated")
-		driverDir = fs.String("driver-dir", "leasecore/postgres", "where claimSQL is read")
-		clients   = fs.Int("clients", 1, "concurrent clients, a connection each")
-		duration  = fs.Duration("duration", 10*time.Second, "how long to start new ops")
-		prefix    = fs.String("prefix", "raw", "task name prefix, unique per run")
+		url      = fs.String("url", "", "the PostgreSQL database, migrated")
+		clients  = fs.Int("clients", 1, "concurrent clients, a connection each")
+		duration = fs.Duration("duration", 10*time.Second, "how long to start new ops")
+		prefix   = fs.String("prefix", "raw", "task name prefix, unique per run")
 	)
 	_ = fs.Parse(args)
-	res, err := rawLoad(*url, *driverDir, *clients, *duration, *prefix)
+	res, err := rawLoad(*url, *clients, *duration, *prefix)
 	if err != nil {
 		res.Error = err.Error()
 	}
@@ -100,12 +47,9 @@ func rawMain(args []string) int {
 	return 0
 }
 
-func rawLoad(url, driverDir string, clients int, duration time.Duration, prefix string) (loadResult, error) {
+func rawLoad(url string, clients int, duration time.Duration, prefix string) (loadResult, error) {
 	var res loadResult
-	sql, err := claimStatement(driverDir)
-	if err != nil {
-		return res, err
-	}
+	sql := postgres.LoneClaimSQL()
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {

@@ -101,6 +101,12 @@ const claimEventsSQL = `
 SELECT ` + leaseNames + `
   FROM claimed`
 
+// LoneClaimSQL returns the statement this driver sends for a claim that
+// goes out alone ($1 task, $2 owner, $3 ttl in ms, $4 note; it returns the
+// lease row when granted). Benchmarks outside the package compare the store
+// against this very statement rather than a copy of it.
+func LoneClaimSQL() string { return claimSQL }
+
 // claimSQL is one claim on its own: it acquires a free task, re-acquires a
 // released or expired one with the next token, or refreshes the caller's own
 // live lease; it returns no row when another owner holds a live lease.
