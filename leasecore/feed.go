@@ -1,0 +1,72 @@
+package leasecore
+
+import (
+	"context"
+	"time"
+)
+
+// HistoryFeed is implemented by a Store whose lease history can be followed
+// as it grows, whichever process writes it: the watch (Service.Watch) is
+// built on it. Both drivers implement it.
+//
+// The history table is the source of truth. A driver's change signal
+// (HistoryChanges) only says when to read it again, so a lost or late
+// signal delays events and never loses them.
+type HistoryFeed interface {
+	// FollowHistory returns a cursor positioned after the event whose ID is
+	// after: its first Next returns the events with larger IDs. An after
+	// below zero means "from now": the cursor starts after the newest event
+	// the store has committed.
+	FollowHistory(ctx context.Context, after int64) (HistoryCursor, error)
+
+	// HistoryChanges returns a channel that receives a value, soon, after
+	// any process commits history events to the store (coalesced: one
+	// value may stand for many commits), until ctx is done; then the
+	// channel is closed. An error means the signal could not be set up;
+	// the caller then reads on a timer.
+	HistoryChanges(ctx context.Context) (<-chan struct{}, error)
+
+	// RecordExpiries records an "expired" event, at the lease's expiry
+	// (the store's time), for at most limit leases that ran out unreleased
+	// and whose end is not recorded yet, and marks their end recorded, as a
+	// refused renewal does for "lost": a later claim of the task then
+	// records no "expired" or "taken_over" for that lease, and a late
+	// renewal no "lost". A lease whose row another operation holds at that
+	// moment may be left for the next call. It returns how many it
+	// recorded and the earliest expiry among the live leases (zero when
+	// none is live), so the caller knows when to call again.
+	RecordExpiries(ctx context.Context, limit int) (ExpirySweep, error)
+}
+
+// HistoryCursor reads a store's history in ID order from a position. It is
+// used by one goroutine at a time.
+type HistoryCursor interface {
+	// Next returns up to limit events after the cursor's position, in ID
+	// order, and advances the position past them. It returns only events
+	// whose place is settled: once Next has returned an event, no event
+	// with a smaller ID can commit later (on PostgreSQL, where IDs are
+	// taken before commit, Next holds events back behind an ID that a
+	// transaction still in flight may yet commit). It returns no events,
+	// and no error, when there are none yet; Pending then says whether
+	// events are being held back, so the caller should ask again soon.
+	Next(ctx context.Context, limit int) ([]Event, error)
+	// Position is the ID after which the next call reads.
+	Position() int64
+	// Pending reports whether the last Next held events back (see Next).
+	Pending() bool
+	// Close releases what the cursor holds.
+	Close() error
+}
+
+// ExpirySweep is what one RecordExpiries call did.
+type ExpirySweep struct {
+	Recorded   int       // "expired" events recorded
+	NextExpiry time.Time // the earliest expiry among live leases; zero when none
+}
+
+// The operations of a HistoryFeed, as Interceptors are told of them.
+const (
+	OpFollowHistory  = "follow_history"
+	OpReadHistory    = "read_history" // HistoryCursor.Next
+	OpRecordExpiries = "record_expiries"
+)
