@@ -29,7 +29,7 @@ import (
 // falls that far behind is cut (ErrWatchCut) rather than buffered without
 // bound, and resumes from its last event with a new watch.
 
-// WatchFromNow as WatchParams.After starts a watch at the newest event.
+// WatchFromNow as WatchParams.Since starts a watch at the newest event.
 const WatchFromNow = -1
 
 // Watch defaults.
@@ -69,11 +69,11 @@ type WatchParams struct {
 	// Prefix limits the watch to tasks whose names start with it; empty
 	// watches every task.
 	Prefix string
-	// After is the ID of the last event the watcher has seen: the watch
+	// Since is the ID of the last event the watcher has seen: the watch
 	// delivers the events with larger IDs that the history still holds,
 	// then the new ones as they happen. WatchFromNow starts at the newest
 	// event.
-	After int64
+	Since int64
 }
 
 // Validate checks the parameters.
@@ -86,8 +86,8 @@ func (p WatchParams) Validate() error {
 			return &ValidationError{Field: "Prefix", Rule: fmt.Sprintf("must be characters of %s; %q at position %d is not", taskCharsetMsg, rune(p.Prefix[i]), i+1)}
 		}
 	}
-	if p.After < WatchFromNow {
-		return &ValidationError{Field: "After", Rule: "must be an event id (0 or more), or WatchFromNow"}
+	if p.Since < WatchFromNow {
+		return &ValidationError{Field: "Since", Rule: "must be an event id (0 or more), or WatchFromNow"}
 	}
 	return nil
 }
@@ -190,7 +190,7 @@ func (s *Service) Watch(ctx context.Context, p WatchParams) (*Watcher, error) {
 		return nil, err
 	}
 	h.mu.Lock()
-	w.pos = p.After
+	w.pos = p.Since
 	if w.pos < 0 {
 		w.pos = h.pos
 	}

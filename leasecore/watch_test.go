@@ -135,7 +135,7 @@ func TestWatchFromNowSkipsOldEvents(t *testing.T) {
 	f := newFeedStore()
 	f.add("old", EventAcquired)
 	svc := New(f)
-	w, err := svc.Watch(t.Context(), WatchParams{After: WatchFromNow})
+	w, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestWatchCatchUpHandOver(t *testing.T) {
 	svc := New(f, WithWatchBuffer(100000))
 	ctx := t.Context()
 	// A first watcher starts the hub.
-	w0, err := svc.Watch(ctx, WatchParams{After: WatchFromNow})
+	w0, err := svc.Watch(ctx, WatchParams{Since: WatchFromNow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestWatchCatchUpHandOver(t *testing.T) {
 	}()
 	var watchers []*Watcher
 	for _, after := range []int64{0, 1, 150, 299, 300} {
-		w, err := svc.Watch(ctx, WatchParams{After: after})
+		w, err := svc.Watch(ctx, WatchParams{Since: after})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,7 +195,7 @@ func TestWatchPrefix(t *testing.T) {
 	f.add("other", EventAcquired)
 	f.add("jobs/b", EventAcquired)
 	svc := New(f)
-	w, err := svc.Watch(t.Context(), WatchParams{Prefix: "jobs/", After: 0})
+	w, err := svc.Watch(t.Context(), WatchParams{Prefix: "jobs/", Since: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,11 +218,11 @@ func TestWatchPrefix(t *testing.T) {
 func TestWatchSlowWatcherIsCut(t *testing.T) {
 	f := newFeedStore()
 	svc := New(f, WithWatchBuffer(8))
-	slow, err := svc.Watch(t.Context(), WatchParams{After: WatchFromNow})
+	slow, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fast, err := svc.Watch(t.Context(), WatchParams{After: WatchFromNow})
+	fast, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func TestWatchOneReaderForManyWatchers(t *testing.T) {
 	svc := New(f)
 	var ws []*Watcher
 	for range 50 {
-		w, err := svc.Watch(t.Context(), WatchParams{After: WatchFromNow})
+		w, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -279,7 +279,7 @@ func TestWatchUnavailableStore(t *testing.T) {
 	f := newFeedStore()
 	f.failing.Store(true)
 	svc := New(f)
-	if _, err := svc.Watch(t.Context(), WatchParams{After: WatchFromNow}); !errors.Is(err, ErrUnavailable) {
+	if _, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow}); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("watch on a failing store: %v, want ErrUnavailable", err)
 	}
 	if st := svc.WatchStats(); st.Watchers != 0 {
@@ -287,7 +287,7 @@ func TestWatchUnavailableStore(t *testing.T) {
 	}
 	// Once the store is back, the watch works.
 	f.failing.Store(false)
-	w, err := svc.Watch(t.Context(), WatchParams{After: WatchFromNow})
+	w, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func TestWatchEndsWithContext(t *testing.T) {
 	f := newFeedStore()
 	svc := New(f)
 	ctx, cancel := context.WithCancel(t.Context())
-	w, err := svc.Watch(ctx, WatchParams{After: WatchFromNow})
+	w, err := svc.Watch(ctx, WatchParams{Since: WatchFromNow})
 	if err != nil {
 		t.Fatal(err)
 	}

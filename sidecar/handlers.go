@@ -23,6 +23,7 @@ type handlers struct {
 	metrics  *metrics
 	ready    func(ctx context.Context) error
 	streams  *streams
+	watches  *watches
 	log      *slog.Logger
 }
 

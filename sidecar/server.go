@@ -34,6 +34,8 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxStreams caps concurrent keepalive streams; 0 means DefaultMaxStreams.
 	MaxStreams int
+	// MaxWatchers caps concurrent watch streams; 0 means DefaultMaxWatchers.
+	MaxWatchers int
 	// RequireDeclared refuses claims (and keepalive streams) of tasks that
 	// have no declaration, with a 404 undeclared-task problem.
 	RequireDeclared bool
@@ -54,6 +56,7 @@ type Server struct {
 	log      *slog.Logger
 	migrated atomic.Bool
 	streams  *streams
+	watches  *watches
 }
 
 // New builds a Server. It is not ready (readyz answers 503) until Migrate or
@@ -75,6 +78,7 @@ func New(opts Options) (*Server, error) {
 		metrics: m,
 		log:     log,
 		streams: newStreams(opts.MaxStreams),
+		watches: newWatches(opts.MaxWatchers),
 	}
 	svc := leasecore.New(opts.Store, leasecore.WithInterceptor(s.interceptStore), leasecore.WithInterceptor(cli.MigrateHint),
 		leasecore.WithDeclarations(opts.DeclarationsMaxAge, opts.RequireDeclared))
@@ -84,7 +88,7 @@ func New(opts Options) (*Server, error) {
 	// The coalescer has goroutines only while renewals wait in it, so it
 	// needs no Close of its own.
 	renewals := leasecore.NewCoalescer(svc, leasecore.DefaultCoalesceWindow, nil)
-	h := &handlers{svc: svc, renewals: renewals, metrics: m, ready: s.ready, streams: s.streams, log: log}
+	h := &handlers{svc: svc, renewals: renewals, metrics: m, ready: s.ready, streams: s.streams, watches: s.watches, log: log}
 
 	e := echo.New()
 	e.HideBanner = true
@@ -110,7 +114,10 @@ func New(opts Options) (*Server, error) {
 // `released` event and end, and waits for them until ctx ends; streams still
 // waiting for a lease give up. Call it before http.Server.Shutdown: streams
 // that hold a lease are hijacked connections, which Shutdown does not track.
-func (s *Server) CloseStreams(ctx context.Context) error { return s.streams.shutdown(ctx) }
+// Watch streams are told to send their `end` event and close.
+func (s *Server) CloseStreams(ctx context.Context) error {
+	return errors.Join(s.streams.shutdown(ctx), s.watches.shutdown(ctx))
+}
 
 // Handler returns the HTTP handler serving every route.
 func (s *Server) Handler() http.Handler { return headAsGet(s.echo) }
