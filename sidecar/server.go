@@ -18,6 +18,7 @@ import (
 	"github.com/leasehold/leasehold/internal/backoff"
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
 
@@ -54,6 +55,11 @@ type Server struct {
 	log      *slog.Logger
 	migrated atomic.Bool
 	streams  *streams
+	started  time.Time
+	// watchers counts the watch streams (GET /v1/watch) open now, for
+	// GET /v1/status: the watch handler adds one when a stream starts and
+	// takes it off when the stream ends.
+	watchers atomic.Int64
 }
 
 // New builds a Server. It is not ready (readyz answers 503) until Migrate or
@@ -75,6 +81,7 @@ func New(opts Options) (*Server, error) {
 		metrics: m,
 		log:     log,
 		streams: newStreams(opts.MaxStreams),
+		started: time.Now(),
 	}
 	svc := leasecore.New(opts.Store, leasecore.WithInterceptor(s.interceptStore), leasecore.WithInterceptor(cli.MigrateHint),
 		leasecore.WithDeclarations(opts.DeclarationsMaxAge, opts.RequireDeclared))
@@ -84,7 +91,8 @@ func New(opts Options) (*Server, error) {
 	// The coalescer has goroutines only while renewals wait in it, so it
 	// needs no Close of its own.
 	renewals := leasecore.NewCoalescer(svc, leasecore.DefaultCoalesceWindow, nil)
-	h := &handlers{svc: svc, renewals: renewals, metrics: m, ready: s.ready, streams: s.streams, log: log}
+	h := &handlers{svc: svc, renewals: renewals, metrics: m, ready: s.ready, streams: s.streams, log: log,
+		status: statusSource{started: s.started, storeKind: storeurl.Kind(opts.Store), watchers: &s.watchers}}
 
 	e := echo.New()
 	e.HideBanner = true
