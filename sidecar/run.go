@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/version"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 )
@@ -83,7 +84,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	log.Info("leasehold listening", "addr", ln.Addr().String(), "store", storeName, "auth", len(token) > 0)
+	log.Info("leasehold listening", "addr", ln.Addr().String(), "store", storeName, "auth", len(token) > 0, "version", version.String())
 
 	bgCtx, stopBackground := context.WithCancel(ctx)
 	var wg sync.WaitGroup

@@ -18,6 +18,7 @@ import (
 	"github.com/leasehold/leasehold/internal/backoff"
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
 
@@ -57,6 +58,7 @@ type Server struct {
 	migrated atomic.Bool
 	streams  *streams
 	watches  *watches
+	started  time.Time
 }
 
 // New builds a Server. It is not ready (readyz answers 503) until Migrate or
@@ -79,6 +81,7 @@ func New(opts Options) (*Server, error) {
 		log:     log,
 		streams: newStreams(opts.MaxStreams),
 		watches: newWatches(opts.MaxWatchers),
+		started: time.Now(),
 	}
 	svc := leasecore.New(opts.Store, leasecore.WithInterceptor(s.interceptStore), leasecore.WithInterceptor(cli.MigrateHint),
 		leasecore.WithDeclarations(opts.DeclarationsMaxAge, opts.RequireDeclared))
@@ -88,7 +91,8 @@ func New(opts Options) (*Server, error) {
 	// The coalescer has goroutines only while renewals wait in it, so it
 	// needs no Close of its own.
 	renewals := leasecore.NewCoalescer(svc, leasecore.DefaultCoalesceWindow, nil)
-	h := &handlers{svc: svc, renewals: renewals, metrics: m, ready: s.ready, streams: s.streams, watches: s.watches, log: log}
+	h := &handlers{svc: svc, renewals: renewals, metrics: m, ready: s.ready, streams: s.streams, watches: s.watches, log: log,
+		status: statusSource{started: s.started, storeKind: storeurl.Kind(opts.Store), watchers: &s.watches.active}}
 
 	e := echo.New()
 	e.HideBanner = true

@@ -284,6 +284,24 @@ func (e StatusStatus) Valid() bool {
 	}
 }
 
+// Defines values for StoreStatusKind.
+const (
+	Postgres StoreStatusKind = "postgres"
+	Sqlite   StoreStatusKind = "sqlite"
+)
+
+// Valid indicates whether the value is a known member of the StoreStatusKind enum.
+func (e StoreStatusKind) Valid() bool {
+	switch e {
+	case Postgres:
+		return true
+	case Sqlite:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WatchEndReason.
 const (
 	WatchEndReasonShutdown WatchEndReason = "shutdown"
@@ -679,13 +697,59 @@ type Renewed struct {
 // RenewedRenewed Always true.
 type RenewedRenewed bool
 
+// SidecarStatus What one sidecar is and does right now (`GET /v1/status`).
+type SidecarStatus struct {
+	// Batching Per write operation, the store round trips that carried it since the sidecar
+	// started (PostgreSQL: statements; SQLite: transactions) and the operations they
+	// carried; operations / statements is the batching factor. Empty when the store
+	// keeps no such counts.
+	Batching []WriteCount `json:"batching"`
+
+	// StartedAt RFC 3339 in UTC with exactly millisecond precision.
+	//
+	// Example: 2026-12-02T17:34:02.123Z
+	StartedAt Timestamp `json:"started_at"`
+
+	// Store The store behind the sidecar.
+	Store StoreStatus `json:"store"`
+
+	// Streams Keepalive streams open on this sidecar, and the cap (`--max-streams`).
+	Streams struct {
+		Max  int64 `json:"max"`
+		Open int64 `json:"open"`
+	} `json:"streams"`
+
+	// Version The sidecar's build, as on `/healthz`.
+	Version string `json:"version"`
+
+	// Watchers Watch streams (`GET /v1/watch`) open on this sidecar.
+	Watchers int64 `json:"watchers"`
+}
+
 // Status A liveness or readiness answer.
 type Status struct {
 	Status StatusStatus `json:"status"`
+
+	// Version The sidecar's build (`leasehold --version`): a release version, a VCS revision
+	// (with `+modified` when built from a changed tree), or `devel`. On `/healthz` only.
+	Version *string `json:"version,omitempty"`
 }
 
 // StatusStatus defines model for Status.Status.
 type StatusStatus string
+
+// StoreStatus The store behind the sidecar.
+type StoreStatus struct {
+	// Detail Why the store is not ready, with credentials masked; empty when ready.
+	Detail string          `json:"detail"`
+	Kind   StoreStatusKind `json:"kind"`
+
+	// Ready The schema is migrated and the store answered a ping just now (as `/readyz`).
+	Ready bool `json:"ready"`
+}
+
+// StoreStatusKind defines model for StoreStatus.Kind.
+type StoreStatusKind string
 
 // TTLMillis Time to live in milliseconds, from 100 ms to 24 h.
 //
@@ -769,6 +833,14 @@ type WatchEndReason string
 type WatchReady struct {
 	// Position The id after which new events follow; every event up to it was replayed or was before the watch's start.
 	Position int64 `json:"position"`
+}
+
+// WriteCount defines model for WriteCount.
+type WriteCount struct {
+	// Op claim, renew or release.
+	Op         string `json:"op"`
+	Operations int64  `json:"operations"`
+	Statements int64  `json:"statements"`
 }
 
 // ListAfter 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`.
@@ -912,6 +984,9 @@ type ServerInterface interface {
 	// RenewLease Renew a lease
 	// (POST /v1/leases/{task}/renew)
 	RenewLease(ctx echo.Context, task Task) error
+	// GetStatus The sidecar's status
+	// (GET /v1/status)
+	GetStatus(ctx echo.Context) error
 	// ListTasks List task declarations
 	// (GET /v1/tasks)
 	ListTasks(ctx echo.Context, params ListTasksParams) error
@@ -1124,6 +1199,15 @@ func (w *ServerInterfaceWrapper) RenewLease(ctx echo.Context) error {
 	return err
 }
 
+// GetStatus converts echo context to params.
+func (w *ServerInterfaceWrapper) GetStatus(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetStatus(ctx)
+	return err
+}
+
 // ListTasks converts echo context to params.
 func (w *ServerInterfaceWrapper) ListTasks(ctx echo.Context) error {
 	var err error
@@ -1264,6 +1348,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/watch", wrapper.WatchLeases, options.OperationMiddlewares["watchLeases"]...)
 	router.GET(options.BaseURL+"/v1/tasks", wrapper.ListTasks, options.OperationMiddlewares["listTasks"]...)
 	router.GET(options.BaseURL+"/v1/tasks/:task", wrapper.GetTask, options.OperationMiddlewares["getTask"]...)
+	router.GET(options.BaseURL+"/v1/status", wrapper.GetStatus, options.OperationMiddlewares["getStatus"]...)
 	router.GET(options.BaseURL+"/healthz", wrapper.GetHealth, options.OperationMiddlewares["getHealth"]...)
 	router.GET(options.BaseURL+"/readyz", wrapper.GetReadiness, options.OperationMiddlewares["getReadiness"]...)
 	router.GET(options.BaseURL+"/metrics", wrapper.GetMetrics, options.OperationMiddlewares["getMetrics"]...)
