@@ -114,6 +114,7 @@ type Watcher struct {
 	// Guarded by hub.mu.
 	pos      int64 // the last event ID sent (or skipped by the prefix)
 	catching bool  // catching up: its own goroutine sends, and closes events
+	livePos  int64 // pos when it joined the fan-out
 	err      error
 	closed   bool // events is closed
 }
@@ -123,8 +124,18 @@ type Watcher struct {
 func (w *Watcher) Events() <-chan Event { return w.events }
 
 // Ready is closed once the watcher has caught up with the history and
-// receives events as they happen.
+// receives events as they happen. By then every replayed event is on
+// Events, ahead of the new ones.
 func (w *Watcher) Ready() <-chan struct{} { return w.ready }
+
+// ReadyPosition is, once Ready is closed, the position at which the
+// watcher caught up: the replayed events have IDs up to it, the new ones
+// larger IDs.
+func (w *Watcher) ReadyPosition() int64 {
+	w.hub.mu.Lock()
+	defer w.hub.mu.Unlock()
+	return w.livePos
+}
 
 // Err says why Events was closed: ErrWatchCut, the watch's context's error,
 // an error wrapping ErrUnavailable (the store failed while catching up), or
@@ -517,6 +528,7 @@ func (h *watchHub) goLiveLocked(w *Watcher) {
 		return
 	}
 	w.catching = false
+	w.livePos = w.pos
 	h.watchers[w] = struct{}{}
 	close(w.ready)
 }

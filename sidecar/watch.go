@@ -171,8 +171,17 @@ func (ws *watchStream) serve(in *bufio.Reader) {
 				return
 			}
 		case <-ready:
+			// The replayed events are all queued by now: write what is
+			// queued (they and perhaps a few new ones) before ready.
 			ready = nil
-			ws.out = append(ws.out, mustEvent("ready", api.WatchReady{Position: ws.w.Position()})...)
+			for n := len(ws.w.Events()); n > 0; n-- {
+				ev, ok := <-ws.w.Events()
+				if !ok {
+					break
+				}
+				ws.appendEvent(ev)
+			}
+			ws.out = append(ws.out, mustEvent("ready", api.WatchReady{Position: ws.w.ReadyPosition()})...)
 			if ws.flush() != nil {
 				return
 			}
