@@ -229,7 +229,7 @@ func (w *watcher) follow(ctx context.Context, ch chan<- struct{}) {
 		default:
 		}
 	}
-	tick := time.NewTicker(changesPoll)
+	tick := time.NewTicker(w.s.changesPoll)
 	defer tick.Stop()
 	var retry *backoff.Backoff // non-nil while polls fail
 	for {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -271,4 +272,185 @@ func TestRecordExpiries(t *testing.T) {
 	if sweep, err := s.RecordExpiries(ctx, 10); err != nil || sweep.Recorded != 0 || !sweep.NextExpiry.Equal(sooner.ExpiresAt) {
 		t.Fatalf("with a lease for a minute: %+v, %v; want next expiry %s", sweep, err, sooner.ExpiresAt)
 	}
+}
+
+// changes starts HistoryChanges on s until t ends.
+func changes(t *testing.T, s *Store) <-chan struct{} {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ch, err := s.HistoryChanges(ctx)
+	if err != nil {
+		t.Fatalf("HistoryChanges: %v", err)
+	}
+	return ch
+}
+
+// collect reads c each time ch signals, until it has n events, and fails
+// the test when no signal comes for feedWait. It never reads unsignalled,
+// so it passes only if the signal follows the commits.
+func collect(t *testing.T, ch <-chan struct{}, c leasecore.HistoryCursor, n int) []leasecore.Event {
+	t.Helper()
+	var got []leasecore.Event
+	for len(got) < n {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				t.Fatalf("the change channel closed after %d of %d events", len(got), n)
+			}
+		case <-time.After(feedWait):
+			t.Fatalf("no change signalled for %s; have %d of %d events: %q", feedWait, len(got), n, kinds(got))
+		}
+		got = append(got, readAll(t, c, 100)...)
+	}
+	return got
+}
+
+// TestHistoryChangesSignalsOwnCommits: a commit of this Store that records
+// events is signalled, and so are RecordExpiries and a sweep by another
+// Store (another connection) on the same file; the channel closes when its
+// context ends.
+func TestHistoryChangesSignalsOwnCommits(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "leasehold.db")
+	s := openMigrated(t, path)
+	ctx := context.Background()
+	c := follow(t, s, -1)
+	ch := changes(t, s)
+
+	if _, err := s.Claim(ctx, leasecore.ClaimParams{Task: "t", Owner: "o", TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if got := kinds(collect(t, ch, c, 1)); !slices.Equal(got, []string{"t acquired o 1"}) {
+		t.Fatalf("after a claim: %q", got)
+	}
+	other := openMigrated(t, path)
+	expire(t, other, "t")
+	if sweep, err := other.RecordExpiries(ctx, 10); err != nil || sweep.Recorded != 1 {
+		t.Fatalf("RecordExpiries on another store: %+v, %v", sweep, err)
+	}
+	if got := kinds(collect(t, ch, c, 1)); !slices.Equal(got, []string{"t expired o 1"}) {
+		t.Fatalf("after another store's sweep: %q", got)
+	}
+
+	short, cancel := context.WithCancel(ctx)
+	ended, err := s.HistoryChanges(short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	waitClosed(t, ended, "after its context ended")
+	closing := changes(t, other)
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, closing, "after its store closed")
+	if _, err := other.HistoryChanges(ctx); !errors.Is(err, leasecore.ErrUnavailable) {
+		t.Errorf("HistoryChanges after Close: %v, want unavailable", err)
+	}
+}
+
+// TestHistoryChangesSignalsOwnCommitsAtOnce: with a poll interval no test
+// waits out, this Store's own commits are still signalled: the writer tells
+// HistoryChanges after a commit that recorded events.
+func TestHistoryChangesSignalsOwnCommitsAtOnce(t *testing.T) {
+	t.Parallel()
+	s := openMigrated(t, filepath.Join(t.TempDir(), "leasehold.db"))
+	s.changesPoll = time.Hour
+	c := follow(t, s, -1)
+	ch := changes(t, s)
+	for tok := range int64(3) {
+		l, err := s.Claim(context.Background(), leasecore.ClaimParams{Task: "t", Owner: "o", TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{fmt.Sprintf("t acquired o %d", tok+1)}
+		if got := kinds(collect(t, ch, c, 1)); !slices.Equal(got, want) {
+			t.Fatalf("after claim %d: %q, want %q", tok+1, got, want)
+		}
+		if ok, err := s.Release(context.Background(), leasecore.ReleaseParams{Task: "t", Owner: "o", Token: l.Token}); err != nil || !ok {
+			t.Fatalf("release: %v %v", ok, err)
+		}
+		want = []string{fmt.Sprintf("t released o %d", tok+1)}
+		if got := kinds(collect(t, ch, c, 1)); !slices.Equal(got, want) {
+			t.Fatalf("after release %d: %q, want %q", tok+1, got, want)
+		}
+	}
+}
+
+// waitClosed drains ch until it is closed, for up to feedWait.
+func waitClosed(t *testing.T, ch <-chan struct{}, when string) {
+	t.Helper()
+	deadline := time.After(feedWait)
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("the change channel was not closed %s", when)
+		}
+	}
+}
+
+// TestHistoryChangesFollowsAnotherProcess: another process claims and
+// releases on the same file; this one, which writes nothing, is told of
+// every commit and its cursor reads the other process's events in order.
+func TestHistoryChangesFollowsAnotherProcess(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "leasehold.db")
+	s := openMigrated(t, path)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	c := follow(t, s, -1)
+	ch := changes(t, s)
+
+	const grants = 3
+	h := startHelper(t, roleChurn, path, "process-1", grants)
+	h.expect(t, ctx, "ready")
+	if _, err := h.stdin.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	got := collect(t, ch, c, 2*grants)
+	h.finish(t, ctx)
+	var want []string
+	for tok := 1; tok <= grants; tok++ {
+		want = append(want, fmt.Sprintf("churn acquired process-1 %d", tok), fmt.Sprintf("churn released process-1 %d", tok))
+	}
+	if !slices.Equal(kinds(got), want) {
+		t.Fatalf("events of the other process: %q, want %q", kinds(got), want)
+	}
+}
+
+// TestFeedOnAReplacedFile: once the file is deleted, the cursor and a new
+// HistoryChanges are unavailable, and a running HistoryChanges signals so
+// that its reader finds out.
+func TestFeedOnAReplacedFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "leasehold.db")
+	s := openMigrated(t, path)
+	ctx := context.Background()
+	if _, err := s.Claim(ctx, leasecore.ClaimParams{Task: "t", Owner: "o", TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	c := follow(t, s, 0)
+	ch := changes(t, s)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	const gone = "deleted or replaced"
+	select {
+	case <-ch:
+	case <-time.After(feedWait):
+		t.Fatalf("no signal for %s after the file was deleted", feedWait)
+	}
+	_, err := c.Next(ctx, 10)
+	assertUnavailable(t, leasecore.OpReadHistory, err, gone)
+	_, err = s.FollowHistory(ctx, -1)
+	assertUnavailable(t, leasecore.OpFollowHistory, err, gone)
+	_, err = s.HistoryChanges(ctx)
+	assertUnavailable(t, leasecore.OpFollowHistory, err, gone)
+	_, err = s.RecordExpiries(ctx, 10)
+	assertUnavailable(t, leasecore.OpRecordExpiries, err, gone)
 }

@@ -85,6 +85,9 @@ type Store struct {
 	// pruneEvents is how many events one transaction of PruneHistory
 	// deletes at most: the constant pruneRoundEvents, which tests shorten.
 	pruneEvents int
+	// changesPoll is how often HistoryChanges polls the file: the constant
+	// changesPoll, which tests lengthen.
+	changesPoll time.Duration
 
 	// committed is notified after the writer commits a batch that wrote
 	// history, so that HistoryChanges looks at once rather than at its
@@ -151,6 +154,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		batchTimeout: batchTimeout,
 		pruneRound:   pruneRoundTasks,
 		pruneEvents:  pruneRoundEvents,
+		changesPoll:  changesPoll,
 	}
 	go s.write()
 	return s, nil
