@@ -24,6 +24,7 @@ type handlers struct {
 	metrics  *metrics
 	ready    func(ctx context.Context) error
 	streams  *streams
+	watches  *watches
 	log      *slog.Logger
 	status   statusSource
 }

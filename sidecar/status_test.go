@@ -46,11 +46,12 @@ func TestStatus(t *testing.T) {
 			t.Errorf("batching %+v, want one claim counted", st.Batching)
 		}
 
-		ts.srv.watchers.Add(2)
+		for range 2 {
+			ts.openWatch("/v1/watch", nil).expectReady()
+		}
 		if got := decode[api.SidecarStatus](t, ts.get("/v1/status")).Watchers; got != 2 {
 			t.Errorf("watchers %d, want 2", got)
 		}
-		ts.srv.watchers.Add(-2)
 	})
 }
 

@@ -142,13 +142,13 @@ func (e KeepaliveLostReason) Valid() bool {
 
 // Defines values for KeepaliveReleasedReason.
 const (
-	Shutdown KeepaliveReleasedReason = "shutdown"
+	KeepaliveReleasedReasonShutdown KeepaliveReleasedReason = "shutdown"
 )
 
 // Valid indicates whether the value is a known member of the KeepaliveReleasedReason enum.
 func (e KeepaliveReleasedReason) Valid() bool {
 	switch e {
-	case Shutdown:
+	case KeepaliveReleasedReasonShutdown:
 		return true
 	default:
 		return false
@@ -296,6 +296,24 @@ func (e StoreStatusKind) Valid() bool {
 	case Postgres:
 		return true
 	case Sqlite:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WatchEndReason.
+const (
+	WatchEndReasonShutdown WatchEndReason = "shutdown"
+	WatchEndReasonSlow     WatchEndReason = "slow"
+)
+
+// Valid indicates whether the value is a known member of the WatchEndReason enum.
+func (e WatchEndReason) Valid() bool {
+	switch e {
+	case WatchEndReasonShutdown:
+		return true
+	case WatchEndReasonSlow:
 		return true
 	default:
 		return false
@@ -800,6 +818,23 @@ type Timestamp = string
 // Example: 7
 type Token = int64
 
+// WatchEnd Data of a watch stream's `end` event.
+type WatchEnd struct {
+	Detail string `json:"detail"`
+
+	// Reason `slow`: the client fell too far behind; `shutdown`: the sidecar is stopping.
+	Reason WatchEndReason `json:"reason"`
+}
+
+// WatchEndReason `slow`: the client fell too far behind; `shutdown`: the sidecar is stopping.
+type WatchEndReason string
+
+// WatchReady Data of a watch stream's `ready` event.
+type WatchReady struct {
+	// Position The id after which new events follow; every event up to it was replayed or was before the watch's start.
+	Position int64 `json:"position"`
+}
+
 // WriteCount defines model for WriteCount.
 type WriteCount struct {
 	// Op claim, renew or release.
@@ -893,6 +928,18 @@ type ListTasksParams struct {
 	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
 }
 
+// WatchLeasesParams defines parameters for WatchLeases.
+type WatchLeasesParams struct {
+	// Prefix Only tasks whose names start with this (empty or omitted for all).
+	Prefix *string `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Since Replay the events after this event id first (0 for every event the history holds).
+	Since *int64 `form:"since,omitempty" json:"since,omitempty"`
+
+	// LastEventID The last event id a reconnecting client saw; wins over `since`.
+	LastEventID *int64 `json:"Last-Event-ID,omitempty"`
+}
+
 // ClaimLeaseJSONRequestBody defines body for ClaimLease for application/json ContentType.
 type ClaimLeaseJSONRequestBody = ClaimRequest
 
@@ -946,6 +993,9 @@ type ServerInterface interface {
 	// GetTask Get a task's declaration
 	// (GET /v1/tasks/{task})
 	GetTask(ctx echo.Context, task Task) error
+	// WatchLeases Follow every change of holder, as it happens
+	// (GET /v1/watch)
+	WatchLeases(ctx echo.Context, params WatchLeasesParams) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -1199,6 +1249,48 @@ func (w *ServerInterfaceWrapper) GetTask(ctx echo.Context) error {
 	return err
 }
 
+// WatchLeases converts echo context to params.
+func (w *ServerInterfaceWrapper) WatchLeases(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params WatchLeasesParams
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", ctx.QueryParams(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter prefix: %s", err))
+	}
+
+	// ------------- Optional query parameter "since" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "since", ctx.QueryParams(), &params.Since, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter since: %s", err))
+	}
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Last-Event-ID" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Last-Event-ID")]; found {
+		var LastEventID int64
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Last-Event-ID, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Last-Event-ID", valueList[0], &LastEventID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: "int64"})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Last-Event-ID: %s", err))
+		}
+
+		params.LastEventID = &LastEventID
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.WatchLeases(ctx, params)
+	return err
+}
+
 // This is a simple interface which specifies echo.Route addition functions which
 // are present on both echo.Echo and echo.Group, since we want to allow using
 // either of them for path registration
@@ -1253,6 +1345,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/leases/:task/renew", wrapper.RenewLease, options.OperationMiddlewares["renewLease"]...)
 	router.POST(options.BaseURL+"/v1/leases/:task/release", wrapper.ReleaseLease, options.OperationMiddlewares["releaseLease"]...)
 	router.GET(options.BaseURL+"/v1/leases/:task/history", wrapper.GetLeaseHistory, options.OperationMiddlewares["getLeaseHistory"]...)
+	router.GET(options.BaseURL+"/v1/watch", wrapper.WatchLeases, options.OperationMiddlewares["watchLeases"]...)
 	router.GET(options.BaseURL+"/v1/tasks", wrapper.ListTasks, options.OperationMiddlewares["listTasks"]...)
 	router.GET(options.BaseURL+"/v1/tasks/:task", wrapper.GetTask, options.OperationMiddlewares["getTask"]...)
 	router.GET(options.BaseURL+"/v1/status", wrapper.GetStatus, options.OperationMiddlewares["getStatus"]...)
