@@ -34,6 +34,9 @@
 // or the position the sidecar said it was ready at, so no event that the
 // history still holds is missed or printed twice. Only the first connection
 // failing ends the command (69); later ones are retried until interrupted.
+// On a store (--store), watch follows the history with leasecore's
+// Service.Watch, and resumes after the last event printed when it is cut
+// for falling behind.
 //
 // # Exit status
 //

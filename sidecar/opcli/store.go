@@ -163,8 +163,42 @@ func (s *storeBackend) release(ctx context.Context, v *verbFlags) (bool, error) 
 	return s.svc.Release(ctx, leasecore.ReleaseParams{Task: v.task, Owner: v.owner, Token: v.token})
 }
 
-func (s *storeBackend) watch(context.Context, *verbFlags, func(api.Event) error, func(int64)) error {
-	return withCode(ExitUsage, "watch --store is not in this build yet: watch through a sidecar (--addr)")
+// watch follows the store's history through leasecore's watch. A watcher
+// cut for falling behind resumes after the last event printed.
+func (s *storeBackend) watch(ctx context.Context, v *verbFlags, emit func(api.Event) error, ready func(int64)) error {
+	after := v.since
+	for {
+		w, err := s.svc.Watch(ctx, leasecore.WatchParams{Prefix: v.prefix, Since: after})
+		if err != nil {
+			return err
+		}
+		readyC := w.Ready()
+		for done := false; !done; {
+			select {
+			case <-readyC:
+				readyC = nil
+				ready(w.ReadyPosition())
+			case e, ok := <-w.Events():
+				if !ok {
+					done = true
+					break
+				}
+				if err := emit(apiEvent(&e)); err != nil {
+					w.Close()
+					return &exitError{code: ExitFailed, err: err}
+				}
+				after = e.ID
+			}
+		}
+		err = w.Err()
+		w.Close()
+		if ctx.Err() != nil || !errors.Is(err, leasecore.ErrWatchCut) {
+			return err
+		}
+		if p := w.Position(); p > after {
+			after = p
+		}
+	}
 }
 
 // The API's shapes of leasecore's values, as the sidecar answers them.

@@ -3,13 +3,16 @@ package opcli_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/leasehold/leasehold/sidecar/api"
 	"github.com/leasehold/leasehold/sidecar/opcli"
 )
 
@@ -145,7 +148,66 @@ func TestWatchRefused(t *testing.T) {
 	hs := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(hs.Close)
 	leasehold(t, nil, "watch", "--addr", hs.URL).expect(t, opcli.ExitFailed)
-	// Through a store, until leasecore's watch is merged: a clear refusal.
-	r := leasehold(t, nil, "watch", "--store", migrated(t, sqliteURL(t)))
-	r.expect(t, opcli.ExitUsage)
+}
+
+// watch on a real sidecar and straight on a store, both stores: the
+// history it replays with --since 0, then a change made meanwhile, as JSON
+// lines.
+func TestWatch(t *testing.T) {
+	t.Parallel()
+	eachTarget(t, func(t *testing.T, conn []string, _ api.StoreStatusKind) {
+		leasehold(t, nil, "claim", with(conn, "job", "--owner", "w1")...).expect(t, 0)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		out := &lineWriter{lines: make(chan string, 16)}
+		done := make(chan int, 1)
+		go func() {
+			var stderr bytes.Buffer
+			done <- opcli.Main(ctx, "watch", with(conn, "--since", "0", "--prefix", "jo", "--json"), func(string) string { return "" }, out, &stderr)
+		}()
+		next := func() api.Event {
+			t.Helper()
+			select {
+			case l := <-out.lines:
+				var e api.Event
+				if err := json.Unmarshal([]byte(l), &e); err != nil {
+					t.Fatalf("watch line %q: %v", l, err)
+				}
+				return e
+			case <-time.After(30 * time.Second):
+				t.Fatal("no watch event within 30 s")
+				return api.Event{}
+			}
+		}
+		if e := next(); e.Kind != api.EventKindAcquired || e.Task != "job" || e.Owner != "w1" {
+			t.Errorf("replayed: %+v", e)
+		}
+		leasehold(t, nil, "claim", with(conn, "other", "--owner", "w1")...).expect(t, 0) // outside the prefix
+		leasehold(t, nil, "release", with(conn, "job", "--owner", "w1")...).expect(t, 0)
+		if e := next(); e.Kind != api.EventKindReleased || e.Task != "job" {
+			t.Errorf("live: %+v", e)
+		}
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("watch exit %d after an interrupt", code)
+		}
+	})
+}
+
+// lineWriter hands each line written to it to a channel.
+type lineWriter struct {
+	buf   []byte
+	lines chan string
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		w.lines <- string(w.buf[:i])
+		w.buf = w.buf[i+1:]
+	}
 }
