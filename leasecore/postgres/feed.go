@@ -243,7 +243,7 @@ func (s *Store) RecordExpiries(ctx context.Context, limit int) (leasecore.Expiry
 		return leasecore.ExpirySweep{}, interpretError(op, errClosed)
 	}
 	if limit <= 0 {
-		return leasecore.ExpirySweep{}, interpretError(op, fmt.Errorf("limit %d: must be positive", limit))
+		return leasecore.ExpirySweep{}, &leasecore.ValidationError{Field: "Limit", Rule: fmt.Sprintf("must be positive, not %d", limit)}
 	}
 	if err := s.recentReadOnly(); err != nil {
 		return leasecore.ExpirySweep{}, interpretError(op, err)
