@@ -23,6 +23,7 @@ func TestConformance(t *testing.T) {
 		OpenUnreachable: func(t *testing.T) leasecore.Store {
 			return open(t, pgtest.ClosedURL(t))
 		},
+		HistoryFeed: true,
 	})
 }
 

@@ -16,6 +16,9 @@
 //     the reason.
 //   - batch.go: the batchers that send concurrent claims, renewals and
 //     releases of distinct tasks as one statement each, with no timer.
+//   - feed.go: the history feed the watch follows (leasecore.HistoryFeed):
+//     a cursor that never reads past an id a transaction in flight may
+//     still commit, the LISTEN session of HistoryChanges, RecordExpiries.
 //   - catalog.go: declarations, retention policies, history and pruning
 //     (leasecore.CatalogStore).
 //   - errors.go: interpretError, the one place that turns pgx errors into

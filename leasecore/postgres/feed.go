@@ -104,19 +104,27 @@ func (s *Store) FollowHistory(ctx context.Context, after int64) (leasecore.Histo
 // deleted (pruned).
 //
 // The proof uses the snapshot of the statement that found the gap: every
-// read returns pg_current_snapshot() with its rows, from one statement, so
-// from one snapshot. Suppose a read with snapshot S sees id h but not id g
-// < h. g was taken (nextval) before h, and h committed before S was taken,
-// so g was taken before S. Every statement that inserts history first
-// writes a lease row in the same statement (the event insert reads the
-// lease write's RETURNING; sql.go), so the transaction T that took g
-// already had its transaction id when it took g: T's xid < S's xmax. A
-// later read whose snapshot S' has xmin ≥ S's xmax therefore sees T ended:
-// if T committed g, S' sees g; if S' still does not, g was rolled back or
+// read returns, from one statement, its snapshot's xmin and a bound above
+// every transaction id assigned when that snapshot was taken (the next id
+// to assign, read after it; readHistorySQL). Suppose a read with snapshot
+// S sees id h but not id g < h. g was taken (nextval) before h, and h
+// committed before S was taken, so g was taken before S. Every statement
+// that inserts history first writes a lease row in the same statement (the
+// event insert reads the lease write's RETURNING; sql.go), so the
+// transaction T that took g had its transaction id before it took g, so
+// before S: T's id < S's bound. A later read whose snapshot S' has xmin ≥
+// that bound sees every transaction below the bound ended, T included: if
+// T committed g, S' sees g; if S' still does not, g was rolled back or
 // pruned and is gone for good, and the cursor skips it. The same holds for
-// every missing id below h, which is why a gap is remembered with the
+// every id missing below h, which is why a gap is remembered with the
 // first id seen after it (end) and only ids below end are skipped on that
 // proof.
+//
+// (S's xmax would not do as the bound, though it looks like one: it is one
+// past the newest transaction that had ended at S, and a transaction
+// running with a larger id, T for instance when it began after the one
+// that committed h, is neither below it nor listed as running. A cursor
+// that settled on xmax skipped events under concurrent writers.)
 //
 // A gap whose proof does not come within GapSettleTimeout (a long
 // transaction elsewhere in the database holds xmin down) is skipped
@@ -129,11 +137,12 @@ type cursor struct {
 	closed  bool
 }
 
-// gap is a run of missing ids, [start, end), as first seen, with the xmax
-// of the snapshot it was seen in and the time it was seen.
+// gap is a run of missing ids, [start, end), as first seen, with the
+// transaction id bound of the snapshot it was seen in (see cursor) and the
+// time it was seen.
 type gap struct {
 	start, end int64
-	xmax       int64
+	bound      int64
 	seen       time.Time
 }
 
@@ -156,8 +165,8 @@ func (c *cursor) Next(ctx context.Context, limit int) ([]leasecore.Event, error)
 		return nil, interpretError(op, err)
 	}
 	var (
-		xmin, xmax int64
-		evs        []leasecore.Event
+		xmin, bound int64
+		evs         []leasecore.Event
 	)
 	for rows.Next() {
 		var (
@@ -165,7 +174,7 @@ func (c *cursor) Next(ctx context.Context, limit int) ([]leasecore.Event, error)
 			task, kind, who, about *string
 			at                     *time.Time
 		)
-		if err := rows.Scan(&xmin, &xmax, &id, &task, &kind, &who, &token, &at, &about); err != nil {
+		if err := rows.Scan(&xmin, &bound, &id, &task, &kind, &who, &token, &at, &about); err != nil {
 			rows.Close()
 			return nil, interpretError(op, err)
 		}
@@ -178,19 +187,19 @@ func (c *cursor) Next(ctx context.Context, limit int) ([]leasecore.Event, error)
 	if err := rows.Err(); err != nil {
 		return nil, interpretError(op, err)
 	}
-	return c.settle(evs, xmin, xmax, time.Now()), nil
+	return c.settle(evs, xmin, bound, time.Now()), nil
 }
 
 // settle returns the prefix of evs (the events after pos, in id order, read
-// in a snapshot with xmin and xmax) that may be delivered now, advancing
+// in a snapshot with xmin and transaction id bound) that may be delivered now, advancing
 // the position past them and past the gaps it proves settled; see cursor.
-func (c *cursor) settle(evs []leasecore.Event, xmin, xmax int64, now time.Time) []leasecore.Event {
+func (c *cursor) settle(evs []leasecore.Event, xmin, bound int64, now time.Time) []leasecore.Event {
 	c.pending = false
 	out := evs[:0]
 	for _, e := range evs {
 		if e.ID > c.pos+1 {
 			g := c.gap
-			if g != nil && g.start == c.pos+1 && (xmin >= g.xmax || now.Sub(g.seen) >= GapSettleTimeout) {
+			if g != nil && g.start == c.pos+1 && (xmin >= g.bound || now.Sub(g.seen) >= GapSettleTimeout) {
 				// Every id in [g.start, g.end) was missing when the gap was
 				// first seen, and has ended since: skip those that are still
 				// missing.
@@ -199,7 +208,7 @@ func (c *cursor) settle(evs []leasecore.Event, xmin, xmax int64, now time.Time) 
 			}
 			if e.ID > c.pos+1 {
 				if c.gap == nil || c.gap.start != c.pos+1 {
-					c.gap = &gap{start: c.pos + 1, end: e.ID, xmax: xmax, seen: now}
+					c.gap = &gap{start: c.pos + 1, end: e.ID, bound: bound, seen: now}
 				}
 				c.pending = true
 				return out
@@ -234,7 +243,7 @@ func (s *Store) RecordExpiries(ctx context.Context, limit int) (leasecore.Expiry
 		return leasecore.ExpirySweep{}, interpretError(op, errClosed)
 	}
 	if limit <= 0 {
-		return leasecore.ExpirySweep{}, interpretError(op, fmt.Errorf("limit %d: must be positive", limit))
+		return leasecore.ExpirySweep{}, &leasecore.ValidationError{Field: "Limit", Rule: fmt.Sprintf("must be positive, not %d", limit)}
 	}
 	if err := s.recentReadOnly(); err != nil {
 		return leasecore.ExpirySweep{}, interpretError(op, err)

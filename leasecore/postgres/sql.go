@@ -484,14 +484,27 @@ SELECT (SELECT count(*) FROM bounds),
 const followFromNowSQL = `SELECT coalesce(max(id), 0) FROM leasehold_history`
 
 // readHistorySQL reads, in one statement and so in one snapshot, that
-// snapshot's xmin and xmax (pg_current_snapshot is the statement's snapshot
-// at READ COMMITTED) and up to $2 events with ids above $1, in id order. It
+// snapshot's xmin (pg_current_snapshot is the statement's snapshot at READ
+// COMMITTED), a bound above every transaction id assigned when the snapshot
+// was taken, and up to $2 events with ids above $1, in id order. It
 // answers at least one row: with no events, one row whose event columns
 // are NULL, so the snapshot comes back either way. feed.go says why the
-// cursor needs the snapshot.
+// cursor needs them.
+//
+// The bound is the next transaction id to be assigned, read during the
+// statement, so after its snapshot: age(x) is the distance from x to it
+// (to this transaction's own id, and this read has none). The snapshot's
+// xmax is no such bound: it is one past the newest transaction that had
+// ended, and a transaction running with a later id is not listed in the
+// snapshot at all. age works on 32-bit ids, so it is taken from xmax's low
+// 32 bits, which are within 2^31 of the next id; in the rare snapshot
+// whose xmax's low bits are a special id (below 3), age answers 2^31-1 and
+// the bound is too high, which only delays the proof (to
+// GapSettleTimeout).
 const readHistorySQL = `
-WITH snap AS (SELECT pg_current_snapshot() AS s)
-SELECT pg_snapshot_xmin(snap.s)::text::bigint, pg_snapshot_xmax(snap.s)::text::bigint,
+WITH snap AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
+                     pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax)
+SELECT snap.xmin, snap.xmax + age((snap.xmax % 4294967296)::text::xid),
        h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail
   FROM snap
   LEFT JOIN LATERAL (

@@ -27,6 +27,7 @@ func TestConformance(t *testing.T) {
 		OpenUnreachable: func(t *testing.T) leasecore.Store {
 			return openStore(t, filepath.Join(t.TempDir(), "no-such-dir", "leasehold.db"))
 		},
+		HistoryFeed: true,
 	})
 }
 

@@ -64,17 +64,41 @@ func (s *suite) open(t *testing.T, open func(*testing.T) leasecore.Store) leasec
 			t.Logf("closing store: %v", err)
 		}
 	})
-	// Keep the driver's batch renewal visible to the Service.
-	if br, ok := st.(leasecore.BatchRenewer); ok {
+	// Keep the driver's batch renewal and feed visible to the Service and
+	// the cases.
+	br, batches := st.(leasecore.BatchRenewer)
+	f, feeds := st.(leasecore.HistoryFeed)
+	switch {
+	case batches && feeds:
+		return &batchFeedCloseOnce{closeOnce: c, BatchRenewer: br, HistoryFeed: f}
+	case batches:
 		return &batchCloseOnce{closeOnce: c, BatchRenewer: br}
+	case feeds:
+		return &feedCloseOnce{closeOnce: c, HistoryFeed: f}
 	}
 	return c
 }
+
+// unwrap is the driver's store under the wrapper, for messages.
+func (c *closeOnce) unwrap() leasecore.Store { return c.Store }
 
 // batchCloseOnce is closeOnce for a driver that is a BatchRenewer.
 type batchCloseOnce struct {
 	*closeOnce
 	leasecore.BatchRenewer
+}
+
+// feedCloseOnce is closeOnce for a driver that is a HistoryFeed.
+type feedCloseOnce struct {
+	*closeOnce
+	leasecore.HistoryFeed
+}
+
+// batchFeedCloseOnce is closeOnce for a driver that is both.
+type batchFeedCloseOnce struct {
+	*closeOnce
+	leasecore.BatchRenewer
+	leasecore.HistoryFeed
 }
 
 // uniqueTask returns a valid task name that no other case (and no earlier

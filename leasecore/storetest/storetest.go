@@ -44,6 +44,10 @@
 //     deletes); every input rule, naming the field, with nothing written;
 //     claims and renewals honouring declarations (declared ttl, max_ttl,
 //     required declarations); catalog operations unavailable like the rest;
+//   - the feed (leasecore.HistoryFeed, for a driver that has one): every
+//     event once, in id order, from any position or from now, also while
+//     writers race the reader; expiries recorded once by the sweep, as the
+//     lease's end for later claims and renewals; the change signal;
 //   - history: one event per grant and one per end of a lease (released,
 //     expired, taken over, lost, each once), none per refresh, renewal or
 //     refused operation, newest first with rising ids; pruning by keep_last
@@ -108,6 +112,11 @@ type Driver struct {
 	// OpenUnreachable returns a store whose database cannot be reached at all
 	// (nothing listens, or the path cannot be opened).
 	OpenUnreachable func(t *testing.T) leasecore.Store
+	// HistoryFeed says that the driver's stores implement
+	// leasecore.HistoryFeed: the Feed cases then run, and fail if a store
+	// does not implement it. (They also run for a store that implements it
+	// without the driver saying so.)
+	HistoryFeed bool
 }
 
 // sharedOpTimeout bounds one operation of the Services over the store all
@@ -131,7 +140,11 @@ func Exercise(t *testing.T, d Driver) {
 	s.store = s.open(t, d.Open)
 	s.svc = leasecore.New(s.store, leasecore.WithOpTimeout(sharedOpTimeout))
 
-	for _, g := range s.groups() {
+	groups := s.groups()
+	if feed := s.feedCases(); len(feed) > 0 {
+		groups = append(groups, group{"Feed", feed})
+	}
+	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()
 			for _, c := range g.cases {
