@@ -20,6 +20,10 @@ type Config struct {
 	Listen string
 	// Store is the store URL: sqlite:PATH or postgres://…
 	Store string
+	// WatchStore, for a PostgreSQL store, is the URL of the connection the
+	// watch LISTENs on, when the store URL does not reach PostgreSQL
+	// directly (PgBouncer in transaction mode). Empty: the store URL.
+	WatchStore string
 	// TokenFile, when set, names a file whose content is the bearer token
 	// every /v1/* request must carry.
 	TokenFile string
@@ -46,6 +50,7 @@ func DefaultConfig() Config {
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "`address` to listen on (host:port; a non-loopback host needs --token-file)")
 	fs.StringVar(&c.Store, "store", c.Store, "store `URL`: sqlite:PATH or postgres://USER@HOST:PORT/DB")
+	fs.StringVar(&c.WatchStore, "watch-store", c.WatchStore, "PostgreSQL `URL` the watch (GET /v1/watch) listens for changes on, reaching the server directly when --store goes through PgBouncer; default: --store")
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "`path` of a file holding the bearer token required on /v1/*")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log `format`: text or json")
 	fs.IntVar(&c.MaxStreams, "max-streams", c.MaxStreams, "most keepalive streams held at once; more are answered 503")

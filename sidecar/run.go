@@ -49,7 +49,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 	}
 	storeName := storeurl.Redact(cfg.Store)
-	store, err := storeurl.Open(ctx, cfg.Store)
+	store, err := storeurl.OpenWith(ctx, cfg.Store, storeurl.Options{WatchURL: cfg.WatchStore})
 	if err != nil {
 		return fmt.Errorf("open store %s: %w", storeName, err)
 	}
