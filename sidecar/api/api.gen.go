@@ -529,6 +529,11 @@ type Note = string
 // Example: web-1#4242#k3j9
 type Owner = string
 
+// PolicyList The retention policies, ordered by name.
+type PolicyList struct {
+	Policies []RetentionPolicy `json:"policies"`
+}
+
 // Problem An RFC 9457 problem detail.
 type Problem struct {
 	// Detail What went wrong with this request.
@@ -660,6 +665,28 @@ type Renewed struct {
 
 // RenewedRenewed Always true.
 type RenewedRenewed bool
+
+// RetentionPolicy How much lease history of a task the pruner keeps.
+type RetentionPolicy struct {
+	// CreatedAt RFC 3339 in UTC with exactly millisecond precision.
+	//
+	// Example: 2026-12-02T17:34:02.123Z
+	CreatedAt Timestamp `json:"created_at"`
+
+	// KeepForMs Events older than this are deleted (whole seconds); 0 means no age limit.
+	KeepForMs int64 `json:"keep_for_ms"`
+
+	// KeepLast Only the task's newest this many events are kept; 0 means no count limit.
+	KeepLast int64 `json:"keep_last"`
+
+	// Name Example: default
+	Name string `json:"name"`
+
+	// UpdatedAt RFC 3339 in UTC with exactly millisecond precision.
+	//
+	// Example: 2026-12-02T17:34:02.123Z
+	UpdatedAt Timestamp `json:"updated_at"`
+}
 
 // Status A liveness or readiness answer.
 type Status struct {
@@ -865,6 +892,9 @@ type ServerInterface interface {
 	// RenewLease Renew a lease
 	// (POST /v1/leases/{task}/renew)
 	RenewLease(ctx echo.Context, task Task) error
+	// ListPolicies List retention policies
+	// (GET /v1/policies)
+	ListPolicies(ctx echo.Context) error
 	// ListTasks List task declarations
 	// (GET /v1/tasks)
 	ListTasks(ctx echo.Context, params ListTasksParams) error
@@ -1074,6 +1104,15 @@ func (w *ServerInterfaceWrapper) RenewLease(ctx echo.Context) error {
 	return err
 }
 
+// ListPolicies converts echo context to params.
+func (w *ServerInterfaceWrapper) ListPolicies(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListPolicies(ctx)
+	return err
+}
+
 // ListTasks converts echo context to params.
 func (w *ServerInterfaceWrapper) ListTasks(ctx echo.Context) error {
 	var err error
@@ -1171,6 +1210,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/leases/:task/history", wrapper.GetLeaseHistory, options.OperationMiddlewares["getLeaseHistory"]...)
 	router.GET(options.BaseURL+"/v1/tasks", wrapper.ListTasks, options.OperationMiddlewares["listTasks"]...)
 	router.GET(options.BaseURL+"/v1/tasks/:task", wrapper.GetTask, options.OperationMiddlewares["getTask"]...)
+	router.GET(options.BaseURL+"/v1/policies", wrapper.ListPolicies, options.OperationMiddlewares["listPolicies"]...)
 	router.GET(options.BaseURL+"/healthz", wrapper.GetHealth, options.OperationMiddlewares["getHealth"]...)
 	router.GET(options.BaseURL+"/readyz", wrapper.GetReadiness, options.OperationMiddlewares["getReadiness"]...)
 	router.GET(options.BaseURL+"/metrics", wrapper.GetMetrics, options.OperationMiddlewares["getMetrics"]...)
