@@ -356,8 +356,23 @@ function countdownNode(task) {
   return el('span', { class: 'countdown', dataset: { task } });
 }
 
+// What each table last drew: a table redraws only when its content changed,
+// so that polling keeps the keyboard focus and the text selection in place.
+const drawn = {};
+
+function unchanged(table, content) {
+  const key = JSON.stringify(content);
+  if (drawn[table] === key) return true;
+  drawn[table] = key;
+  return false;
+}
+
 function renderLeases() {
   const rows = [...state.leases.values()].sort((a, b) => (a.lease.task < b.lease.task ? -1 : 1));
+  if (unchanged('leases', rows.map(({ lease: l }) => [l.task, l.owner, l.token, l.note, l.acquired_at, l.renewed_at, l.renew_count]))) {
+    tick();
+    return;
+  }
   $('lease-rows').replaceChildren(...rows.map(({ lease }) => el('tr', { dataset: { task: lease.task } },
     cell('Task', el('button', { type: 'button', class: 'link', title: `Show the history of ${lease.task}`, onclick: () => openHistory(lease.task) }, lease.task)),
     cell('Owner', el('span', { class: 'mono owner' }, lease.owner)),
@@ -377,6 +392,7 @@ function renderTasks() {
   const byName = new Map(state.tasks.map((d) => [d.name, d]));
   for (const task of state.leases.keys()) if (!byName.has(task)) byName.set(task, null);
   const names = [...byName.keys()].sort();
+  if (unchanged('tasks', [state.historyTask, ...names.map((n) => [n, byName.get(n), state.leases.get(n)?.lease.owner])])) return;
   $('task-rows').replaceChildren(...names.map((name) => {
     const decl = byName.get(name);
     const held = state.leases.get(name);
@@ -396,6 +412,7 @@ function renderTasks() {
 }
 
 function renderHistory(events) {
+  if (unchanged('history', [state.historyTask, events])) return;
   $('history-rows').replaceChildren(...events.map((ev) => {
     const kind = eventKinds[ev.kind] ?? { icon: '•', label: ev.kind };
     return el('tr', { dataset: { kind: ev.kind, id: ev.id } },
@@ -411,6 +428,7 @@ function renderHistory(events) {
 
 function renderPolicies() {
   const list = state.policies;
+  if (unchanged('policies', list ?? String(list))) return;
   $('policy-rows').replaceChildren(...(list ?? []).map((p) => el('tr', {},
     cell('Policy', p.name),
     cell('Keep for', p.keep_for_ms ? formatDuration(p.keep_for_ms) : 'no age limit'),
@@ -474,7 +492,7 @@ function tick() {
     const t = state.leases.get(node.dataset.task);
     if (!t) continue;
     const left = t.deadline - now;
-    node.textContent = left > 0 ? `⏱ ${formatCountdown(left)}` : '⌛ expired';
+    node.textContent = left > 0 ? `◷ ${formatCountdown(left)}` : '⊘ expired';
     node.dataset.remainingMs = String(Math.max(0, Math.round(left)));
   }
   const snow = serverNow();
@@ -485,6 +503,7 @@ function openHistory(task) {
   state.historyTask = task;
   $('history-task').textContent = task;
   $('history-rows').replaceChildren();
+  delete drawn.history;
   $('history-empty').hidden = true;
   $('history').hidden = false;
   renderTasks();

@@ -69,7 +69,7 @@ export function backoff(attempt, random = Math.random) {
 export const eventKinds = {
   acquired: { icon: '▶', label: 'acquired' },
   released: { icon: '■', label: 'released' },
-  expired: { icon: '⌛', label: 'expired' },
+  expired: { icon: '⊘', label: 'expired' },
   taken_over: { icon: '⇄', label: 'taken over' },
   lost: { icon: '✖', label: 'lost' },
 };
