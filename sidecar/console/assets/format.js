@@ -9,7 +9,7 @@ export function formatDuration(ms) {
   const s = Math.floor(ms / 1000);
   if (s < 60) return `${s} s`;
   const m = Math.floor(s / 60);
-  if (m < 60) return `${m} min ${String(s % 60).padStart(2, '0')} s`;
+  if (m < 60) return s % 60 === 0 ? `${m} min` : `${m} min ${String(s % 60).padStart(2, '0')} s`;
   const h = Math.floor(m / 60);
   if (h < 48) return m % 60 === 0 ? `${h} h` : `${h} h ${String(m % 60).padStart(2, '0')} min`;
   const d = Math.floor(h / 24);

@@ -5,7 +5,7 @@ import { backoff, clockOffset, formatAgo, formatCountdown, formatDuration } from
 
 test('durations read as people say them', () => {
   const cases = [
-    [0, '0 ms'], [850, '850 ms'], [1000, '1 s'], [42_900, '42 s'], [185_000, '3 min 05 s'],
+    [0, '0 ms'], [850, '850 ms'], [1000, '1 s'], [42_900, '42 s'], [185_000, '3 min 05 s'], [120_000, '2 min'],
     [3_600_000, '1 h'], [7_800_000, '2 h 10 min'], [30 * 86_400_000, '30 d'], [49 * 3_600_000, '2 d 1 h'],
     [-5, '0 ms'], [NaN, '—'],
   ];
