@@ -26,6 +26,10 @@ type Service struct {
 	interceptors []Interceptor // outermost first
 	opTimeout    time.Duration
 	decls        declarations // applied to claims and renewals
+
+	watchBuffer int // WithWatchBuffer
+	watchOnce   sync.Once
+	watch       *watchHub // the history's fan-out (watch.go), made on first use
 }
 
 // DefaultOpTimeout bounds one store operation whose context has no deadline
@@ -41,7 +45,7 @@ func WithOpTimeout(d time.Duration) Option { return func(s *Service) { s.opTimeo
 
 // New returns a Service over store.
 func New(store Store, opts ...Option) *Service {
-	s := &Service{store: store, opTimeout: DefaultOpTimeout}
+	s := &Service{store: store, opTimeout: DefaultOpTimeout, watchBuffer: DefaultWatchBuffer}
 	s.decls.maxAge = DefaultDeclarationsMaxAge
 	for _, o := range opts {
 		o(s)

@@ -27,6 +27,8 @@ type Config struct {
 	LogFormat string
 	// MaxStreams caps concurrent keepalive streams; 0 means DefaultMaxStreams.
 	MaxStreams int
+	// MaxWatchers caps concurrent watch streams; 0 means DefaultMaxWatchers.
+	MaxWatchers int
 	// RequireDeclared refuses claims of tasks that are not declared.
 	RequireDeclared bool
 	// PruneInterval is how often this sidecar tries to prune lease history
@@ -37,7 +39,7 @@ type Config struct {
 // DefaultConfig returns the configuration of `leasehold serve` with no flags.
 func DefaultConfig() Config {
 	return Config{Listen: cli.DefaultListen, Store: storeurl.Default, LogFormat: "text", MaxStreams: DefaultMaxStreams,
-		PruneInterval: leasecore.DefaultPruneInterval}
+		MaxWatchers: DefaultMaxWatchers, PruneInterval: leasecore.DefaultPruneInterval}
 }
 
 // RegisterFlags defines the serve flags on fs, with c's values as defaults.
@@ -47,6 +49,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "`path` of a file holding the bearer token required on /v1/*")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log `format`: text or json")
 	fs.IntVar(&c.MaxStreams, "max-streams", c.MaxStreams, "most keepalive streams held at once; more are answered 503")
+	fs.IntVar(&c.MaxWatchers, "max-watchers", c.MaxWatchers, "most watch streams (GET /v1/watch) served at once; more are answered 503")
 	fs.BoolVar(&c.RequireDeclared, "require-declared", c.RequireDeclared, "refuse claims of tasks that are not declared (leasehold_task in Terraform)")
 	fs.DurationVar(&c.PruneInterval, "prune-interval", c.PruneInterval, "how often to prune lease history by the tasks' retention policies; 0 disables pruning in this sidecar")
 }
@@ -58,6 +61,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxStreams < 0 {
 		return fmt.Errorf("--max-streams must be positive (0 means %d), not %d", DefaultMaxStreams, c.MaxStreams)
+	}
+	if c.MaxWatchers < 0 {
+		return fmt.Errorf("--max-watchers must be positive (0 means %d), not %d", DefaultMaxWatchers, c.MaxWatchers)
 	}
 	if c.Store == "" {
 		return errors.New("--store must name a store: sqlite:PATH or postgres://…")

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	leasehold "github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/internal/version"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
@@ -23,7 +24,9 @@ type handlers struct {
 	metrics  *metrics
 	ready    func(ctx context.Context) error
 	streams  *streams
+	watches  *watches
 	log      *slog.Logger
+	status   statusSource
 }
 
 var _ api.ServerInterface = (*handlers)(nil)
@@ -140,9 +143,10 @@ func (h *handlers) ListPolicies(c echo.Context) error {
 	return respondPolicies(c, policies, err)
 }
 
-// GetHealth answers GET /healthz: the process serves HTTP.
+// GetHealth answers GET /healthz: the process serves HTTP, and its build.
 func (h *handlers) GetHealth(c echo.Context) error {
-	return writeJSON(c, http.StatusOK, api.Status{Status: api.Ok})
+	v := version.String()
+	return writeJSON(c, http.StatusOK, api.Status{Status: api.Ok, Version: &v})
 }
 
 // GetReadiness answers GET /readyz: the store is migrated and answers.

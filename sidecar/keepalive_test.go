@@ -30,6 +30,7 @@ func init() {
 
 // sseEvent is one server-sent event.
 type sseEvent struct {
+	id   string // the id: line, empty when none
 	name string
 	data string
 }
@@ -46,16 +47,31 @@ type sseStream struct {
 
 	mu  sync.Mutex
 	raw strings.Builder
+
+	schemas map[string]string // each event's data schema in openapi.yaml
 }
+
+// keepaliveSchemas are the keepalive stream's events and their data.
+var keepaliveSchemas = map[string]string{"acquired": "Lease", "renewed": "Lease", "lost": "KeepaliveLost", "released": "KeepaliveReleased"}
 
 // openStream starts GET path and, on 200, reads events in the background.
 // Other statuses are returned as a response (checked against openapi.yaml).
 func (ts *testServer) openStream(path string) (*sseStream, response) {
 	ts.t.Helper()
+	return ts.openStreamWith(path, nil, keepaliveSchemas)
+}
+
+// openStreamWith is openStream with request headers, for a stream whose
+// events have the given data schemas.
+func (ts *testServer) openStreamWith(path string, header http.Header, schemas map[string]string) (*sseStream, response) {
+	ts.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ts.url+path, nil)
 	if err != nil {
 		ts.t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	resp, err := http.DefaultTransport.RoundTrip(req)
 	if err != nil {
@@ -72,7 +88,7 @@ func (ts *testServer) openStream(path string) (*sseStream, response) {
 		}
 		return nil, response{status: resp.StatusCode, header: resp.Header, body: body}
 	}
-	s := &sseStream{t: ts.t, ts: ts, req: req, resp: resp, cancel: cancel, events: make(chan sseEvent, 100), ended: make(chan struct{})}
+	s := &sseStream{t: ts.t, ts: ts, req: req, resp: resp, cancel: cancel, events: make(chan sseEvent, 1000), ended: make(chan struct{}), schemas: schemas}
 	ts.t.Cleanup(s.close)
 	go s.read()
 	return s, response{status: resp.StatusCode, header: resp.Header}
@@ -93,6 +109,8 @@ func (s *sseStream) read() {
 				s.events <- ev
 			}
 			ev = sseEvent{}
+		case strings.HasPrefix(line, "id: "):
+			ev.id = strings.TrimPrefix(line, "id: ")
 		case strings.HasPrefix(line, "event: "):
 			ev.name = strings.TrimPrefix(line, "event: ")
 		case strings.HasPrefix(line, "data: "):
@@ -138,7 +156,7 @@ func (s *sseStream) text() string {
 // checkData validates an event's data against the schema openapi.yaml gives it.
 func (s *sseStream) checkData(ev sseEvent) {
 	s.t.Helper()
-	schema := map[string]string{"acquired": "Lease", "renewed": "Lease", "lost": "KeepaliveLost", "released": "KeepaliveReleased"}[ev.name]
+	schema := s.schemas[ev.name]
 	if schema == "" {
 		s.t.Fatalf("event %q is not one openapi.yaml declares", ev.name)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/version"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 )
@@ -57,7 +58,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			log.Warn("closing the store", "store", storeName, "err", err)
 		}
 	}()
-	srv, err := New(Options{Store: store, Token: token, Logger: log, MaxStreams: cfg.MaxStreams, RequireDeclared: cfg.RequireDeclared})
+	srv, err := New(Options{Store: store, Token: token, Logger: log, MaxStreams: cfg.MaxStreams, MaxWatchers: cfg.MaxWatchers, RequireDeclared: cfg.RequireDeclared})
 	if err != nil {
 		return err
 	}
@@ -83,7 +84,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	log.Info("leasehold listening", "addr", ln.Addr().String(), "store", storeName, "auth", len(token) > 0)
+	log.Info("leasehold listening", "addr", ln.Addr().String(), "store", storeName, "auth", len(token) > 0, "version", version.String())
 
 	bgCtx, stopBackground := context.WithCancel(ctx)
 	var wg sync.WaitGroup

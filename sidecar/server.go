@@ -18,6 +18,7 @@ import (
 	"github.com/leasehold/leasehold/internal/backoff"
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar/api"
 	"github.com/leasehold/leasehold/sidecar/console"
 )
@@ -35,6 +36,8 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxStreams caps concurrent keepalive streams; 0 means DefaultMaxStreams.
 	MaxStreams int
+	// MaxWatchers caps concurrent watch streams; 0 means DefaultMaxWatchers.
+	MaxWatchers int
 	// RequireDeclared refuses claims (and keepalive streams) of tasks that
 	// have no declaration, with a 404 undeclared-task problem.
 	RequireDeclared bool
@@ -55,6 +58,8 @@ type Server struct {
 	log      *slog.Logger
 	migrated atomic.Bool
 	streams  *streams
+	watches  *watches
+	started  time.Time
 }
 
 // New builds a Server. It is not ready (readyz answers 503) until Migrate or
@@ -76,6 +81,8 @@ func New(opts Options) (*Server, error) {
 		metrics: m,
 		log:     log,
 		streams: newStreams(opts.MaxStreams),
+		watches: newWatches(opts.MaxWatchers),
+		started: time.Now(),
 	}
 	svc := leasecore.New(opts.Store, leasecore.WithInterceptor(s.interceptStore), leasecore.WithInterceptor(cli.MigrateHint),
 		leasecore.WithDeclarations(opts.DeclarationsMaxAge, opts.RequireDeclared))
@@ -85,7 +92,8 @@ func New(opts Options) (*Server, error) {
 	// The coalescer has goroutines only while renewals wait in it, so it
 	// needs no Close of its own.
 	renewals := leasecore.NewCoalescer(svc, leasecore.DefaultCoalesceWindow, nil)
-	h := &handlers{svc: svc, renewals: renewals, metrics: m, ready: s.ready, streams: s.streams, log: log}
+	h := &handlers{svc: svc, renewals: renewals, metrics: m, ready: s.ready, streams: s.streams, watches: s.watches, log: log,
+		status: statusSource{started: s.started, storeKind: storeurl.Kind(opts.Store), watchers: &s.watches.active}}
 
 	e := echo.New()
 	e.HideBanner = true
@@ -111,7 +119,10 @@ func New(opts Options) (*Server, error) {
 // `released` event and end, and waits for them until ctx ends; streams still
 // waiting for a lease give up. Call it before http.Server.Shutdown: streams
 // that hold a lease are hijacked connections, which Shutdown does not track.
-func (s *Server) CloseStreams(ctx context.Context) error { return s.streams.shutdown(ctx) }
+// Watch streams are told to send their `end` event and close.
+func (s *Server) CloseStreams(ctx context.Context) error {
+	return errors.Join(s.streams.shutdown(ctx), s.watches.shutdown(ctx))
+}
 
 // Handler returns the HTTP handler serving every route: the web console
 // under /ui/ (package console), and the API through echo.

@@ -17,7 +17,7 @@ func TestEventBytes(t *testing.T) {
 		data any
 		want string
 	}{
-		{"released", api.KeepaliveReleased{Reason: api.Shutdown}, "event: released\ndata: {\"reason\":\"shutdown\"}\n\n"},
+		{"released", api.KeepaliveReleased{Reason: api.KeepaliveReleasedReasonShutdown}, "event: released\ndata: {\"reason\":\"shutdown\"}\n\n"},
 		// A newline in a value is escaped by JSON: the data stays one line.
 		{"lost", api.KeepaliveLost{Reason: api.KeepaliveLostReasonDeadline, Detail: "a\nb"},
 			"event: lost\ndata: {\"detail\":\"a\\nb\",\"reason\":\"deadline\"}\n\n"},
@@ -45,7 +45,7 @@ func TestEventBytes(t *testing.T) {
 // whose body is an event stream, events and pings apart.
 func TestStreamFraming(t *testing.T) {
 	t.Parallel()
-	raw := streamHeader + string(mustEvent("released", api.KeepaliveReleased{Reason: api.Shutdown})) + string(pingComment)
+	raw := streamHeader + string(mustEvent("released", api.KeepaliveReleased{Reason: api.KeepaliveReleasedReasonShutdown})) + string(pingComment)
 	resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(raw)), nil)
 	if err != nil {
 		t.Fatal(err)

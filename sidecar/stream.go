@@ -133,7 +133,7 @@ func (st *stream) shutdown() {
 		return
 	}
 	st.releaseLease()
-	_ = st.write(mustEvent("released", api.KeepaliveReleased{Reason: api.Shutdown}))
+	_ = st.write(mustEvent("released", api.KeepaliveReleased{Reason: api.KeepaliveReleasedReasonShutdown}))
 	st.close()
 }
 

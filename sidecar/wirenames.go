@@ -13,6 +13,9 @@ var wireNames = map[string]string{
 	"Token": "token",
 	"Limit": "limit",
 	"After": "after",
+	// The watch's.
+	"Prefix": "prefix",
+	"Since":  "since",
 }
 
 // wireName is the HTTP API's name for a leasecore field; a field the table

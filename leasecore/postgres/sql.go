@@ -476,3 +476,74 @@ WITH bounds AS MATERIALIZED (
 SELECT (SELECT count(*) FROM bounds),
        (SELECT max(task) FROM bounds),
        (SELECT count(*) FROM deleted)`
+
+// The feed's statements (feed.go).
+
+// followFromNowSQL is the newest committed event's id, 0 when there is none:
+// where a cursor "from now" starts.
+const followFromNowSQL = `SELECT coalesce(max(id), 0) FROM leasehold_history`
+
+// readHistorySQL reads, in one statement and so in one snapshot, that
+// snapshot's xmin and xmax (pg_current_snapshot is the statement's snapshot
+// at READ COMMITTED) and up to $2 events with ids above $1, in id order. It
+// answers at least one row: with no events, one row whose event columns
+// are NULL, so the snapshot comes back either way. feed.go says why the
+// cursor needs the snapshot.
+const readHistorySQL = `
+WITH snap AS (SELECT pg_current_snapshot() AS s)
+SELECT pg_snapshot_xmin(snap.s)::text::bigint, pg_snapshot_xmax(snap.s)::text::bigint,
+       h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail
+  FROM snap
+  LEFT JOIN LATERAL (
+       SELECT h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail
+         FROM leasehold_history AS h
+        WHERE h.id > $1::bigint
+        ORDER BY h.id
+        LIMIT $2::bigint) AS h ON true
+ ORDER BY h.id`
+
+// recordExpiriesSQL records the end of up to $1 leases that expired
+// unreleased and whose end is not recorded yet (endUnrecorded): it marks
+// each row's end recorded (lost_at, at the row's instant) and writes an
+// "expired" event at the lease's expiry, with its owner and token. It
+// answers how many it recorded and the earliest expiry among live leases
+// (NULL when none is live).
+//
+// due locks the rows in task order, as the claim and renewal batches do,
+// and skips a row another statement holds locked (SKIP LOCKED), so the
+// sweep never waits on a lease statement and cannot take part in a
+// deadlock: a skipped row is left to the statement holding it (a claim
+// records the lease's end itself) or to the next sweep. A row locked after
+// it changed is re-checked on its newest version (READ COMMITTED's
+// EvalPlanQual), and the UPDATE checks again, so a lease renewed, released
+// or re-granted meanwhile is never marked. Once the mark is written, a
+// claim finds the end recorded (endUnrecordedOnClaim) and records only its
+// "acquired", and a late renewal's read finds nothing to record
+// (renewStateSQL).
+//
+// The scans of leasehold_leases use no index: there is deliberately none
+// on expires_at (0001, renewals stay HOT updates), and the table holds one
+// small row per task.
+const recordExpiriesSQL = `
+WITH due AS MATERIALIZED (
+    SELECT l.task
+      FROM leasehold_leases AS l
+     WHERE ` + endUnrecorded + `
+     ORDER BY l.task
+     LIMIT $1::bigint
+       FOR UPDATE OF l SKIP LOCKED
+), ended AS (
+    UPDATE leasehold_leases AS l
+       SET lost_at = ` + rowNow + `
+      FROM due AS d
+     WHERE l.task = d.task AND ` + endUnrecorded + `
+    RETURNING l.task, l.owner, l.token, l.expires_at
+), recorded AS (
+    INSERT INTO leasehold_history (task, kind, owner, token, at)
+    SELECT task, 'expired', owner, token, expires_at
+      FROM ended
+     ORDER BY task
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM recorded),
+       (SELECT min(l.expires_at) FROM leasehold_leases AS l WHERE ` + live + `)`

@@ -22,7 +22,7 @@ import (
 // first '/', so the rest of such a password would be read as a host or a
 // database name, and quoted as one in connection errors ("lookup
 // cret@host: no such host"), where no pattern can tell it is a password.
-func checkUserinfo(url string) error {
+func checkUserinfo(url, what string) error {
 	p, ok := strings.CutPrefix(url, "postgres://")
 	if !ok {
 		p, ok = strings.CutPrefix(url, "postgresql://")
@@ -33,7 +33,7 @@ func checkUserinfo(url string) error {
 	auth, path, _ := strings.Cut(p, "/")
 	path, _, _ = strings.Cut(path, "?")
 	if strings.Count(auth, "@") > 1 || strings.Contains(path, "@") {
-		return errors.New("postgres store URL: a raw '@' or '/' in the user name or password (or an '@' in the database name): percent-encode them as %40 and %2F")
+		return fmt.Errorf("%s: a raw '@' or '/' in the user name or password (or an '@' in the database name): percent-encode them as %%40 and %%2F", what)
 	}
 	return nil
 }
@@ -112,6 +112,15 @@ type Store struct {
 	// error without a round trip (see sawReadOnly).
 	readOnly        atomic.Pointer[readOnlyNote]
 	readOnlyBackoff time.Duration
+
+	// listen configures the connections HistoryChanges opens; listenCtx
+	// ends when the store closes, which stops them, and listeners counts
+	// their goroutines for Close to wait on.
+	listen     *pgx.ConnConfig
+	listenMu   sync.Mutex // orders HistoryChanges' listeners.Go before Close's Wait
+	listenCtx  context.Context
+	stopListen context.CancelFunc
+	listeners  sync.WaitGroup
 }
 
 // readOnlyNote is a read-only answer and when it was seen.
@@ -149,6 +158,7 @@ var (
 	_ leasecore.Store        = (*Store)(nil)
 	_ leasecore.BatchRenewer = (*Store)(nil)
 	_ leasecore.WriteCounter = (*Store)(nil)
+	_ leasecore.HistoryFeed  = (*Store)(nil)
 )
 
 // Failures the driver finds itself, reported as unavailable with their own text.
@@ -173,7 +183,22 @@ var (
 // DefaultMaxConnIdleTime); the other pgx and libpq parameters apply as pgx
 // documents them.
 func Open(ctx context.Context, url string) (*Store, error) {
-	if err := checkUserinfo(url); err != nil {
+	return OpenWith(ctx, url, Options{})
+}
+
+// Options are the settings of a Store besides its URL.
+type Options struct {
+	// ListenURL is the database HistoryChanges listens on, when not the
+	// store URL's: LISTEN needs a session of its own, which PgBouncer in
+	// transaction mode does not give, so a store URL pointing at such a
+	// pooler needs a ListenURL that reaches PostgreSQL directly (the same
+	// database). Empty: the store URL.
+	ListenURL string
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, url string, opts Options) (*Store, error) {
+	if err := checkUserinfo(url, "postgres store URL"); err != nil {
 		return nil, err
 	}
 	cfg, err := pgxpool.ParseConfig(url)
@@ -200,11 +225,16 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	// the new primary, after a failover, when the URL lists every host
 	// with target_session_attrs=read-write.
 	cfg.AfterRelease = func(c *pgx.Conn) bool { return !readOnlyConn(c) }
+	listen, err := listenConfig(cfg, opts.ListenURL)
+	if err != nil {
+		return nil, err
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, redact.Error(fmt.Errorf("postgres store: %w", err))
 	}
-	s := &Store{pool: pool, readOnlyBackoff: defaultReadOnlyBackoff}
+	s := &Store{pool: pool, readOnlyBackoff: defaultReadOnlyBackoff, listen: listen}
+	s.listenCtx, s.stopListen = context.WithCancel(context.Background())
 	s.claims = newBatcher("claim", func(r claimReq) string { return r.task }, watchReadOnly(s, s.sendClaims))
 	s.renewals = newBatcher("renew", func(r renewReq) string { return r.task }, watchReadOnly(s, s.sendRenewals))
 	s.releases = newBatcher("release", func(r releaseReq) string { return r.task }, watchReadOnly(s, s.sendReleases))
@@ -677,7 +707,8 @@ func watchReadOnly[Q, R any](s *Store, send func(context.Context, []Q) ([]R, err
 // Close ends the store: claims, renewals and releases still queued for a
 // batch fail as unavailable, the statements in flight finish and answer
 // their callers, and the pool closes, waiting for connections in use to be
-// returned. Operations after Close report unavailable. Close is idempotent.
+// returned. HistoryChanges channels are closed. Operations after Close
+// report unavailable. Close is idempotent.
 func (s *Store) Close() error {
 	s.closed.Store(true)
 	var wg sync.WaitGroup
@@ -685,6 +716,10 @@ func (s *Store) Close() error {
 		wg.Go(stop)
 	}
 	wg.Wait()
+	s.listenMu.Lock()
+	s.stopListen()
+	s.listenMu.Unlock()
+	s.listeners.Wait()
 	s.pool.Close()
 	return nil
 }

@@ -55,6 +55,8 @@ type answer struct {
 	policy  *leasecore.RetentionPolicy // CreatePolicy, UpdatePolicy
 	deleted bool                       // DeleteTask, DeletePolicy
 	pruned  int64                      // a round of PruneHistory: events deleted
+	// recorded is how many "expired" events RecordExpiries recorded.
+	recorded int
 	// next is where the next round of PruneHistory starts: the last task
 	// this round visited, "" when no task was left; unfinished when that
 	// task has events left to delete.
@@ -243,6 +245,9 @@ func (s *Store) execute(ctx context.Context, batch []*request) ([]*answer, error
 	if err := s.file.check(false); err != nil {
 		return nil, err
 	}
+	if st.recorded > 0 {
+		s.committed.notify()
+	}
 	s.countWrites(batch, answers)
 	return answers, nil
 }
@@ -266,8 +271,12 @@ func runTasks(batch []*request) []string {
 }
 
 // leaseOp reports whether op is one of Claim, Renew and Release (RenewBatch
-// included), which record their history events through txStmts.events.
-func leaseOp(op string) bool { return op == "claim" || op == "renew" || op == "release" }
+// included) or RecordExpiries, which decide on the batch's copy of their
+// rows (txStmts.rows) and record their history events through
+// txStmts.events.
+func leaseOp(op string) bool {
+	return op == "claim" || op == "renew" || op == "release" || op == leasecore.OpRecordExpiries
+}
 
 // writeCount is one operation's counters: committed transactions that
 // carried it, and how many of it they carried.
@@ -346,6 +355,9 @@ type txStmts struct {
 	// operations, and execute writes them before any other operation and
 	// before the commit.
 	events []pendingEvent
+	// recorded counts the events flush wrote: after the commit, the
+	// Store's HistoryChanges are told when there were any.
+	recorded int
 	// rows are the lease rows the batch's lease operations decide on, as
 	// they stand after the operations so far, and now is the batch's
 	// instant: the store's clock, read with the rows by the first lease
@@ -385,6 +397,7 @@ func (st *txStmts) flush(ctx context.Context) error {
 		}
 		return append(args, e.id, e.event.Task, string(e.event.Kind), e.event.Owner, e.event.Token, e.at, e.event.Detail, prev)
 	})
+	st.recorded += len(st.events)
 	st.events = st.events[:0]
 	return err
 }

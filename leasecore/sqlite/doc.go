@@ -16,6 +16,9 @@
 //     rows and history that follow.
 //   - catalog.go: declarations, retention policies, history and pruning
 //     (leasecore.CatalogStore).
+//   - feed.go: the history feed (leasecore.HistoryFeed) the watch follows:
+//     a cursor over the history by id, HistoryChanges, which polls the file
+//     for other processes' commits, and RecordExpiries.
 //   - file.go: the guard that keeps the Store on the file it opened.
 //   - errors.go: interpretError, the one place that turns SQLite errors
 //     into leasecore outcomes.

@@ -55,6 +55,9 @@ type Store struct {
 	writer *sql.DB
 	// reader serves the read-only operations (see readerConns).
 	reader *sql.DB
+	// changes serves HistoryChanges: each call holds one of its
+	// connections for as long as it follows the file.
+	changes *sql.DB
 	// file keeps the Store on the file its first connection opened.
 	file       *fileGuard
 	migrations []migration.Migration
@@ -82,6 +85,16 @@ type Store struct {
 	// pruneEvents is how many events one transaction of PruneHistory
 	// deletes at most: the constant pruneRoundEvents, which tests shorten.
 	pruneEvents int
+	// changesPoll is how often HistoryChanges polls the file: the constant
+	// changesPoll, which tests lengthen.
+	changesPoll time.Duration
+
+	// committed is notified after the writer commits a batch that wrote
+	// history, so that HistoryChanges looks at once rather than at its
+	// next poll. feeds counts the HistoryChanges goroutines, which Close
+	// waits for.
+	committed notifier
+	feeds     sync.WaitGroup
 
 	// stmts are the writer's prepared statements, owned by the writer
 	// goroutine (see statements).
@@ -123,12 +136,15 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	reader := sql.OpenDB(c)
 	reader.SetMaxOpenConns(readerConns)
 	reader.SetMaxIdleConns(readerConns)
+	changes := sql.OpenDB(c)
+	changes.SetMaxIdleConns(0)
 	// The writer's context is not ctx: that one may end as soon as Open
 	// returns.
 	life, cancel := context.WithCancel(context.Background())
 	s := &Store{
 		writer:       writer,
 		reader:       reader,
+		changes:      changes,
 		file:         file,
 		migrations:   migrations,
 		wake:         make(chan struct{}, 1),
@@ -138,6 +154,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		batchTimeout: batchTimeout,
 		pruneRound:   pruneRoundTasks,
 		pruneEvents:  pruneRoundEvents,
+		changesPoll:  changesPoll,
 	}
 	go s.write()
 	return s, nil
@@ -222,7 +239,8 @@ func (s *Store) Close() error {
 	}
 	s.cancel()
 	<-s.writerDone
-	return errors.Join(s.writer.Close(), s.reader.Close())
+	s.feeds.Wait()
+	return errors.Join(s.writer.Close(), s.reader.Close(), s.changes.Close())
 }
 
 // usable reports errClosed, as unavailable, once the store is closed.

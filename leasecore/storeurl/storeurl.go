@@ -44,6 +44,19 @@ func open(ctx context.Context, raw string) (leasecore.Store, error) {
 	}
 }
 
+// Kind names the driver of a store that Open returns: "sqlite" or
+// "postgres"; "" for any other leasecore.Store.
+func Kind(s leasecore.Store) string {
+	switch s.(type) {
+	case *sqlite.Store:
+		return "sqlite"
+	case *postgres.Store:
+		return "postgres"
+	default:
+		return ""
+	}
+}
+
 // SQLitePath returns the file path of an sqlite: URL, as Open reads it, and
 // whether raw is one.
 func SQLitePath(raw string) (string, bool) {

@@ -115,3 +115,24 @@ func TestRedactAttr(t *testing.T) {
 		}
 	}
 }
+
+// Kind names the driver of each store Open returns, and no other store.
+func TestKind(t *testing.T) {
+	t.Parallel()
+	for raw, want := range map[string]string{
+		"sqlite:" + t.TempDir() + "/kind.db": "sqlite",
+		"postgres://u@127.0.0.1:1/db":        "postgres",
+	} {
+		s, err := Open(t.Context(), raw)
+		if err != nil {
+			t.Fatalf("Open(%s): %v", raw, err)
+		}
+		if got := Kind(s); got != want {
+			t.Errorf("Kind(Open(%s)) = %q, want %q", raw, got, want)
+		}
+		_ = s.Close()
+	}
+	if got := Kind(nil); got != "" {
+		t.Errorf("Kind(nil) = %q, want empty", got)
+	}
+}

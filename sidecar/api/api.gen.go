@@ -142,13 +142,13 @@ func (e KeepaliveLostReason) Valid() bool {
 
 // Defines values for KeepaliveReleasedReason.
 const (
-	Shutdown KeepaliveReleasedReason = "shutdown"
+	KeepaliveReleasedReasonShutdown KeepaliveReleasedReason = "shutdown"
 )
 
 // Valid indicates whether the value is a known member of the KeepaliveReleasedReason enum.
 func (e KeepaliveReleasedReason) Valid() bool {
 	switch e {
-	case Shutdown:
+	case KeepaliveReleasedReasonShutdown:
 		return true
 	default:
 		return false
@@ -278,6 +278,42 @@ const (
 func (e StatusStatus) Valid() bool {
 	switch e {
 	case Ok:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StoreStatusKind.
+const (
+	Postgres StoreStatusKind = "postgres"
+	Sqlite   StoreStatusKind = "sqlite"
+)
+
+// Valid indicates whether the value is a known member of the StoreStatusKind enum.
+func (e StoreStatusKind) Valid() bool {
+	switch e {
+	case Postgres:
+		return true
+	case Sqlite:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WatchEndReason.
+const (
+	WatchEndReasonShutdown WatchEndReason = "shutdown"
+	WatchEndReasonSlow     WatchEndReason = "slow"
+)
+
+// Valid indicates whether the value is a known member of the WatchEndReason enum.
+func (e WatchEndReason) Valid() bool {
+	switch e {
+	case WatchEndReasonShutdown:
+		return true
+	case WatchEndReasonSlow:
 		return true
 	default:
 		return false
@@ -688,13 +724,59 @@ type RetentionPolicy struct {
 	UpdatedAt Timestamp `json:"updated_at"`
 }
 
+// SidecarStatus What one sidecar is and does right now (`GET /v1/status`).
+type SidecarStatus struct {
+	// Batching Per write operation, the store round trips that carried it since the sidecar
+	// started (PostgreSQL: statements; SQLite: transactions) and the operations they
+	// carried; operations / statements is the batching factor. Empty when the store
+	// keeps no such counts.
+	Batching []WriteCount `json:"batching"`
+
+	// StartedAt RFC 3339 in UTC with exactly millisecond precision.
+	//
+	// Example: 2026-12-02T17:34:02.123Z
+	StartedAt Timestamp `json:"started_at"`
+
+	// Store The store behind the sidecar.
+	Store StoreStatus `json:"store"`
+
+	// Streams Keepalive streams open on this sidecar, and the cap (`--max-streams`).
+	Streams struct {
+		Max  int64 `json:"max"`
+		Open int64 `json:"open"`
+	} `json:"streams"`
+
+	// Version The sidecar's build, as on `/healthz`.
+	Version string `json:"version"`
+
+	// Watchers Watch streams (`GET /v1/watch`) open on this sidecar.
+	Watchers int64 `json:"watchers"`
+}
+
 // Status A liveness or readiness answer.
 type Status struct {
 	Status StatusStatus `json:"status"`
+
+	// Version The sidecar's build (`leasehold --version`): a release version, a VCS revision
+	// (with `+modified` when built from a changed tree), or `devel`. On `/healthz` only.
+	Version *string `json:"version,omitempty"`
 }
 
 // StatusStatus defines model for Status.Status.
 type StatusStatus string
+
+// StoreStatus The store behind the sidecar.
+type StoreStatus struct {
+	// Detail Why the store is not ready, with credentials masked; empty when ready.
+	Detail string          `json:"detail"`
+	Kind   StoreStatusKind `json:"kind"`
+
+	// Ready The schema is migrated and the store answered a ping just now (as `/readyz`).
+	Ready bool `json:"ready"`
+}
+
+// StoreStatusKind defines model for StoreStatus.Kind.
+type StoreStatusKind string
 
 // TTLMillis Time to live in milliseconds, from 100 ms to 24 h.
 //
@@ -762,6 +844,31 @@ type Timestamp = string
 //
 // Example: 7
 type Token = int64
+
+// WatchEnd Data of a watch stream's `end` event.
+type WatchEnd struct {
+	Detail string `json:"detail"`
+
+	// Reason `slow`: the client fell too far behind; `shutdown`: the sidecar is stopping.
+	Reason WatchEndReason `json:"reason"`
+}
+
+// WatchEndReason `slow`: the client fell too far behind; `shutdown`: the sidecar is stopping.
+type WatchEndReason string
+
+// WatchReady Data of a watch stream's `ready` event.
+type WatchReady struct {
+	// Position The id after which new events follow; every event up to it was replayed or was before the watch's start.
+	Position int64 `json:"position"`
+}
+
+// WriteCount defines model for WriteCount.
+type WriteCount struct {
+	// Op claim, renew or release.
+	Op         string `json:"op"`
+	Operations int64  `json:"operations"`
+	Statements int64  `json:"statements"`
+}
 
 // ListAfter 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`.
 type ListAfter = string
@@ -848,6 +955,18 @@ type ListTasksParams struct {
 	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
 }
 
+// WatchLeasesParams defines parameters for WatchLeases.
+type WatchLeasesParams struct {
+	// Prefix Only tasks whose names start with this (empty or omitted for all).
+	Prefix *string `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Since Replay the events after this event id first (0 for every event the history holds).
+	Since *int64 `form:"since,omitempty" json:"since,omitempty"`
+
+	// LastEventID The last event id a reconnecting client saw; wins over `since`.
+	LastEventID *int64 `json:"Last-Event-ID,omitempty"`
+}
+
 // ClaimLeaseJSONRequestBody defines body for ClaimLease for application/json ContentType.
 type ClaimLeaseJSONRequestBody = ClaimRequest
 
@@ -895,12 +1014,18 @@ type ServerInterface interface {
 	// ListPolicies List retention policies
 	// (GET /v1/policies)
 	ListPolicies(ctx echo.Context) error
+	// GetStatus The sidecar's status
+	// (GET /v1/status)
+	GetStatus(ctx echo.Context) error
 	// ListTasks List task declarations
 	// (GET /v1/tasks)
 	ListTasks(ctx echo.Context, params ListTasksParams) error
 	// GetTask Get a task's declaration
 	// (GET /v1/tasks/{task})
 	GetTask(ctx echo.Context, task Task) error
+	// WatchLeases Follow every change of holder, as it happens
+	// (GET /v1/watch)
+	WatchLeases(ctx echo.Context, params WatchLeasesParams) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -1113,6 +1238,15 @@ func (w *ServerInterfaceWrapper) ListPolicies(ctx echo.Context) error {
 	return err
 }
 
+// GetStatus converts echo context to params.
+func (w *ServerInterfaceWrapper) GetStatus(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetStatus(ctx)
+	return err
+}
+
 // ListTasks converts echo context to params.
 func (w *ServerInterfaceWrapper) ListTasks(ctx echo.Context) error {
 	var err error
@@ -1151,6 +1285,48 @@ func (w *ServerInterfaceWrapper) GetTask(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetTask(ctx, task)
+	return err
+}
+
+// WatchLeases converts echo context to params.
+func (w *ServerInterfaceWrapper) WatchLeases(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params WatchLeasesParams
+	// ------------- Optional query parameter "prefix" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "prefix", ctx.QueryParams(), &params.Prefix, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter prefix: %s", err))
+	}
+
+	// ------------- Optional query parameter "since" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "since", ctx.QueryParams(), &params.Since, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter since: %s", err))
+	}
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Last-Event-ID" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Last-Event-ID")]; found {
+		var LastEventID int64
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Last-Event-ID, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Last-Event-ID", valueList[0], &LastEventID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: "int64"})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Last-Event-ID: %s", err))
+		}
+
+		params.LastEventID = &LastEventID
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.WatchLeases(ctx, params)
 	return err
 }
 
@@ -1208,9 +1384,11 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/v1/leases/:task/renew", wrapper.RenewLease, options.OperationMiddlewares["renewLease"]...)
 	router.POST(options.BaseURL+"/v1/leases/:task/release", wrapper.ReleaseLease, options.OperationMiddlewares["releaseLease"]...)
 	router.GET(options.BaseURL+"/v1/leases/:task/history", wrapper.GetLeaseHistory, options.OperationMiddlewares["getLeaseHistory"]...)
+	router.GET(options.BaseURL+"/v1/watch", wrapper.WatchLeases, options.OperationMiddlewares["watchLeases"]...)
 	router.GET(options.BaseURL+"/v1/tasks", wrapper.ListTasks, options.OperationMiddlewares["listTasks"]...)
 	router.GET(options.BaseURL+"/v1/tasks/:task", wrapper.GetTask, options.OperationMiddlewares["getTask"]...)
 	router.GET(options.BaseURL+"/v1/policies", wrapper.ListPolicies, options.OperationMiddlewares["listPolicies"]...)
+	router.GET(options.BaseURL+"/v1/status", wrapper.GetStatus, options.OperationMiddlewares["getStatus"]...)
 	router.GET(options.BaseURL+"/healthz", wrapper.GetHealth, options.OperationMiddlewares["getHealth"]...)
 	router.GET(options.BaseURL+"/readyz", wrapper.GetReadiness, options.OperationMiddlewares["getReadiness"]...)
 	router.GET(options.BaseURL+"/metrics", wrapper.GetMetrics, options.OperationMiddlewares["getMetrics"]...)

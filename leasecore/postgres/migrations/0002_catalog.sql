@@ -68,9 +68,10 @@ CREATE INDEX leasehold_history_task_at ON leasehold_history (task, at);
 -- only the row's new values, to record the "expired" or "taken_over" event
 -- of the lease it replaced.
 --
--- lost_at: when a refused renewal recorded the end of the row's lease,
--- which expired unreleased (a "lost" event); NULL otherwise, and cleared by
--- the next grant. Like renewed_at and released_at, it is a time written on
+-- lost_at: when the end of the row's lease, which expired unreleased, was
+-- recorded: by a refused renewal (a "lost" event), or, since 0004, by
+-- RecordExpiries (an "expired" event); NULL otherwise, and cleared by the
+-- next grant. Like renewed_at and released_at, it is a time written on
 -- the row, which later statements on the row never precede.
 ALTER TABLE leasehold_leases
     ADD COLUMN replaced_owner text,

@@ -26,6 +26,7 @@ import (
 	"syscall"
 
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/version"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar"
 	"github.com/leasehold/leasehold/sidecar/leaserun"
@@ -46,6 +47,7 @@ Usage:
   leasehold run     [--addr URL | --store URL] --task T [--ttl 30s] [--owner O]
                     [--wait 0s] [--grace 10s] [--token-file PATH] -- COMMAND [ARG...]
                     run COMMAND while holding the lease on task T
+  leasehold version print the version (also leasehold --version)
   leasehold help    print this help
 
 Stores: sqlite:PATH (the default, sqlite:./leasehold.db) or postgres://USER@HOST:PORT/DB.
@@ -74,6 +76,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	switch verb, rest := args[0], args[1:]; verb {
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
+		return exitOK
+	case "version", "--version", "-version":
+		fmt.Fprintf(stdout, "leasehold %s\n", version.String())
 		return exitOK
 	case "serve":
 		return serve(rest, getenv, stderr)

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/version"
 )
 
 func TestCommandLine(t *testing.T) {
@@ -29,6 +31,8 @@ func TestCommandLine(t *testing.T) {
 	}{
 		{name: "no args", args: nil, code: 2, stderr: "Usage:"},
 		{name: "help", args: []string{"help"}, code: 0, stdout: "leasehold migrate"},
+		{name: "version", args: []string{"version"}, code: 0, stdout: "leasehold " + version.String() + "\n"},
+		{name: "--version", args: []string{"--version"}, code: 0, stdout: "leasehold " + version.String() + "\n"},
 		{name: "unknown verb", args: []string{"frobnicate"}, code: 2, stderr: `unknown command "frobnicate"`},
 		{name: "unknown flag", args: []string{"serve", "--bogus"}, code: 2, stderr: "flag provided but not defined"},
 		{name: "stray argument", args: []string{"serve", "extra"}, code: 2, stderr: `unexpected argument "extra"`},
@@ -109,9 +113,10 @@ func TestCommandLine(t *testing.T) {
 	}
 }
 
-// TestServeProcess runs the real binary: it serves on a port of its choice,
-// answers a claim, and stops cleanly on SIGTERM; a second process over the
-// same file continues the task's token counter.
+// TestServeProcess runs the real binary, built with a version stamp: it
+// reports that version, serves on a port of its choice (naming the version
+// on /healthz), answers a claim, and stops cleanly on SIGTERM; a second
+// process over the same file continues the task's token counter.
 func TestServeProcess(t *testing.T) {
 	t.Parallel()
 	if testing.Short() && os.Getenv("CI") == "" {
@@ -123,14 +128,21 @@ func TestServeProcess(t *testing.T) {
 	if err != nil {
 		gobin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 	}
-	build := exec.Command(gobin, "build", "-o", exe, ".")
+	const stamp = "v0.0.0-stamped"
+	build := exec.Command(gobin, "build", "-ldflags", "-X github.com/leasehold/leasehold/internal/version.version="+stamp, "-o", exe, ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(exe, "--version").Output(); err != nil || string(out) != "leasehold "+stamp+"\n" {
+		t.Fatalf("leasehold --version: %q, %v; want the stamp %s", out, err, stamp)
 	}
 	store := "sqlite:" + filepath.Join(dir, "leasehold.db")
 
 	p := startServe(t, exe, store)
 	p.waitReady(t)
+	if v := p.healthVersion(t); v != stamp {
+		t.Errorf("healthz version %q, want %q", v, stamp)
+	}
 	token := p.claim(t, "nightly", "w1")
 	if token != 1 {
 		t.Fatalf("first token %d, want 1", token)
@@ -245,6 +257,22 @@ func (p *serveProcess) post(t *testing.T, path, body string) *http.Response {
 	}
 	t.Cleanup(func() { resp.Body.Close() })
 	return resp
+}
+
+func (p *serveProcess) healthVersion(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get("http://" + p.addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var h struct {
+		Version string `json:"version"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		t.Fatalf("healthz: %v", err)
+	}
+	return h.Version
 }
 
 func (p *serveProcess) claim(t *testing.T, task, owner string) int64 {

@@ -1,0 +1,57 @@
+// Package version says which build of leasehold is running, for
+// `leasehold --version`, the sidecar's /healthz and /v1/status, and its
+// start-up log line. A release build stamps it with
+//
+//	go build -ldflags "-X github.com/leasehold/leasehold/internal/version.version=v1.2.3"
+//
+// Without the stamp it comes from the build information the Go toolchain
+// embeds: the module's version when built by `go install module@version`,
+// else the VCS revision (with "+modified" when the tree had changes) when built
+// from a checkout, else "devel".
+package version
+
+import "runtime/debug"
+
+// version is set by the linker (-ldflags -X); empty in an unstamped build.
+var version string
+
+// String returns the running build's version; never empty.
+func String() string {
+	if version != "" {
+		return version
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	return fromBuildInfo(info)
+}
+
+// fromBuildInfo picks the version from build information: the main
+// module's version unless it is "(devel)" or empty, else the VCS revision,
+// else "devel".
+func fromBuildInfo(info *debug.BuildInfo) string {
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var revision string
+	var modified bool
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			revision = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if revision == "" {
+		return "devel"
+	}
+	if len(revision) > 12 {
+		revision = revision[:12]
+	}
+	if modified {
+		revision += "+modified"
+	}
+	return revision
+}

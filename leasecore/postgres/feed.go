@@ -1,0 +1,349 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasehold/leasehold/internal/backoff"
+	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/internal/redact"
+)
+
+// The driver's side of the watch (leasecore.HistoryFeed): a cursor that
+// reads leasehold_history in id order without ever skipping an event that
+// commits late, a LISTEN connection that says when to read, and the sweep
+// that records expiries nobody else noticed.
+
+// HistoryChannel is the channel on which the trigger of migration 0004
+// notifies, once per transaction that inserts history (empty payload).
+const HistoryChannel = "leasehold_history"
+
+// GapSettleTimeout is the longest a cursor holds events back behind a
+// missing id whose transaction it cannot prove ended (see cursor.Next):
+// after it, the missing ids are skipped. A transaction that holds a
+// history id open this long is not a lease statement (those are one short
+// autocommit statement each) but something else keeping the snapshot's
+// xmin down, such as an idle transaction of another application; without
+// the bound it would stall every watcher for as long as it stays open.
+const GapSettleTimeout = 30 * time.Second
+
+// defaultReadLimit is how many events Next reads when its limit is not
+// positive.
+const defaultReadLimit = 1000
+
+// The LISTEN connection's pacing: the first and the longest pause before
+// reconnecting, and how long it waits for a notification before checking
+// that the connection is alive (a peer that vanished without closing the
+// TCP connection sends no error).
+const (
+	listenRetryFirst = 100 * time.Millisecond
+	listenRetryMax   = 5 * time.Second
+	listenHeartbeat  = 30 * time.Second
+)
+
+// opHistoryChanges names HistoryChanges in its errors.
+const opHistoryChanges = "history_changes"
+
+// listenConfig is the configuration of the connections HistoryChanges
+// opens: the store's (store, from its URL) when listenURL is empty, else
+// listenURL's, with the same defaults.
+func listenConfig(store *pgxpool.Config, listenURL string) (*pgx.ConnConfig, error) {
+	if listenURL == "" {
+		return store.ConnConfig.Copy(), nil
+	}
+	if err := checkUserinfo(listenURL, "postgres listen URL"); err != nil {
+		return nil, err
+	}
+	// pgxpool's parser, so that pool_* parameters copied from the store
+	// URL are accepted (and ignored) rather than sent as server settings.
+	cfg, err := pgxpool.ParseConfig(listenURL)
+	if err != nil {
+		return nil, redact.Error(fmt.Errorf("postgres listen URL: %w", parseError(err)))
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "leasehold"
+	}
+	return cfg.ConnConfig, nil
+}
+
+// FollowHistory returns a cursor after the event with ID after, or, for an
+// after below zero, after the newest event committed when it is called. An
+// event that took its id before that moment and commits after it is
+// concurrent with the call and may be left out; every later one is read.
+func (s *Store) FollowHistory(ctx context.Context, after int64) (leasecore.HistoryCursor, error) {
+	const op = leasecore.OpFollowHistory
+	if s.closed.Load() {
+		return nil, interpretError(op, errClosed)
+	}
+	if after < 0 {
+		if err := s.pool.QueryRow(ctx, followFromNowSQL).Scan(&after); err != nil {
+			return nil, interpretError(op, err)
+		}
+	}
+	return &cursor{s: s, pos: after}, nil
+}
+
+// cursor is the driver's HistoryCursor.
+//
+// Identity ids are taken when a row is inserted, before its transaction
+// commits, so commits can make ids visible out of order: while a statement
+// that took id 7 is still running, one that took id 8 may commit. A cursor
+// that delivered 8 and moved on would never deliver 7. So the cursor
+// delivers only ids that follow its position without a hole, and holds
+// back at the first missing id (a gap) until it can prove that the missing
+// ids will never commit: they were rolled back (a failed statement) or
+// deleted (pruned).
+//
+// The proof uses the snapshot of the statement that found the gap: every
+// read returns pg_current_snapshot() with its rows, from one statement, so
+// from one snapshot. Suppose a read with snapshot S sees id h but not id g
+// < h. g was taken (nextval) before h, and h committed before S was taken,
+// so g was taken before S. Every statement that inserts history first
+// writes a lease row in the same statement (the event insert reads the
+// lease write's RETURNING; sql.go), so the transaction T that took g
+// already had its transaction id when it took g: T's xid < S's xmax. A
+// later read whose snapshot S' has xmin ≥ S's xmax therefore sees T ended:
+// if T committed g, S' sees g; if S' still does not, g was rolled back or
+// pruned and is gone for good, and the cursor skips it. The same holds for
+// every missing id below h, which is why a gap is remembered with the
+// first id seen after it (end) and only ids below end are skipped on that
+// proof.
+//
+// A gap whose proof does not come within GapSettleTimeout (a long
+// transaction elsewhere in the database holds xmin down) is skipped
+// anyway, so that one idle session cannot stall every watcher.
+type cursor struct {
+	s       *Store
+	pos     int64
+	gap     *gap // the gap right after pos, when one was seen; nil otherwise
+	pending bool
+	closed  bool
+}
+
+// gap is a run of missing ids, [start, end), as first seen, with the xmax
+// of the snapshot it was seen in and the time it was seen.
+type gap struct {
+	start, end int64
+	xmax       int64
+	seen       time.Time
+}
+
+// Next returns up to limit events after the cursor's position (limit ≤ 0:
+// defaultReadLimit), from one statement, holding events back behind a gap
+// that is not settled yet (Pending then reports true).
+func (c *cursor) Next(ctx context.Context, limit int) ([]leasecore.Event, error) {
+	const op = leasecore.OpReadHistory
+	if c.closed {
+		return nil, interpretError(op, errors.New("the history cursor is closed"))
+	}
+	if c.s.closed.Load() {
+		return nil, interpretError(op, errClosed)
+	}
+	if limit <= 0 {
+		limit = defaultReadLimit
+	}
+	rows, err := c.s.pool.Query(ctx, readHistorySQL, c.pos, limit)
+	if err != nil {
+		return nil, interpretError(op, err)
+	}
+	var (
+		xmin, xmax int64
+		evs        []leasecore.Event
+	)
+	for rows.Next() {
+		var (
+			id, token              *int64
+			task, kind, who, about *string
+			at                     *time.Time
+		)
+		if err := rows.Scan(&xmin, &xmax, &id, &task, &kind, &who, &token, &at, &about); err != nil {
+			rows.Close()
+			return nil, interpretError(op, err)
+		}
+		if id != nil {
+			evs = append(evs, leasecore.Event{ID: *id, Task: *task, Kind: leasecore.EventKind(*kind),
+				Owner: *who, Token: *token, At: at.UTC(), Detail: *about})
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, interpretError(op, err)
+	}
+	return c.settle(evs, xmin, xmax, time.Now()), nil
+}
+
+// settle returns the prefix of evs (the events after pos, in id order, read
+// in a snapshot with xmin and xmax) that may be delivered now, advancing
+// the position past them and past the gaps it proves settled; see cursor.
+func (c *cursor) settle(evs []leasecore.Event, xmin, xmax int64, now time.Time) []leasecore.Event {
+	c.pending = false
+	out := evs[:0]
+	for _, e := range evs {
+		if e.ID > c.pos+1 {
+			g := c.gap
+			if g != nil && g.start == c.pos+1 && (xmin >= g.xmax || now.Sub(g.seen) >= GapSettleTimeout) {
+				// Every id in [g.start, g.end) was missing when the gap was
+				// first seen, and has ended since: skip those that are still
+				// missing.
+				c.pos = min(g.end, e.ID) - 1
+				c.gap = nil
+			}
+			if e.ID > c.pos+1 {
+				if c.gap == nil || c.gap.start != c.pos+1 {
+					c.gap = &gap{start: c.pos + 1, end: e.ID, xmax: xmax, seen: now}
+				}
+				c.pending = true
+				return out
+			}
+		}
+		out = append(out, e)
+		c.pos = e.ID
+	}
+	c.gap = nil
+	return out
+}
+
+// Position is the id after which the next Next reads.
+func (c *cursor) Position() int64 { return c.pos }
+
+// Pending reports whether the last Next held events back behind a gap.
+func (c *cursor) Pending() bool { return c.pending }
+
+// Close ends the cursor. It holds no connection between calls.
+func (c *cursor) Close() error {
+	c.closed = true
+	return nil
+}
+
+// RecordExpiries records an "expired" event for up to limit leases that
+// expired unreleased with their end unrecorded, in one statement that marks
+// each lease's end recorded (recordExpiriesSQL), and answers the earliest
+// expiry among live leases.
+func (s *Store) RecordExpiries(ctx context.Context, limit int) (leasecore.ExpirySweep, error) {
+	const op = leasecore.OpRecordExpiries
+	if s.closed.Load() {
+		return leasecore.ExpirySweep{}, interpretError(op, errClosed)
+	}
+	if limit <= 0 {
+		return leasecore.ExpirySweep{}, interpretError(op, fmt.Errorf("limit %d: must be positive", limit))
+	}
+	if err := s.recentReadOnly(); err != nil {
+		return leasecore.ExpirySweep{}, interpretError(op, err)
+	}
+	var (
+		n    int64
+		next *time.Time
+	)
+	if err := s.pool.QueryRow(ctx, recordExpiriesSQL, limit).Scan(&n, &next); err != nil {
+		s.noteReadOnly(err)
+		return leasecore.ExpirySweep{}, interpretError(op, err)
+	}
+	sweep := leasecore.ExpirySweep{Recorded: int(n)}
+	if next != nil {
+		sweep.NextExpiry = next.UTC()
+	}
+	return sweep, nil
+}
+
+// HistoryChanges returns a channel that receives a value after any process
+// commits history events to the database, and after every (re)connection
+// of the listening session, since notifications sent while it was down
+// are lost. The session is a connection of its own, outside the pool, to
+// the listen URL (Options.ListenURL) or the store's; when it fails, it is
+// opened again with a growing pause. The channel is closed when ctx ends or
+// the store closes. It fails only on a closed store.
+func (s *Store) HistoryChanges(ctx context.Context) (<-chan struct{}, error) {
+	s.listenMu.Lock()
+	defer s.listenMu.Unlock()
+	if s.closed.Load() || s.listenCtx.Err() != nil {
+		return nil, interpretError(opHistoryChanges, errClosed)
+	}
+	ch := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.listenCtx, cancel)
+	s.listeners.Go(func() {
+		defer close(ch)
+		defer stop()
+		defer cancel()
+		s.listenLoop(ctx, ch)
+	})
+	return ch, nil
+}
+
+// signal sends on ch unless a value is waiting there already.
+func signal(ch chan<- struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// listenLoop keeps a listening session open until ctx ends, signalling ch
+// on every notification and after every connection.
+func (s *Store) listenLoop(ctx context.Context, ch chan<- struct{}) {
+	pause := backoff.New(listenRetryFirst, listenRetryMax)
+	for ctx.Err() == nil {
+		conn, err := s.listenConn(ctx)
+		if err == nil {
+			pause = backoff.New(listenRetryFirst, listenRetryMax)
+			signal(ch) // anything committed while no session listened
+			waitNotifications(ctx, conn, ch)
+			closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = conn.Close(closeCtx)
+			cancel()
+		}
+		if backoff.Sleep(ctx, pause.Next()) != nil {
+			return
+		}
+	}
+}
+
+// listenConn opens a session and runs LISTEN on it.
+func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, s.listen.Copy())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+HistoryChannel); err != nil {
+		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = conn.Close(closeCtx)
+		return nil, err
+	}
+	return conn, nil
+}
+
+// waitNotifications signals ch on every notification conn receives, until
+// ctx ends or the session fails (a heartbeat ping finds a session that
+// died silently).
+func waitNotifications(ctx context.Context, conn *pgx.Conn, ch chan<- struct{}) {
+	for ctx.Err() == nil {
+		waitCtx, cancel := context.WithTimeout(ctx, listenHeartbeat)
+		_, err := conn.WaitForNotification(waitCtx)
+		cancel()
+		switch {
+		case err == nil:
+			signal(ch)
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err):
+			pingCtx, cancel := context.WithTimeout(ctx, DefaultConnectTimeout)
+			err := conn.Ping(pingCtx)
+			cancel()
+			if err != nil {
+				return
+			}
+		default:
+			return
+		}
+	}
+}

@@ -1,0 +1,584 @@
+package leasecore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/backoff"
+)
+
+// The watch: every change of holder on the store, as it is recorded in the
+// history, whichever process made it (docs/design.md, "The watch").
+//
+// A Service follows its store's history with one hub, however many watchers
+// it has: one cursor reads the new events and fans them out, so the store's
+// load does not grow with the watchers. The hub runs while the Service has
+// watchers (and WatchLinger after the last leaves), and while it runs it
+// also records the expiry of leases that run out with nobody claiming them
+// again, so that watchers hear of them.
+//
+// A watcher that gives a position first catches up from the history with a
+// cursor of its own, paced by its reader, and joins the hub's fan-out only
+// once it has read up to the hub's position: no event is lost or repeated in
+// the hand-over, and the catch-up holds no events in memory. Live, each
+// watcher has a buffer of its own (WithWatchBuffer); a watcher whose reader
+// falls that far behind is cut (ErrWatchCut) rather than buffered without
+// bound, and resumes from its last event with a new watch.
+
+// WatchFromNow as WatchParams.Since starts a watch at the newest event.
+const WatchFromNow = -1
+
+// Watch defaults.
+const (
+	// DefaultWatchBuffer is how many events a live watcher may fall behind
+	// before it is cut.
+	DefaultWatchBuffer = 256
+	// WatchLinger is how long the hub keeps following after its last
+	// watcher left, so that a watcher reconnecting finds it running.
+	WatchLinger = 30 * time.Second
+	// watchPoll bounds the wait between two reads of the history when the
+	// store's change signal says nothing (it is a hint, not the source of
+	// truth; a signal that was lost costs at most this much delay).
+	watchPoll = time.Second
+	// watchPendingRetry is the pause before reading again when the cursor
+	// held events back behind a transaction still in flight.
+	watchPendingRetry = 20 * time.Millisecond
+	// watchReadLimit is how many events one read of the history returns.
+	watchReadLimit = 512
+	// sweepLimit is how many expiries one RecordExpiries call records.
+	sweepLimit = 256
+	// sweepMaxWait bounds the pause between two expiry sweeps: a lease
+	// claimed after a sweep, with a ttl shorter than the wait to the
+	// earliest expiry the sweep saw, is noticed at most this late.
+	sweepMaxWait = time.Second
+	// sweepMinWait keeps a sweep whose clock runs ahead of the store's
+	// from sweeping in a loop until the store's clock catches up.
+	sweepMinWait = 50 * time.Millisecond
+)
+
+// ErrWatchCut ends a watcher whose reader fell too far behind the store's
+// events: resume with a new watch after the last event read.
+var ErrWatchCut = errors.New("watcher fell too far behind and was cut: resume after the last event read")
+
+// WatchParams says which events a watch delivers.
+type WatchParams struct {
+	// Prefix limits the watch to tasks whose names start with it; empty
+	// watches every task.
+	Prefix string
+	// Since is the ID of the last event the watcher has seen: the watch
+	// delivers the events with larger IDs that the history still holds,
+	// then the new ones as they happen. WatchFromNow starts at the newest
+	// event.
+	Since int64
+}
+
+// Validate checks the parameters.
+func (p WatchParams) Validate() error {
+	if len(p.Prefix) > MaxTaskLen {
+		return &ValidationError{Field: "Prefix", Rule: fmt.Sprintf("must be at most %d characters", MaxTaskLen)}
+	}
+	for i := 0; i < len(p.Prefix); i++ {
+		if !isTaskChar(p.Prefix[i]) {
+			return &ValidationError{Field: "Prefix", Rule: fmt.Sprintf("must be characters of %s; %q at position %d is not", taskCharsetMsg, rune(p.Prefix[i]), i+1)}
+		}
+	}
+	if p.Since < WatchFromNow {
+		return &ValidationError{Field: "Since", Rule: "must be an event id (0 or more), or WatchFromNow"}
+	}
+	return nil
+}
+
+// WithWatchBuffer sets how many events a live watcher may fall behind
+// before it is cut (default DefaultWatchBuffer).
+func WithWatchBuffer(n int) Option {
+	return func(s *Service) {
+		if n > 0 {
+			s.watchBuffer = n
+		}
+	}
+}
+
+// Watcher is one watch: its events arrive on Events in ID order, each once.
+type Watcher struct {
+	hub    *watchHub
+	prefix string
+	events chan Event
+	ready  chan struct{}
+	stop   chan struct{} // closed by Close
+	once   sync.Once
+
+	// Guarded by hub.mu.
+	pos      int64 // the last event ID sent (or skipped by the prefix)
+	catching bool  // catching up: its own goroutine sends, and closes events
+	livePos  int64 // pos when it joined the fan-out
+	err      error
+	closed   bool // events is closed
+}
+
+// Events delivers the watch's events. It is closed when the watch ends;
+// Err then says why.
+func (w *Watcher) Events() <-chan Event { return w.events }
+
+// Ready is closed once the watcher has caught up with the history and
+// receives events as they happen. By then every replayed event is on
+// Events, ahead of the new ones.
+func (w *Watcher) Ready() <-chan struct{} { return w.ready }
+
+// ReadyPosition is, once Ready is closed, the position at which the
+// watcher caught up: the replayed events have IDs up to it, the new ones
+// larger IDs.
+func (w *Watcher) ReadyPosition() int64 {
+	w.hub.mu.Lock()
+	defer w.hub.mu.Unlock()
+	return w.livePos
+}
+
+// Err says why Events was closed: ErrWatchCut, the watch's context's error,
+// an error wrapping ErrUnavailable (the store failed while catching up), or
+// nil after Close.
+func (w *Watcher) Err() error {
+	w.hub.mu.Lock()
+	defer w.hub.mu.Unlock()
+	return w.err
+}
+
+// Position is the ID of the last event the watcher was sent, or skipped as
+// outside its prefix.
+func (w *Watcher) Position() int64 {
+	w.hub.mu.Lock()
+	defer w.hub.mu.Unlock()
+	return w.pos
+}
+
+// Close ends the watch.
+func (w *Watcher) Close() {
+	w.once.Do(func() { close(w.stop) })
+	w.hub.mu.Lock()
+	if !w.catching {
+		w.hub.finishLocked(w, nil)
+	} // else the catch-up sees stop and finishes the watcher itself
+	w.hub.mu.Unlock()
+}
+
+// WatchStats describes a Service's watch.
+type WatchStats struct {
+	Watchers int   // open watchers, live or catching up
+	Position int64 // the hub's position: the last event it read (0 when not following)
+	Cut      int64 // watchers cut for falling behind, since the Service started
+}
+
+// WatchStats reports the Service's watchers.
+func (s *Service) WatchStats() WatchStats {
+	h := s.hub()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := WatchStats{Watchers: h.open, Cut: h.cut}
+	if h.running {
+		st.Position = h.pos
+	}
+	return st
+}
+
+// Watch starts a watch of the store's history. It returns once the watch
+// knows where it starts; its events then arrive on the Watcher until ctx
+// ends, the Watcher is closed, or it is cut. It answers ErrUnavailable when
+// the store cannot be read or followed.
+func (s *Service) Watch(ctx context.Context, p WatchParams) (*Watcher, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	feed, ok := s.store.(HistoryFeed)
+	if !ok {
+		return nil, Unavailable(OpFollowHistory, errors.New("the store cannot follow its history"))
+	}
+	h := s.hub()
+	w := &Watcher{hub: h, prefix: p.Prefix, events: make(chan Event, s.watchBuffer), ready: make(chan struct{}), stop: make(chan struct{})}
+	if err := h.join(ctx, feed); err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	w.pos = p.Since
+	if w.pos < 0 {
+		w.pos = h.pos
+	}
+	if w.pos >= h.pos {
+		// Nothing to catch up on: join the fan-out at once, under the
+		// lock that the fan-out takes, so no event falls between.
+		h.goLiveLocked(w)
+		h.mu.Unlock()
+		go w.run(ctx, nil)
+		return w, nil
+	}
+	w.catching = true
+	after := w.pos
+	h.mu.Unlock()
+	// Catch up with a cursor of the watcher's own, opened before returning
+	// so that a store that cannot be read answers unavailable now.
+	var cur HistoryCursor
+	if err := s.callBounded(ctx, OpFollowHistory, func(ctx context.Context) (err error) {
+		cur, err = feed.FollowHistory(ctx, after)
+		return err
+	}); err != nil {
+		h.mu.Lock()
+		h.finishLocked(w, err)
+		h.mu.Unlock()
+		return nil, outcome(OpFollowHistory, err)
+	}
+	go w.run(ctx, cur)
+	return w, nil
+}
+
+// run catches the watcher up (when it has a cursor) until it joins the
+// fan-out, then ends the watcher when ctx ends.
+func (w *Watcher) run(ctx context.Context, cur HistoryCursor) {
+	h := w.hub
+	if cur != nil {
+		err := w.catchUp(ctx, cur)
+		_ = cur.Close()
+		if err != nil {
+			// Only this goroutine sends while catching up, so only it may
+			// close the events.
+			h.mu.Lock()
+			h.finishLocked(w, err)
+			h.mu.Unlock()
+			return
+		}
+	}
+	select {
+	case <-ctx.Done():
+		h.mu.Lock()
+		h.finishLocked(w, ctx.Err())
+		h.mu.Unlock()
+	case <-w.stop:
+	}
+}
+
+// errWatchClosed ends a catch-up that Close interrupted.
+var errWatchClosed = errors.New("watch closed")
+
+// catchUp reads the history from the watcher's position with its own
+// cursor, sending each event as the reader takes it, until it reaches the
+// hub's position; then it joins the fan-out and returns nil.
+func (w *Watcher) catchUp(ctx context.Context, cur HistoryCursor) error {
+	s, h := w.hub.s, w.hub
+	bo := backoff.New(watchPendingRetry, watchPoll)
+	for {
+		var evs []Event
+		err := s.callBounded(ctx, OpReadHistory, func(ctx context.Context) (err error) {
+			evs, err = cur.Next(ctx, watchReadLimit)
+			return err
+		})
+		if err != nil {
+			return outcome(OpReadHistory, err)
+		}
+		for _, ev := range evs {
+			if strings.HasPrefix(ev.Task, w.prefix) {
+				select {
+				case w.events <- ev:
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-w.stop:
+					return errWatchClosed
+				}
+			}
+		}
+		h.mu.Lock()
+		select {
+		case <-w.stop:
+			h.mu.Unlock()
+			return errWatchClosed
+		default:
+		}
+		w.pos = max(w.pos, cur.Position())
+		if len(evs) == 0 && !cur.Pending() {
+			// Nothing after the cursor: every event up to the hub's
+			// position was read (or pruned), so the watcher can join.
+			w.pos = max(w.pos, h.pos)
+		}
+		if w.pos >= h.pos {
+			h.goLiveLocked(w)
+			h.mu.Unlock()
+			return nil
+		}
+		h.mu.Unlock()
+		if len(evs) == 0 {
+			if err := backoff.Sleep(ctx, bo.Next()); err != nil {
+				return err
+			}
+		} else {
+			bo = backoff.New(watchPendingRetry, watchPoll)
+		}
+	}
+}
+
+// watchHub follows the store's history for all of a Service's watchers.
+type watchHub struct {
+	s *Service
+
+	mu       sync.Mutex
+	open     int // watchers, live or catching up
+	cut      int64
+	watchers map[*Watcher]struct{} // live watchers
+	running  bool
+	starting chan struct{} // closed when a start attempt finished
+	startErr error
+	pos      int64 // the last event read and fanned out
+	stop     context.CancelFunc
+	linger   *time.Timer
+	gen      uint64 // counts starts, so that an old linger timer does nothing
+}
+
+func (s *Service) hub() *watchHub {
+	s.watchOnce.Do(func() {
+		s.watch = &watchHub{s: s, watchers: make(map[*Watcher]struct{})}
+	})
+	return s.watch
+}
+
+// join counts a new watcher and makes sure the hub runs.
+func (h *watchHub) join(ctx context.Context, feed HistoryFeed) error {
+	h.mu.Lock()
+	h.open++
+	if h.linger != nil {
+		h.linger.Stop()
+		h.linger = nil
+	}
+	if !h.running && h.starting == nil {
+		h.starting = make(chan struct{})
+		h.gen++
+		go h.start(feed, h.gen)
+	}
+	starting := h.starting
+	h.mu.Unlock()
+	if starting != nil {
+		select {
+		case <-starting:
+		case <-ctx.Done():
+			h.leave()
+			return Unavailable(OpFollowHistory, ctx.Err())
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.running {
+		err := h.startErr
+		h.open--
+		if err == nil {
+			err = errors.New("the watch stopped")
+		}
+		return outcome(OpFollowHistory, err)
+	}
+	return nil
+}
+
+// leave uncounts a watcher that never started.
+func (h *watchHub) leave() {
+	h.mu.Lock()
+	h.open--
+	h.mu.Unlock()
+	h.maybeLinger()
+}
+
+// start opens the hub's cursor at the newest event and runs the hub.
+func (h *watchHub) start(feed HistoryFeed, gen uint64) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var cur HistoryCursor
+	err := h.s.callBounded(ctx, OpFollowHistory, func(ctx context.Context) (err error) {
+		cur, err = feed.FollowHistory(ctx, WatchFromNow)
+		return err
+	})
+	h.mu.Lock()
+	starting := h.starting
+	h.starting = nil
+	if err != nil {
+		h.startErr = err
+		h.mu.Unlock()
+		cancel()
+		close(starting)
+		return
+	}
+	h.running, h.startErr, h.stop = true, nil, cancel
+	h.pos = cur.Position()
+	h.mu.Unlock()
+	close(starting)
+
+	go h.sweep(ctx, feed)
+	h.follow(ctx, feed, cur)
+	_ = cur.Close()
+}
+
+// follow reads the new events whenever the store signals a change, or
+// watchPoll passed, and fans them out, until ctx ends.
+func (h *watchHub) follow(ctx context.Context, feed HistoryFeed, cur HistoryCursor) {
+	changes, err := feed.HistoryChanges(ctx)
+	if err != nil {
+		changes = nil // read on the timer alone
+	}
+	bo := backoff.New(watchPendingRetry, watchPoll)
+	wait := time.NewTimer(0)
+	defer wait.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-changes:
+			if !ok {
+				changes = nil
+			}
+		case <-wait.C:
+		}
+		next := watchPoll
+		for {
+			var evs []Event
+			err := h.s.callBounded(ctx, OpReadHistory, func(ctx context.Context) (err error) {
+				evs, err = cur.Next(ctx, watchReadLimit)
+				return err
+			})
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				next = bo.Next() // the store failed: try again, keeping the position
+				break
+			}
+			bo = backoff.New(watchPendingRetry, watchPoll)
+			h.fanOut(evs, cur.Position())
+			if len(evs) < watchReadLimit {
+				if cur.Pending() {
+					next = watchPendingRetry
+				}
+				break
+			}
+		}
+		if !wait.Stop() {
+			select {
+			case <-wait.C:
+			default:
+			}
+		}
+		wait.Reset(next)
+	}
+}
+
+// fanOut hands evs to every live watcher, cutting those whose buffer is
+// full, and moves the hub's position to pos.
+func (h *watchHub) fanOut(evs []Event, pos int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w := range h.watchers {
+		for _, ev := range evs {
+			if ev.ID <= w.pos {
+				continue // the watcher's catch-up already sent it
+			}
+			if strings.HasPrefix(ev.Task, w.prefix) {
+				select {
+				case w.events <- ev:
+				default:
+					h.cut++
+					h.finishLocked(w, ErrWatchCut)
+				}
+				if w.closed {
+					break
+				}
+			}
+			w.pos = ev.ID
+		}
+		if !w.closed {
+			w.pos = max(w.pos, pos)
+		}
+	}
+	h.pos = max(h.pos, pos)
+}
+
+// sweep records the expiry of leases that ran out unreleased and unclaimed,
+// at their expiry, so that watchers hear of them; until ctx ends.
+func (h *watchHub) sweep(ctx context.Context, feed HistoryFeed) {
+	bo := backoff.New(watchPendingRetry, watchPoll)
+	for {
+		var sw ExpirySweep
+		err := h.s.callBounded(ctx, OpRecordExpiries, func(ctx context.Context) (err error) {
+			sw, err = feed.RecordExpiries(ctx, sweepLimit)
+			return err
+		})
+		wait := sweepMaxWait
+		switch {
+		case err != nil:
+			wait = bo.Next()
+		case sw.Recorded >= sweepLimit:
+			wait = 0 // more may be waiting
+		case !sw.NextExpiry.IsZero():
+			bo = backoff.New(watchPendingRetry, watchPoll)
+			// The store's clock judges expiry; the local clock only paces
+			// the sweeps, bounded both ways.
+			wait = min(max(time.Until(sw.NextExpiry), sweepMinWait), sweepMaxWait)
+		}
+		if backoff.Sleep(ctx, wait) != nil {
+			return
+		}
+	}
+}
+
+// goLiveLocked adds a caught-up watcher to the fan-out.
+func (h *watchHub) goLiveLocked(w *Watcher) {
+	if w.closed {
+		return
+	}
+	w.catching = false
+	w.livePos = w.pos
+	h.watchers[w] = struct{}{}
+	close(w.ready)
+}
+
+// finishLocked ends a watcher, once: it leaves the fan-out, its events
+// close, and when it was the last the hub lingers, then stops. The caller
+// is the only sender left on w.events: the fan-out (under h.mu) for a live
+// watcher, the catch-up goroutine for one catching up.
+func (h *watchHub) finishLocked(w *Watcher, err error) {
+	if w.closed {
+		return
+	}
+	if errors.Is(err, errWatchClosed) {
+		err = nil
+	}
+	w.closed, w.err = true, err
+	delete(h.watchers, w)
+	close(w.events)
+	h.open--
+	if h.open == 0 && h.running && h.linger == nil {
+		gen := h.gen
+		h.linger = time.AfterFunc(WatchLinger, func() { h.stopIfIdle(gen) })
+	}
+}
+
+// maybeLinger starts the linger when the hub runs without watchers.
+func (h *watchHub) maybeLinger() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.open == 0 && h.running && h.linger == nil {
+		gen := h.gen
+		h.linger = time.AfterFunc(WatchLinger, func() { h.stopIfIdle(gen) })
+	}
+}
+
+// stopIfIdle stops the hub of generation gen if it still has no watchers.
+func (h *watchHub) stopIfIdle(gen uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if gen != h.gen || h.open != 0 || !h.running {
+		return
+	}
+	h.linger = nil
+	h.running = false
+	h.stop()
+}
+
+// callBounded is call with the Service's operation timeout.
+func (s *Service) callBounded(ctx context.Context, op string, fn func(context.Context) error) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	return s.call(ctx, op, fn)
+}

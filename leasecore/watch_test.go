@@ -1,0 +1,316 @@
+package leasecore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// feedStore is a HistoryFeed seam for the watch's tests: an in-memory
+// history that the test appends to, with a change signal. The other Store
+// methods are not used.
+type feedStore struct {
+	Store
+	mu      sync.Mutex
+	events  []Event
+	changes chan struct{}
+	sweeps  atomic.Int64
+	failing atomic.Bool // FollowHistory and Next fail
+	reads   atomic.Int64
+}
+
+func newFeedStore() *feedStore { return &feedStore{changes: make(chan struct{}, 1)} }
+
+func (f *feedStore) add(task string, kind EventKind) int64 {
+	f.mu.Lock()
+	id := int64(len(f.events) + 1)
+	f.events = append(f.events, Event{ID: id, Task: task, Kind: kind, Owner: "o", Token: id, At: time.Unix(id, 0)})
+	f.mu.Unlock()
+	select {
+	case f.changes <- struct{}{}:
+	default:
+	}
+	return id
+}
+
+func (f *feedStore) FollowHistory(_ context.Context, after int64) (HistoryCursor, error) {
+	if f.failing.Load() {
+		return nil, errors.New("store down")
+	}
+	if after < 0 {
+		f.mu.Lock()
+		after = int64(len(f.events))
+		f.mu.Unlock()
+	}
+	return &feedCursor{f: f, pos: after}, nil
+}
+
+func (f *feedStore) HistoryChanges(ctx context.Context) (<-chan struct{}, error) {
+	out := make(chan struct{}, 1)
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-f.changes:
+				select {
+				case out <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+func (f *feedStore) RecordExpiries(context.Context, int) (ExpirySweep, error) {
+	f.sweeps.Add(1)
+	return ExpirySweep{}, nil
+}
+
+type feedCursor struct {
+	f   *feedStore
+	pos int64
+}
+
+func (c *feedCursor) Next(_ context.Context, limit int) ([]Event, error) {
+	if c.f.failing.Load() {
+		return nil, errors.New("store down")
+	}
+	c.f.reads.Add(1)
+	c.f.mu.Lock()
+	defer c.f.mu.Unlock()
+	var out []Event
+	for _, ev := range c.f.events[c.pos:] {
+		if len(out) == limit {
+			break
+		}
+		out = append(out, ev)
+	}
+	if len(out) > 0 {
+		c.pos = out[len(out)-1].ID
+	}
+	return out, nil
+}
+
+func (c *feedCursor) Position() int64 { return c.pos }
+func (c *feedCursor) Pending() bool   { return false }
+func (c *feedCursor) Close() error    { return nil }
+
+// receive reads n events from w, failing on a timeout (a generous bound:
+// the test fails rather than waits forever; it asserts no duration).
+func receive(t *testing.T, w *Watcher, n int) []Event {
+	t.Helper()
+	var got []Event
+	deadline := time.After(30 * time.Second)
+	for len(got) < n {
+		select {
+		case ev, ok := <-w.Events():
+			if !ok {
+				t.Fatalf("watch ended after %d of %d events: %v", len(got), n, w.Err())
+			}
+			got = append(got, ev)
+		case <-deadline:
+			t.Fatalf("got %d of %d events", len(got), n)
+		}
+	}
+	return got
+}
+
+func checkIDs(t *testing.T, evs []Event, first int64) {
+	t.Helper()
+	for i, ev := range evs {
+		if ev.ID != first+int64(i) {
+			t.Fatalf("event %d has id %d, want %d (ids must rise by one: none lost, none repeated)", i, ev.ID, first+int64(i))
+		}
+	}
+}
+
+func TestWatchFromNowSkipsOldEvents(t *testing.T) {
+	f := newFeedStore()
+	f.add("old", EventAcquired)
+	svc := New(f)
+	w, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	<-w.Ready()
+	id := f.add("new", EventAcquired)
+	got := receive(t, w, 1)
+	if got[0].ID != id || got[0].Task != "new" {
+		t.Fatalf("got %+v, want the new event %d", got[0], id)
+	}
+}
+
+// TestWatchCatchUpHandOver: watchers that start from a position while
+// events keep coming each get every event exactly once, in order, whether
+// they join during the catch-up or after.
+func TestWatchCatchUpHandOver(t *testing.T) {
+	f := newFeedStore()
+	for range 300 {
+		f.add("t", EventAcquired)
+	}
+	svc := New(f, WithWatchBuffer(100000))
+	ctx := t.Context()
+	// A first watcher starts the hub.
+	w0, err := svc.Watch(ctx, WatchParams{Since: WatchFromNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w0.Close()
+	const total = 3000
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 300; i < total; i++ {
+			f.add(fmt.Sprintf("t%d", i%7), EventReleased)
+		}
+	}()
+	var watchers []*Watcher
+	for _, after := range []int64{0, 1, 150, 299, 300} {
+		w, err := svc.Watch(ctx, WatchParams{Since: after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		watchers = append(watchers, w)
+	}
+	wg.Wait()
+	for i, after := range []int64{0, 1, 150, 299, 300} {
+		got := receive(t, watchers[i], int(total-after))
+		checkIDs(t, got, after+1)
+	}
+}
+
+func TestWatchPrefix(t *testing.T) {
+	f := newFeedStore()
+	f.add("jobs/a", EventAcquired)
+	f.add("other", EventAcquired)
+	f.add("jobs/b", EventAcquired)
+	svc := New(f)
+	w, err := svc.Watch(t.Context(), WatchParams{Prefix: "jobs/", Since: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	f.add("other", EventReleased)
+	f.add("jobs/a", EventReleased)
+	got := receive(t, w, 3)
+	for i, want := range []int64{1, 3, 5} {
+		if got[i].ID != want {
+			t.Fatalf("event %d: id %d, want %d (%+v)", i, got[i].ID, want, got)
+		}
+	}
+	if err := (WatchParams{Prefix: "bad prefix"}).Validate(); err == nil {
+		t.Fatal("a prefix with a space was accepted")
+	}
+}
+
+// TestWatchSlowWatcherIsCut: a watcher that stops reading is cut once its
+// buffer is full; the others go on receiving.
+func TestWatchSlowWatcherIsCut(t *testing.T) {
+	f := newFeedStore()
+	svc := New(f, WithWatchBuffer(8))
+	slow, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fast.Close()
+	for range 40 {
+		f.add("t", EventAcquired)
+		receive(t, fast, 1)
+	}
+	// slow never read: its events end, with ErrWatchCut, after at most its
+	// buffer.
+	n := 0
+	for range slow.Events() {
+		n++
+	}
+	if !errors.Is(slow.Err(), ErrWatchCut) {
+		t.Fatalf("slow watcher ended with %v, want ErrWatchCut", slow.Err())
+	}
+	if n > 8 {
+		t.Fatalf("slow watcher was sent %d events, more than its buffer of 8", n)
+	}
+	if st := svc.WatchStats(); st.Cut != 1 || st.Watchers != 1 {
+		t.Fatalf("stats %+v, want 1 cut and 1 watcher left", st)
+	}
+}
+
+// TestWatchOneReaderForManyWatchers: the store is read by the hub, not by
+// each watcher.
+func TestWatchOneReaderForManyWatchers(t *testing.T) {
+	f := newFeedStore()
+	svc := New(f)
+	var ws []*Watcher
+	for range 50 {
+		w, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		ws = append(ws, w)
+	}
+	before := f.reads.Load()
+	f.add("t", EventAcquired)
+	for _, w := range ws {
+		receive(t, w, 1)
+	}
+	if reads := f.reads.Load() - before; reads > 5 {
+		t.Fatalf("one event for 50 watchers took %d reads of the store", reads)
+	}
+	if f.sweeps.Load() == 0 {
+		t.Fatal("the hub never swept for expiries")
+	}
+}
+
+func TestWatchUnavailableStore(t *testing.T) {
+	f := newFeedStore()
+	f.failing.Store(true)
+	svc := New(f)
+	if _, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("watch on a failing store: %v, want ErrUnavailable", err)
+	}
+	if st := svc.WatchStats(); st.Watchers != 0 {
+		t.Fatalf("a failed watch is still counted: %+v", st)
+	}
+	// Once the store is back, the watch works.
+	f.failing.Store(false)
+	w, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	f.add("t", EventAcquired)
+	receive(t, w, 1)
+}
+
+func TestWatchEndsWithContext(t *testing.T) {
+	f := newFeedStore()
+	svc := New(f)
+	ctx, cancel := context.WithCancel(t.Context())
+	w, err := svc.Watch(ctx, WatchParams{Since: WatchFromNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	for range w.Events() {
+	}
+	if !errors.Is(w.Err(), context.Canceled) {
+		t.Fatalf("err %v, want context.Canceled", w.Err())
+	}
+	if st := svc.WatchStats(); st.Watchers != 0 {
+		t.Fatalf("stats %+v after the watch ended", st)
+	}
+}

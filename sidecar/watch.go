@@ -1,0 +1,224 @@
+package sidecar
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/sidecar/api"
+)
+
+// The watch stream: GET /v1/watch relays a leasecore.Watcher's events as
+// server-sent events on the hijacked connection, as the keepalive stream
+// does, so that the server's timeouts do not end it.
+
+// DefaultMaxWatchers caps concurrent watch streams per sidecar.
+const DefaultMaxWatchers = 1000
+
+// watchPingInterval spaces the comment lines that reveal a client that is
+// gone (and keep proxies from closing an idle stream).
+const watchPingInterval = 15 * time.Second
+
+// watches is the sidecar's book of watch streams: a cap, and a way to end
+// them all at shutdown.
+type watches struct {
+	max     int64
+	active  atomic.Int64
+	closing chan struct{}
+	once    sync.Once
+	running sync.WaitGroup
+}
+
+func newWatches(max int) *watches {
+	if max <= 0 {
+		max = DefaultMaxWatchers
+	}
+	return &watches{max: int64(max), closing: make(chan struct{})}
+}
+
+func (ws *watches) enter() bool {
+	if ws.active.Add(1) > ws.max {
+		ws.active.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (ws *watches) leave() { ws.active.Add(-1) }
+
+// shutdown tells every watch stream to send its `end` event and close, and
+// waits for them until ctx ends.
+func (ws *watches) shutdown(ctx context.Context) error {
+	ws.once.Do(func() { close(ws.closing) })
+	done := make(chan struct{})
+	go func() { ws.running.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("watch streams still ending: %w", ctx.Err())
+	}
+}
+
+// WatchLeases answers GET /v1/watch.
+func (h *handlers) WatchLeases(c echo.Context, params api.WatchLeasesParams) error {
+	since := int64(leasecore.WatchFromNow)
+	if params.Since != nil {
+		since = *params.Since
+	}
+	if params.LastEventID != nil {
+		since = *params.LastEventID
+	}
+	if !h.watches.enter() {
+		return newProblem(http.StatusServiceUnavailable, problemUnavailable, "Too many watchers",
+			fmt.Sprintf("this sidecar already serves %d watch streams (--max-watchers); try another sidecar or later", h.watches.max))
+	}
+	select {
+	case <-h.watches.closing:
+		h.watches.leave()
+		return newProblem(http.StatusServiceUnavailable, problemUnavailable, "Shutting down", "this sidecar is shutting down: try another sidecar")
+	default:
+	}
+	// The watch outlives the request: the connection is the stream's once
+	// hijacked, and the stream ends the watch.
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := h.svc.Watch(ctx, leasecore.WatchParams{Prefix: deref(params.Prefix), Since: since})
+	if err != nil {
+		cancel()
+		h.watches.leave()
+		return err
+	}
+	conn, buf, err := c.Response().Hijack()
+	if err != nil {
+		cancel()
+		w.Close()
+		h.watches.leave()
+		return fmt.Errorf("watch: take over the connection: %w", err)
+	}
+	c.Response().Status = http.StatusOK // for the request metrics; the stream writes its own
+	h.watches.running.Add(1)
+	go func() {
+		defer h.watches.running.Done()
+		defer h.watches.leave()
+		defer cancel()
+		ws := &watchStream{conn: conn, w: w, closing: h.watches.closing}
+		ws.serve(buf.Reader)
+	}()
+	return nil
+}
+
+// watchStream is one watch stream after the hijack.
+type watchStream struct {
+	conn    net.Conn
+	w       *leasecore.Watcher
+	closing <-chan struct{}
+	out     []byte
+}
+
+// serve writes the stream until the watcher ends, the client hangs up or
+// the sidecar shuts down.
+func (ws *watchStream) serve(in *bufio.Reader) {
+	defer ws.conn.Close()
+	defer ws.w.Close()
+	gone := make(chan struct{})
+	go func() {
+		// The client sends nothing more; a read that ends means it hung up.
+		_, _ = io.Copy(io.Discard, in)
+		close(gone)
+	}()
+	ws.out = append(ws.out[:0], streamHeader...)
+	if ws.flush() != nil {
+		return
+	}
+	ping := time.NewTicker(watchPingInterval)
+	defer ping.Stop()
+	ready := ws.w.Ready()
+	for {
+		select {
+		case ev, ok := <-ws.w.Events():
+			if !ok {
+				if errors.Is(ws.w.Err(), leasecore.ErrWatchCut) {
+					ws.end(api.WatchEndReasonSlow, "this watcher fell too far behind the store's events; reconnect with Last-Event-ID set to the last id received")
+				}
+				return
+			}
+			ws.appendEvent(ev)
+			// Send what else is waiting in the same write.
+			for more := true; more && len(ws.out) < 32<<10; {
+				select {
+				case ev, ok := <-ws.w.Events():
+					if !ok {
+						more = false
+						break
+					}
+					ws.appendEvent(ev)
+				default:
+					more = false
+				}
+			}
+			if ws.flush() != nil {
+				return
+			}
+		case <-ready:
+			// The replayed events are all queued by now: write what is
+			// queued (they and perhaps a few new ones) before ready.
+			ready = nil
+			for n := len(ws.w.Events()); n > 0; n-- {
+				ev, ok := <-ws.w.Events()
+				if !ok {
+					break
+				}
+				ws.appendEvent(ev)
+			}
+			ws.out = append(ws.out, mustEvent("ready", api.WatchReady{Position: ws.w.ReadyPosition()})...)
+			if ws.flush() != nil {
+				return
+			}
+		case <-ping.C:
+			ws.out = append(ws.out, pingComment...)
+			if ws.flush() != nil {
+				return
+			}
+		case <-ws.closing:
+			ws.end(api.WatchEndReasonShutdown, "this sidecar is shutting down; reconnect to another with Last-Event-ID set to the last id received")
+			return
+		case <-gone:
+			return
+		}
+	}
+}
+
+// appendEvent adds one history event to the pending output: its id, its
+// kind as the event name, and the Event as data.
+func (ws *watchStream) appendEvent(ev leasecore.Event) {
+	ws.out = append(ws.out, "id: "...)
+	ws.out = strconv.AppendInt(ws.out, ev.ID, 10)
+	ws.out = append(ws.out, '\n')
+	ws.out = append(ws.out, mustEvent(string(ev.Kind), apiEvent(&ev))...)
+}
+
+// end sends the end event; the stream then closes.
+func (ws *watchStream) end(reason api.WatchEndReason, detail string) {
+	ws.out = append(ws.out, mustEvent("end", api.WatchEnd{Reason: reason, Detail: detail})...)
+	_ = ws.flush()
+}
+
+// flush writes the pending output whole, or fails: a client that cannot
+// take it in streamWriteTimeout is treated as gone.
+func (ws *watchStream) flush() error {
+	_ = ws.conn.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	_, err := ws.conn.Write(ws.out)
+	ws.out = ws.out[:0]
+	return err
+}
