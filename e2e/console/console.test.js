@@ -97,6 +97,10 @@ test('the console: token prompt, leases with countdowns, history, policies, heal
     assert.equal(await page.evaluate(() => sessionStorage.getItem('leasehold.token')), token);
   });
 
+  await t.test('follows the watch stream (GET /v1/watch), not polling', async () => {
+    await page.waitForFunction(() => /Live: following the watch stream/.test(document.getElementById('connection').textContent), null, WAIT);
+  });
+
   await t.test('declared tasks, idle ones included, and the retention policies', async () => {
     const idle = row(page, 'task-rows', 'nightly-report');
     assert.match(await idle.textContent(), /idle/);
@@ -109,9 +113,15 @@ test('the console: token prompt, leases with countdowns, history, policies, heal
     assert.match(await page.locator('#policy-rows').textContent(), /500 events/);
   });
 
-  await t.test('the sidecar health says the store is ready', async () => {
+  await t.test('the sidecar health (GET /v1/status): store ready, streams, watchers, batching', async () => {
     await page.waitForFunction(() => /ready/.test(document.getElementById('health-list').textContent), null, WAIT);
-    assert.doesNotMatch(await page.locator('#health-list').textContent(), /not ready/);
+    const text = await page.locator('#health-list').textContent();
+    assert.doesNotMatch(text, /not ready/);
+    assert.match(text, /sqlite/);
+    assert.match(text, /\d+ open of \d+/);
+    // This page's own watch stream is one of the sidecar's watchers (health is read every 10 s).
+    await page.waitForFunction(() => /Watchers\s*[1-9]/.test(document.getElementById('health-list').textContent), null, WAIT);
+    assert.match(await page.locator('#batching').textContent(), /claim/);
   });
 
   let lease;
@@ -119,16 +129,17 @@ test('the console: token prompt, leases with countdowns, history, policies, heal
     lease = await claim('nightly-report', 'worker-a#4242#k3j9', 120000, 'rendering December');
     const r = row(page, 'lease-rows', 'nightly-report');
     await r.waitFor(WAIT);
-    const text = await r.textContent();
-    assert.match(text, /worker-a#4242#k3j9/);
-    assert.match(text, new RegExp(`\\b${lease.token}\\b`));
-    assert.match(text, /rendering December/);
+    // The watch stream's event brought it.
+    await page.waitForFunction(() => /Live: acquired nightly-report/.test(document.getElementById('connection').textContent), null, WAIT);
+    assert.equal(await r.locator('.owner').textContent(), 'worker-a#4242#k3j9');
+    assert.equal(await r.locator('.token').textContent(), String(lease.token));
+    assert.match(await r.textContent(), /rendering December/);
     // The browser's clock is 37 minutes behind: times still read as just now.
     assert.match(await r.locator('.ago').first().textContent(), /just now|\d+ s ago/);
     const countdown = r.locator('.countdown');
     const first = Number(await countdown.getAttribute('data-remaining-ms'));
     assert.ok(first > 0 && first <= 120000, `countdown starts within the ttl: ${first} ms`);
-    assert.match(await countdown.textContent(), /◷ (1 min \d\d s|\d+ s)/);
+    assert.match(await countdown.textContent(), /◷ (2 min 00 s|1 min \d\d s)/);
     await page.waitForFunction((before) => {
       const node = document.querySelector('#lease-rows tr[data-task="nightly-report"] .countdown');
       return node && Number(node.dataset.remainingMs) < before - 1000;
@@ -148,7 +159,7 @@ test('the console: token prompt, leases with countdowns, history, policies, heal
     assert.match(await row(page, 'task-rows', 'nightly-report').textContent(), /idle/);
   });
 
-  await t.test('an expiry shows in the history once another owner takes the task over', async () => {
+  await t.test('an expiry shows in the history with nobody claiming the task again', async () => {
     const short = await claim('telescope:prune', 'pruner-1#7#aa', 300, '');
     await row(page, 'task-rows', 'telescope:prune').getByRole('button', { name: 'telescope:prune' }).click();
     await page.waitForFunction(() => document.getElementById('history-task').textContent === 'telescope:prune', null, WAIT);
@@ -158,13 +169,18 @@ test('the console: token prompt, leases with countdowns, history, policies, heal
       if (!got.body.held) break;
       await new Promise((r) => setTimeout(r, 100));
     }
-    await claim('telescope:prune', 'pruner-2#9#bb', 90000, 'entries older than 30 d');
-    const taken = page.locator('#history-rows tr[data-kind="taken_over"]');
-    await taken.waitFor(WAIT);
-    const text = await taken.textContent();
-    assert.match(text, /taken over/);
-    assert.match(text, /pruner-1#7#aa/);
-    assert.match(text, new RegExp(`\\b${short.token}\\b`));
+    const expired = page.locator('#history-rows tr[data-kind="expired"]');
+    await expired.waitFor(WAIT);
+    assert.match(await expired.textContent(), /expired/);
+    assert.equal(await expired.locator('.owner').textContent(), 'pruner-1#7#aa');
+    assert.equal(await expired.locator('.token').textContent(), String(short.token));
+    await row(page, 'lease-rows', 'telescope:prune').waitFor({ state: 'detached', ...WAIT });
+
+    const next = await claim('telescope:prune', 'pruner-2#9#bb', 90000, 'entries older than 30 d');
+    await page.locator(`#history-rows tr[data-kind="acquired"]`, { hasText: 'pruner-2#9#bb' }).waitFor(WAIT);
+    const held = row(page, 'lease-rows', 'telescope:prune');
+    assert.equal(await held.locator('.owner').textContent(), 'pruner-2#9#bb');
+    assert.equal(await held.locator('.token').textContent(), String(next.token));
   });
 
   await t.test('a screenshot of the console, when asked for', async (st) => {

@@ -8,7 +8,7 @@ const TOKEN_KEY = 'leasehold.token';
 const POLL_MS = 3000;           // polling period without a watch stream
 const HEALTH_MS = 10000;        // how often the sidecar's health is read again
 const CATALOG_MS = 30000;       // and the declarations and policies
-const WATCH_IDLE_MS = 90000;    // a watch stream silent this long (no event, no ping) is reopened
+const WATCH_IDLE_MS = 45000;    // a watch stream silent this long (three pings missed) is reopened
 const REQUEST_MS = 15000;       // a plain API call's timeout
 const PAGE_LIMIT = 1000;
 const MAX_PAGES = 20;
@@ -213,8 +213,9 @@ async function watch(gen) {
       alive();
       const res = await call('/v1/watch?prefix=', { signal: ctl.signal, headers });
       if (res.status === 404) {
+        // A sidecar older than the watch stream: polling is all there is.
         clearTimeout(idle);
-        poll(gen);
+        startPolling(gen, 'this sidecar has no watch stream');
         return;
       }
       if (!res.ok || !res.body) throw new HTTPError(res.status, await problemDetail(res));
@@ -227,8 +228,17 @@ async function watch(gen) {
           if (m.type === 'ready') {
             attempt = 0;
             state.watching = true;
+            // With no event seen yet, a reconnection resumes from where this stream began.
+            if (!state.lastEventId) {
+              try {
+                const position = JSON.parse(m.data).position;
+                if (Number.isInteger(position) && position > 0) state.lastEventId = String(position);
+              } catch { /* resume from the newest event */ }
+            }
+            stopPolling();
             setConnection('● Live: following the watch stream');
             reloadAll(gen);
+            guarded(gen, loadHealth);
             return;
           }
           if (m.type === 'end') {
@@ -257,7 +267,8 @@ async function watch(gen) {
     }
     if (gen !== state.generation) return;
     state.watching = false;
-    setConnection('○ Watch stream interrupted: reconnecting…');
+    // Until the stream is back, the page polls, so that it never shows stale leases for long.
+    startPolling(gen, 'the watch stream is interrupted; reconnecting');
     attempt++;
     await sleep(wait, stopped);
   }
@@ -280,13 +291,19 @@ function changed(gen, ev) {
   }, 100);
 }
 
-/** Polls the leases (and the open history) where the sidecar has no watch stream. */
-function poll(gen) {
-  setConnection(`◌ Polling every ${POLL_MS / 1000} s (this sidecar has no watch stream)`);
+/** Polls the leases (and the open history) while there is no watch stream to follow. */
+function startPolling(gen, why) {
+  setConnection(`◌ Polling every ${POLL_MS / 1000} s (${why})`);
+  if (state.poll) return;
   reloadAll(gen);
   state.poll = setInterval(() => {
     guarded(gen, () => Promise.all([loadLeases(), loadHistory()]));
   }, POLL_MS);
+}
+
+function stopPolling() {
+  clearInterval(state.poll);
+  state.poll = 0;
 }
 
 // ---- token ----
@@ -418,8 +435,8 @@ function renderHistory(events) {
     return el('tr', { dataset: { kind: ev.kind, id: ev.id } },
       cell('When', timeNode(ev.at)),
       cell('Event', el('span', { class: `state kind-${ev.kind}` }, el('span', { 'aria-hidden': 'true' }, kind.icon), ' ', kind.label)),
-      cell('Owner', el('span', { class: 'mono' }, ev.owner)),
-      cell('Token', el('span', { class: 'mono' }, ev.token)),
+      cell('Owner', el('span', { class: 'mono owner' }, ev.owner)),
+      cell('Token', el('span', { class: 'mono token' }, ev.token)),
       cell('Detail', ev.detail || '—'));
   }));
   $('history-empty').hidden = events.length > 0;
@@ -525,7 +542,7 @@ function stop() {
   state.watching = false;
   state.stopCtl.abort();
   state.stopCtl = new AbortController();
-  clearInterval(state.poll);
+  stopPolling();
   for (const t of state.timers) clearInterval(t);
   state.timers = [];
 }

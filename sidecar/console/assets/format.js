@@ -16,10 +16,16 @@ export function formatDuration(ms) {
   return h % 24 === 0 ? `${d} d` : `${d} d ${h % 24} h`;
 }
 
-/** What a countdown shows with ms left: whole seconds, rounded up so it reaches 0 s only at expiry. */
+/**
+ * What a countdown shows with ms left: whole seconds, rounded up so that it
+ * shows 0 s only at expiry; under an hour the seconds always show, so that
+ * it visibly ticks ("2 min 00 s", "1 min 59 s").
+ */
 export function formatCountdown(ms) {
   if (ms <= 0) return 'expired';
-  return formatDuration(Math.ceil(ms / 1000) * 1000);
+  const s = Math.ceil(ms / 1000);
+  if (s >= 60 && s < 3600) return `${Math.floor(s / 60)} min ${String(s % 60).padStart(2, '0')} s`;
+  return formatDuration(s * 1000);
 }
 
 /**
@@ -54,8 +60,9 @@ export function formatAgo(iso, serverNowMs) {
   const t = Date.parse(iso);
   if (Number.isNaN(t)) return '';
   const d = serverNowMs - t;
+  // The server's clock is known to about half a second (see clockOffset).
+  if (d > -1500 && d < 1000) return 'just now';
   if (d < 0) return `in ${formatDuration(-d)}`;
-  if (d < 1000) return 'just now';
   return `${formatDuration(d)} ago`;
 }
 

@@ -15,6 +15,10 @@ test('durations read as people say them', () => {
 test('a countdown rounds up and says expired at zero', () => {
   assert.equal(formatCountdown(9_001), '10 s');
   assert.equal(formatCountdown(10_000), '10 s');
+  assert.equal(formatCountdown(120_000), '2 min 00 s');
+  assert.equal(formatCountdown(119_001), '2 min 00 s');
+  assert.equal(formatCountdown(119_000), '1 min 59 s');
+  assert.equal(formatCountdown(7_200_000), '2 h');
   assert.equal(formatCountdown(1), '1 s');
   assert.equal(formatCountdown(0), 'expired');
   assert.equal(formatCountdown(-20), 'expired');
@@ -35,6 +39,7 @@ test('ago is measured on the server clock', () => {
   const t = Date.parse(at);
   assert.equal(formatAgo(at, t + 12_400), '12 s ago');
   assert.equal(formatAgo(at, t + 300), 'just now');
+  assert.equal(formatAgo(at, t - 26), 'just now', 'within the clock estimate: not in the future');
   assert.equal(formatAgo(at, t - 3_000), 'in 3 s');
 });
 
