@@ -47,7 +47,10 @@ func TestConsole(t *testing.T) {
 		}
 	}
 	s := startSidecar(t, store, "--token-file", tokenFile)
+	// A second sidecar on the same file, without a token: the page asks for none.
+	open := startSidecar(t, store)
 	s.waitReady()
+	open.waitReady()
 
 	runCtx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -56,6 +59,7 @@ func TestConsole(t *testing.T) {
 	cmd.Env = append(cleanEnv(),
 		"LEASEHOLD_CONSOLE_URL="+s.base,
 		"LEASEHOLD_CONSOLE_TOKEN="+token,
+		"LEASEHOLD_CONSOLE_OPEN_URL="+open.base,
 		"LEASEHOLD_CHROMIUM="+chromium,
 	)
 	if shot := os.Getenv("LEASEHOLD_CONSOLE_SCREENSHOT"); shot != "" {

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { chromium } from 'playwright-core';
 
 const base = process.env.LEASEHOLD_CONSOLE_URL;
+const openBase = process.env.LEASEHOLD_CONSOLE_OPEN_URL; // the same store, served without a token
 const token = process.env.LEASEHOLD_CONSOLE_TOKEN;
 const executablePath = process.env.LEASEHOLD_CHROMIUM;
 const screenshot = process.env.LEASEHOLD_CONSOLE_SCREENSHOT;
@@ -46,7 +47,7 @@ async function claim(task, owner, ttlMs, note) {
 }
 
 /** A page in a new context (its own sessionStorage), its clock skewed, its console errors collected. */
-async function openPage(options = {}) {
+async function openPage(options = {}, url = base) {
   const context = await browser.newContext(options);
   await context.addInitScript((skew) => {
     const realNow = Date.now.bind(Date);
@@ -59,7 +60,7 @@ async function openPage(options = {}) {
     // 401s and the watch stream's 404 (until a sidecar has one) are answers the page handles.
     if (m.type() === 'error' && !/status of 40[14]/.test(m.text())) problems.push(`console error: ${m.text()}`);
   });
-  await page.goto(`${base}/ui/`);
+  await page.goto(`${url}/ui`); // redirected to /ui/
   return { context, page, problems };
 }
 
@@ -118,7 +119,7 @@ test('the console: token prompt, leases with countdowns, history, policies, heal
     const text = await page.locator('#health-list').textContent();
     assert.doesNotMatch(text, /not ready/);
     assert.match(text, /sqlite/);
-    assert.match(text, /\d+ open of \d+/);
+    assert.match(text, /\d+ open of [\d,]+/);
     // This page's own watch stream is one of the sidecar's watchers (health is read every 10 s).
     await page.waitForFunction(() => /Watchers\s*[1-9]/.test(document.getElementById('health-list').textContent), null, WAIT);
     assert.match(await page.locator('#batching').textContent(), /claim/);
@@ -193,6 +194,28 @@ test('the console: token prompt, leases with countdowns, history, policies, heal
     await page.screenshot({ path: screenshot, fullPage: true });
   });
 
+  await t.test('forget token: the prompt is back, the token gone from the tab', async () => {
+    await page.getByRole('button', { name: 'Forget token' }).click();
+    await page.locator('#token-panel').waitFor({ state: 'visible', ...WAIT });
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('leasehold.token')), null);
+    assert.match(await page.locator('#token-message').textContent(), /requires a bearer token/);
+    assert.equal(await page.locator('#lease-rows tr').count(), 0, 'no data left on the page');
+  });
+
+  assert.deepEqual(problems, [], 'no script errors');
+});
+
+test('a sidecar without a token: no prompt, the shared store\'s data at once', async (t) => {
+  const { context, page, problems } = await openPage({ viewport: { width: 1024, height: 768 } }, openBase);
+  t.after(() => context.close());
+  assert.equal(page.url(), `${openBase}/ui/`);
+  await row(page, 'task-rows', 'nightly-report').waitFor(WAIT);
+  await page.waitForFunction(() => /Live/.test(document.getElementById('connection').textContent), null, WAIT);
+  assert.equal(await page.locator('#token-panel').isVisible(), false);
+  assert.equal(await page.getByRole('button', { name: 'Forget token' }).isVisible(), false);
+  // A claim made through the other sidecar (another process on the same store) shows here too.
+  await claim('cross/process', 'elsewhere#1#cc', 60000, '');
+  await row(page, 'lease-rows', 'cross/process').waitFor(WAIT);
   assert.deepEqual(problems, [], 'no script errors');
 });
 

@@ -14,6 +14,7 @@ const PAGE_LIMIT = 1000;
 const MAX_PAGES = 20;
 
 const $ = (id) => document.getElementById(id);
+const count = (n) => (Number.isFinite(n) ? new Intl.NumberFormat().format(n) : '?');
 
 const state = {
   generation: 0,          // bumped on every (re)start: older loops stop
@@ -449,7 +450,7 @@ function renderPolicies() {
   $('policy-rows').replaceChildren(...(list ?? []).map((p) => el('tr', {},
     cell('Policy', p.name),
     cell('Keep for', p.keep_for_ms ? formatDuration(p.keep_for_ms) : 'no age limit'),
-    cell('Keep last', p.keep_last ? `${p.keep_last} events` : 'no count limit'),
+    cell('Keep last', p.keep_last ? `${count(p.keep_last)} events` : 'no count limit'),
     cell('Updated', timeNode(p.updated_at)))));
   const empty = list === undefined ? 'Loading…' : list === null ? 'This sidecar does not list retention policies.' : '';
   $('policy-empty').textContent = empty;
@@ -470,8 +471,8 @@ function renderStatus(s) {
     fact('Version', s.version || '—'),
     fact('Started', s.started_at ? timeNode(s.started_at) : '—'),
     fact('Store', `${s.store?.kind ?? '?'} · `, readiness(s.store?.ready, s.store?.detail)),
-    fact('Keepalive streams', `${s.streams?.open ?? '?'} open of ${s.streams?.max ?? '?'}`),
-    fact('Watchers', String(s.watchers ?? '—')),
+    fact('Keepalive streams', `${count(s.streams?.open)} open of ${count(s.streams?.max)}`),
+    fact('Watchers', count(s.watchers)),
   ];
   $('health-list').replaceChildren(...facts);
   const batching = s.batching ?? [];
@@ -482,8 +483,8 @@ function renderStatus(s) {
         el('th', { scope: 'col' }, 'Operations'), el('th', { scope: 'col' }, 'Operations per statement'))),
       el('tbody', {}, ...batching.map((b) => el('tr', {},
         cell('Operation', b.op),
-        cell('Statements', b.statements),
-        cell('Operations', b.operations),
+        cell('Statements', count(b.statements)),
+        cell('Operations', count(b.operations)),
         cell('Per statement', b.statements ? (b.operations / b.statements).toFixed(1) : '—'))))),
   ]));
 }
