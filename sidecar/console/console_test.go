@@ -34,9 +34,10 @@ func TestHandlerServesAssets(t *testing.T) {
 		{"/ui/", "text/html; charset=utf-8", `<script type="module" src="console.js">`},
 		{"/ui/index.html", "text/html; charset=utf-8", "<title>leasehold console</title>"},
 		{"/ui/console.css", "text/css; charset=utf-8", "prefers-color-scheme: dark"},
-		{"/ui/console.js", "text/javascript; charset=utf-8", "from './sse.js'"},
+		{"/ui/console.js", "text/javascript; charset=utf-8", "from './live.js'"},
 		{"/ui/sse.js", "text/javascript; charset=utf-8", "export function createParser"},
 		{"/ui/format.js", "text/javascript; charset=utf-8", "export function formatDuration"},
+		{"/ui/live.js", "text/javascript; charset=utf-8", "export async function follow"},
 		{"/ui/favicon.svg", "image/svg+xml", "<svg"},
 	}
 	for _, c := range cases {

@@ -1,14 +1,13 @@
 // The leasehold console: reads the sidecar's /v1 API with the operator's
 // bearer token, follows GET /v1/watch for changes (or polls GET /v1/leases
 // where the sidecar has no watch stream), and redraws.
-import { readEvents } from './sse.js';
-import { backoff, clockOffset, eventKinds, formatAgo, formatCountdown, formatDuration, formatTime } from './format.js';
+import { follow } from './live.js';
+import { clockOffset, eventKinds, formatAgo, formatCountdown, formatDuration, formatTime } from './format.js';
 
 const TOKEN_KEY = 'leasehold.token';
 const POLL_MS = 3000;           // polling period without a watch stream
 const HEALTH_MS = 10000;        // how often the sidecar's health is read again
 const CATALOG_MS = 30000;       // and the declarations and policies
-const WATCH_IDLE_MS = 45000;    // a watch stream silent this long (three pings missed) is reopened
 const REQUEST_MS = 15000;       // a plain API call's timeout
 const PAGE_LIMIT = 1000;
 const MAX_PAGES = 20;
@@ -23,7 +22,6 @@ const state = {
   policies: undefined,    // undefined: not loaded; null: no endpoint
   historyTask: null,
   offset: 0,              // server clock - browser clock, ms
-  lastEventId: '',
   watching: false,        // the watch stream reached its ready event
   pending: new Set(),     // tasks to refresh after watch events
   flush: 0,
@@ -43,8 +41,8 @@ class HTTPError extends Error {
 
 function serverNow() { return Date.now() + state.offset; }
 
-/** Calls the API with the stored token; notes the server's clock; throws Unauthorized on 401. */
-async function call(path, { signal, headers = {} } = {}) {
+/** Sends a request to the API with the stored token and notes the server's clock. */
+async function request(path, { signal, headers = {} } = {}) {
   const h = new Headers(headers);
   if (!h.has('Accept')) h.set('Accept', 'application/json');
   const token = sessionStorage.getItem(TOKEN_KEY);
@@ -57,6 +55,12 @@ async function call(path, { signal, headers = {} } = {}) {
     const off = clockOffset(res.headers.get('Date'), sent, received);
     if (off !== undefined) state.offset = off;
   }
+  return res;
+}
+
+/** request(), throwing Unauthorized on 401. */
+async function call(path, options) {
+  const res = await request(path, options);
   if (res.status === 401) throw new Unauthorized();
   return res;
 }
@@ -185,94 +189,45 @@ async function reloadAll(gen) {
 
 // ---- live updates ----
 
-function sleep(ms, signal) {
-  return new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
-  });
-}
-
 function setConnection(text) { $('connection').textContent = text; }
 
-/** Follows GET /v1/watch until the generation changes; falls back to polling on 404. */
+/** Follows GET /v1/watch until the generation changes; polls where there is none, or while it is down. */
 async function watch(gen) {
-  let attempt = 0;
-  while (gen === state.generation) {
-    const ctl = new AbortController();
-    const stopped = state.stopCtl.signal;
-    if (stopped.aborted) return;
-    stopped.addEventListener('abort', () => ctl.abort(), { once: true });
-    let idle = 0;
-    const alive = () => {
-      clearTimeout(idle);
-      idle = setTimeout(() => ctl.abort(), WATCH_IDLE_MS);
-    };
-    let wait = backoff(attempt);
-    try {
-      const headers = { Accept: 'text/event-stream' };
-      if (state.lastEventId) headers['Last-Event-ID'] = state.lastEventId;
-      alive();
-      const res = await call('/v1/watch?prefix=', { signal: ctl.signal, headers });
-      if (res.status === 404) {
+  const current = () => gen === state.generation;
+  await follow({
+    open: (headers, signal) => request('/v1/watch?prefix=', { signal, headers }),
+    signal: state.stopCtl.signal,
+    on: {
+      ready() {
+        if (!current()) return;
+        state.watching = true;
+        stopPolling();
+        setConnection('● Live: following the watch stream');
+        // The events replayed before ready are covered by reading everything again.
+        reloadAll(gen);
+        guarded(gen, loadHealth);
+      },
+      change(ev) {
+        if (current() && state.watching) changed(gen, ev);
+      },
+      end(reason) {
+        if (current()) setConnection(`○ The sidecar ended the watch stream (${reason || 'no reason given'}): reconnecting…`);
+      },
+      down() {
+        if (!current()) return;
+        state.watching = false;
+        // Until the stream is back, the page polls, so that it never shows stale leases for long.
+        startPolling(gen, 'the watch stream is interrupted; reconnecting');
+      },
+      missing() {
         // A sidecar older than the watch stream: polling is all there is.
-        clearTimeout(idle);
-        startPolling(gen, 'this sidecar has no watch stream');
-        return;
-      }
-      if (!res.ok || !res.body) throw new HTTPError(res.status, await problemDetail(res));
-      setConnection('Connected: catching up…');
-      await readEvents(res.body, {
-        onComment: alive,
-        onEvent: (m) => {
-          alive();
-          if (gen !== state.generation) return;
-          if (m.type === 'ready') {
-            attempt = 0;
-            state.watching = true;
-            // With no event seen yet, a reconnection resumes from where this stream began.
-            if (!state.lastEventId) {
-              try {
-                const position = JSON.parse(m.data).position;
-                if (Number.isInteger(position) && position > 0) state.lastEventId = String(position);
-              } catch { /* resume from the newest event */ }
-            }
-            stopPolling();
-            setConnection('● Live: following the watch stream');
-            reloadAll(gen);
-            guarded(gen, loadHealth);
-            return;
-          }
-          if (m.type === 'end') {
-            let reason = '';
-            try { reason = JSON.parse(m.data).reason; } catch { /* keep empty */ }
-            // A watcher cut for being slow reconnects at once from its last id.
-            if (reason === 'slow') wait = 0;
-            setConnection(`○ The sidecar ended the watch stream (${reason || 'no reason given'}): reconnecting…`);
-            return;
-          }
-          if (m.id) state.lastEventId = m.id;
-          let ev;
-          try { ev = JSON.parse(m.data); } catch { return; }
-          if (typeof ev.task !== 'string') return;
-          if (state.watching) changed(gen, ev);
-        },
-      });
-      clearTimeout(idle);
-    } catch (e) {
-      clearTimeout(idle);
-      if (gen !== state.generation) return;
-      if (e instanceof Unauthorized) {
-        needToken();
-        return;
-      }
-    }
-    if (gen !== state.generation) return;
-    state.watching = false;
-    // Until the stream is back, the page polls, so that it never shows stale leases for long.
-    startPolling(gen, 'the watch stream is interrupted; reconnecting');
-    attempt++;
-    await sleep(wait, stopped);
-  }
+        if (current()) startPolling(gen, 'this sidecar has no watch stream');
+      },
+      unauthorized() {
+        if (current()) needToken();
+      },
+    },
+  });
 }
 
 /** Notes a watch event: its task's lease (and history, if shown) are read again, a few events at a time. */
