@@ -200,6 +200,9 @@ test('the console: token prompt, leases with countdowns, history, policies, heal
     assert.equal(await page.evaluate(() => sessionStorage.getItem('leasehold.token')), null);
     assert.match(await page.locator('#token-message').textContent(), /requires a bearer token/);
     assert.equal(await page.locator('#lease-rows tr').count(), 0, 'no data left on the page');
+    assert.equal(await page.locator('#task-rows tr').count(), 0, 'no tasks left on the page');
+    assert.equal(await page.locator('#history').isVisible(), false, 'no history left on the page');
+    assert.doesNotMatch(await page.locator('#health-list').textContent(), /sqlite/, 'no status left on the page');
   });
 
   assert.deepEqual(problems, [], 'no script errors');

@@ -81,21 +81,19 @@ async function getJSON(path) {
   return { body, receivedAt: res.receivedAt };
 }
 
-/** Every page of a list endpoint (GET /v1/leases, /v1/tasks). */
-async function getAll(path, field) {
+/** Every page of a list endpoint (GET /v1/leases, /v1/tasks), each item passed to map with its page's arrival time. */
+async function getAll(path, field, map = (item) => item) {
   const items = [];
   let after = '';
-  let receivedAt = 0;
   for (let page = 0; page < MAX_PAGES; page++) {
     const q = new URLSearchParams({ limit: String(PAGE_LIMIT) });
     if (after) q.set('after', after);
     const r = await getJSON(`${path}?${q}`);
-    receivedAt = r.receivedAt;
-    items.push(...r.body[field]);
+    items.push(...r.body[field].map((item) => map(item, r.receivedAt)));
     if (!r.body.next_after) break;
     after = r.body.next_after;
   }
-  return { items, receivedAt };
+  return items;
 }
 
 const enc = encodeURIComponent;
@@ -110,24 +108,38 @@ function tracked(lease, receivedAt) {
 
 // ---- loading ----
 
+// Reads of the whole list and of one task's lease overlap (a watch event
+// arrives while the list is read): a task's lease is taken from an answer
+// only when no read of it that started later has been applied already.
+let reads = 0;
+const applied = new Map(); // task -> number of the read whose answer the page shows
+
+function apply(task, entry, read) {
+  if ((applied.get(task) ?? 0) > read) return;
+  applied.set(task, read);
+  if (entry) state.leases.set(task, entry);
+  else state.leases.delete(task);
+}
+
 async function loadLeases() {
-  const { items, receivedAt } = await getAll('/v1/leases', 'leases');
-  state.leases = new Map(items.map((l) => [l.task, tracked(l, receivedAt)]));
+  const read = ++reads;
+  const items = await getAll('/v1/leases', 'leases', (l, receivedAt) => tracked(l, receivedAt));
+  const fresh = new Map(items.map((t) => [t.lease.task, t]));
+  for (const task of new Set([...state.leases.keys(), ...fresh.keys()])) apply(task, fresh.get(task), read);
   renderLeases();
   renderTasks();
 }
 
 async function loadLease(task) {
+  const read = ++reads;
   const { body, receivedAt } = await getJSON(`/v1/leases/${enc(task)}`);
-  if (body.held) state.leases.set(task, tracked(body.lease, receivedAt));
-  else state.leases.delete(task);
+  apply(task, body.held ? tracked(body.lease, receivedAt) : undefined, read);
   renderLeases();
   renderTasks();
 }
 
 async function loadCatalog() {
-  const { items } = await getAll('/v1/tasks', 'tasks');
-  state.tasks = items;
+  state.tasks = await getAll('/v1/tasks', 'tasks');
   try {
     state.policies = (await getJSON('/v1/policies')).body.policies;
   } catch (e) {
@@ -189,7 +201,12 @@ async function reloadAll(gen) {
 
 // ---- live updates ----
 
-function setConnection(text) { $('connection').textContent = text; }
+/** Says how the page keeps up; the leading symbol, if any, is hidden from screen readers. */
+function setConnection(text) {
+  const m = /^([●○◌]) (.*)$/su.exec(text);
+  if (m) $('connection').replaceChildren(icon(m[1]), m[2]);
+  else $('connection').textContent = text;
+}
 
 /** Follows GET /v1/watch until the generation changes; polls where there is none, or while it is down. */
 async function watch(gen) {
@@ -268,6 +285,7 @@ function needToken() {
   const had = sessionStorage.getItem(TOKEN_KEY) !== null;
   sessionStorage.removeItem(TOKEN_KEY);
   stop();
+  clearData();
   $('token-message').textContent = had
     ? 'The sidecar refused that token. Check it and try again.'
     : 'This sidecar requires a bearer token: paste the content of its token file.';
@@ -287,14 +305,22 @@ function onTokenSubmit(e) {
   start();
 }
 
-function forgetToken() {
-  sessionStorage.removeItem(TOKEN_KEY);
+/** Empties the page: nothing read with a token stays once the token is gone. */
+function clearData() {
   state.leases.clear();
+  applied.clear();
   state.tasks = [];
   state.policies = undefined;
+  closeHistory();
   renderLeases();
-  renderTasks();
   renderPolicies();
+  $('health-list').replaceChildren(fact('State', '—'));
+  $('batching').replaceChildren();
+}
+
+function forgetToken() {
+  sessionStorage.removeItem(TOKEN_KEY);
+  clearData();
   start();
 }
 
@@ -315,6 +341,9 @@ function el(tag, attrs = {}, ...children) {
   }
   return node;
 }
+
+/** A symbol beside a word that says the same: hidden from screen readers, which read the word. */
+function icon(symbol) { return el('span', { 'aria-hidden': 'true' }, symbol, ' '); }
 
 /** A table cell naming its column (the phone layout shows the name beside the value). */
 function cell(label, ...children) { return el('td', { 'data-label': label }, ...children); }
@@ -370,9 +399,10 @@ function renderTasks() {
     const decl = byName.get(name);
     const held = state.leases.get(name);
     const stateNode = held
-      ? el('span', { class: 'state ok' }, '● held by ', el('span', { class: 'mono' }, held.lease.owner))
-      : el('span', { class: 'state idle' }, '○ idle');
-    return el('tr', { dataset: { task: name }, class: state.historyTask === name ? 'selected' : undefined },
+      ? el('span', { class: 'state ok' }, icon('●'), 'held by ', el('span', { class: 'mono' }, held.lease.owner))
+      : el('span', { class: 'state idle' }, icon('○'), 'idle');
+    const selected = state.historyTask === name;
+    return el('tr', { dataset: { task: name }, class: selected ? 'selected' : undefined, 'aria-current': selected ? 'true' : undefined },
       cell('Task', el('button', { type: 'button', class: 'link', title: `Show the history of ${name}`, onclick: () => openHistory(name) }, name)),
       cell('State', stateNode),
       cell('TTL', decl ? formatDuration(decl.ttl_ms) : 'undeclared'),
@@ -390,7 +420,7 @@ function renderHistory(events) {
     const kind = eventKinds[ev.kind] ?? { icon: '•', label: ev.kind };
     return el('tr', { dataset: { kind: ev.kind, id: ev.id } },
       cell('When', timeNode(ev.at)),
-      cell('Event', el('span', { class: `state kind-${ev.kind}` }, el('span', { 'aria-hidden': 'true' }, kind.icon), ' ', kind.label)),
+      cell('Event', el('span', { class: `state kind-${ev.kind}` }, icon(kind.icon), kind.label)),
       cell('Owner', el('span', { class: 'mono owner' }, ev.owner)),
       cell('Token', el('span', { class: 'mono token' }, ev.token)),
       cell('Detail', ev.detail || '—'));
@@ -417,8 +447,8 @@ function fact(term, ...value) { return el('div', {}, el('dt', {}, term), el('dd'
 
 function readiness(ready, detail) {
   return ready
-    ? el('span', { class: 'state ok' }, '✔ ready')
-    : el('span', { class: 'state bad' }, '✖ not ready', detail ? `: ${detail}` : '');
+    ? el('span', { class: 'state ok' }, icon('✔'), 'ready')
+    : el('span', { class: 'state bad' }, icon('✖'), 'not ready', detail ? `: ${detail}` : '');
 }
 
 function renderStatus(s) {
@@ -446,7 +476,7 @@ function renderStatus(s) {
 
 function renderBasicHealth(health, ready) {
   $('health-list').replaceChildren(
-    fact('Process', health.ok ? el('span', { class: 'state ok' }, '✔ alive') : el('span', { class: 'state bad' }, `✖ HTTP ${health.status}`)),
+    fact('Process', health.ok ? el('span', { class: 'state ok' }, icon('✔'), 'alive') : el('span', { class: 'state bad' }, icon('✖'), `HTTP ${health.status}`)),
     fact('Version', health.body.version || '—'),
     fact('Store', readiness(ready.ok, ready.ok ? '' : ready.body.detail || `HTTP ${ready.status}`)),
   );
