@@ -11,6 +11,10 @@ STREAMS   ?= 1000 10000
 STREAM_DURATION ?= 60s
 FUZZTIME  ?= 30s
 WITH_PG   := scripts/with-postgres.sh
+# What leasehold --version and /healthz say: the checkout's git description (tag or revision,
+# -dirty for a changed tree), or devel outside git.
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+VERSION_VAR := github.com/leasehold/leasehold/internal/version.version
 # The provider's version in a filesystem mirror (make mirror); Terraform needs a semver.
 PROVIDER_VERSION ?= 0.1.0
 
@@ -20,7 +24,7 @@ help: ## Show this help
 
 .PHONY: build
 build: ## Build bin/leasehold and bin/terraform-provider-leasehold
-	$(GO) build -o $(BIN)/leasehold ./sidecar/cmd/leasehold
+	$(GO) build -ldflags "-X $(VERSION_VAR)=$(VERSION)" -o $(BIN)/leasehold ./sidecar/cmd/leasehold
 	$(GO) build -o $(BIN)/terraform-provider-leasehold ./tfprovider/cmd/terraform-provider-leasehold
 
 .PHONY: install

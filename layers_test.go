@@ -23,6 +23,7 @@ var layerRules = []struct {
 	{"leasecore/sqlite", []string{"leasecore/postgres", "sidecar", "tfprovider"}, "drivers never import each other or a face"},
 	{"sidecar/leaserun", []string{"sidecar"}, "leasehold run shares CLI helpers through internal/cli, not the server"},
 	{"internal/cli", []string{"sidecar", "sidecar/leaserun"}, "the CLI helpers serve both commands"},
+	{"sidecar/opcli", []string{"sidecar"}, "the operator commands ask a sidecar over HTTP, or a store through leasecore"},
 	{"tfprovider", []string{"sidecar"}, "the provider talks to the store through leasecore"},
 }
 

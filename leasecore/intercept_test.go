@@ -3,6 +3,7 @@ package leasecore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"sync"
@@ -151,7 +152,11 @@ func (r *recordingStore) PruneHistory(ctx context.Context) (int64, error) {
 
 // batchRecordingStore is a recordingStore that is a BatchRenewer and a
 // WriteCounter.
-type batchRecordingStore struct{ recordingStore }
+type batchRecordingStore struct {
+	recordingStore
+	swept     chan struct{}
+	sweptOnce sync.Once
+}
 
 func (r *batchRecordingStore) RenewBatch(ctx context.Context, ps []leasecore.RenewParams) ([]leasecore.RenewResult, error) {
 	r.reach(ctx, "RenewBatch")
@@ -161,6 +166,50 @@ func (r *batchRecordingStore) RenewBatch(ctx context.Context, ps []leasecore.Ren
 	}
 	return rs, nil
 }
+
+// The batch recording store is also a HistoryFeed, with one event.
+
+// sweptKey's value in the Watch call's context is the store's swept
+// channel, closed by the first RecordExpiries, which the watch's hub makes
+// in a goroutine of its own: the call waits for it.
+type sweptKey struct{}
+
+func (r *batchRecordingStore) FollowHistory(ctx context.Context, after int64) (leasecore.HistoryCursor, error) {
+	r.reach(ctx, "FollowHistory")
+	return &recordingCursor{r: &r.recordingStore, pos: max(after, 0)}, nil
+}
+
+// HistoryChanges is a signal that lasts as long as the watch, not a store
+// operation: it is not intercepted (see storeMethodOps).
+func (r *batchRecordingStore) HistoryChanges(ctx context.Context) (<-chan struct{}, error) {
+	ch := make(chan struct{})
+	go func() { <-ctx.Done(); close(ch) }()
+	return ch, nil
+}
+
+func (r *batchRecordingStore) RecordExpiries(ctx context.Context, _ int) (leasecore.ExpirySweep, error) {
+	r.reach(ctx, "RecordExpiries")
+	r.sweptOnce.Do(func() { close(r.swept) })
+	return leasecore.ExpirySweep{}, nil
+}
+
+type recordingCursor struct {
+	r   *recordingStore
+	pos int64
+}
+
+func (c *recordingCursor) Next(ctx context.Context, _ int) ([]leasecore.Event, error) {
+	c.r.reach(ctx, "Next")
+	if c.pos >= 1 {
+		return nil, nil
+	}
+	c.pos = 1
+	return []leasecore.Event{{ID: 1, Task: "t", Kind: leasecore.EventAcquired, Owner: "a", Token: 1}}, nil
+}
+
+func (c *recordingCursor) Position() int64 { return c.pos }
+func (c *recordingCursor) Pending() bool   { return false }
+func (c *recordingCursor) Close() error    { return nil }
 
 func (r *batchRecordingStore) WriteCounts() []leasecore.WriteCount {
 	return []leasecore.WriteCount{{Op: "claim", Statements: 1, Operations: 2}}
@@ -243,6 +292,32 @@ var serviceCalls = map[string]func(ctx context.Context, svc *leasecore.Service) 
 		_, err := svc.PruneHistory(ctx)
 		return err
 	},
+	// Watch from the start: the watcher's catch-up reads with a cursor of
+	// its own, and the hub follows and sweeps.
+	"Watch": func(ctx context.Context, svc *leasecore.Service) error {
+		w, err := svc.Watch(ctx, leasecore.WatchParams{Since: 0})
+		if err != nil {
+			return err
+		}
+		defer w.Close()
+		if ev := <-w.Events(); ev.ID != 1 {
+			return fmt.Errorf("watch sent %+v, want event 1", ev)
+		}
+		<-w.Ready()
+		select {
+		case <-ctx.Value(sweptKey{}).(chan struct{}):
+			return nil
+		case <-time.After(30 * time.Second):
+			return errors.New("the watch's hub never swept expiries")
+		}
+	},
+	// WatchStats reads the hub's counters in memory: no store call.
+	"WatchStats": func(_ context.Context, svc *leasecore.Service) error {
+		if svc.WatchStats().Watchers < 0 {
+			return errors.New("negative watchers")
+		}
+		return nil
+	},
 	// WriteCounts reads the driver's counters in memory: no store call.
 	"WriteCounts": func(_ context.Context, svc *leasecore.Service) error {
 		if len(svc.WriteCounts()) == 0 {
@@ -275,6 +350,12 @@ var storeMethodOps = map[string][]string{
 	"DeletePolicy": {leasecore.OpDeletePolicy},
 	"History":      {leasecore.OpHistory},
 	"PruneHistory": {leasecore.OpPrune},
+	// HistoryFeed's and its cursor's. HistoryChanges is not here: it sets
+	// up a change signal that lasts the watch, not a store operation, and
+	// the history is read, under OpReadHistory, whatever it says.
+	"FollowHistory":  {leasecore.OpFollowHistory},
+	"Next":           {leasecore.OpReadHistory},
+	"RecordExpiries": {leasecore.OpRecordExpiries},
 }
 
 // notCalledByService are the Store methods a Service never calls: the
@@ -296,7 +377,8 @@ func TestEveryStoreCallIsIntercepted(t *testing.T) {
 			t.Errorf("Service.%s is not called by this test: add it to serviceCalls", name)
 		}
 	}
-	want := map[string]bool{"RenewBatch": true} // BatchRenewer's
+	want := map[string]bool{"RenewBatch": true, // BatchRenewer's
+		"FollowHistory": true, "RecordExpiries": true, "Next": true} // HistoryFeed's and HistoryCursor's
 	storeType := reflect.TypeFor[leasecore.Store]()
 	for i := range storeType.NumMethod() {
 		name := storeType.Method(i).Name
@@ -314,9 +396,11 @@ func TestEveryStoreCallIsIntercepted(t *testing.T) {
 	for _, batch := range []bool{false, true} {
 		var rec *recordingStore
 		var store leasecore.Store
+		ctx := t.Context()
 		if batch {
-			b := &batchRecordingStore{}
+			b := &batchRecordingStore{swept: make(chan struct{})}
 			rec, store = &b.recordingStore, b
+			ctx = context.WithValue(ctx, sweptKey{}, b.swept)
 		} else {
 			rec = &recordingStore{}
 			store = rec
@@ -330,10 +414,10 @@ func TestEveryStoreCallIsIntercepted(t *testing.T) {
 			return call(context.WithValue(ctx, interceptedKey{}, op))
 		}))
 		for name, call := range serviceCalls {
-			if name == "WriteCounts" && !batch {
-				continue // the plain recording store counts nothing
+			if (name == "WriteCounts" || name == "Watch") && !batch {
+				continue // the plain recording store counts nothing and has no history feed
 			}
-			if err := call(t.Context(), svc); err != nil {
+			if err := call(ctx, svc); err != nil {
 				t.Errorf("batch store %v: Service.%s: %v", batch, name, err)
 			}
 			for _, r := range rec.take() {
@@ -346,9 +430,11 @@ func TestEveryStoreCallIsIntercepted(t *testing.T) {
 				}
 			}
 		}
+		mu.Lock()
 		if len(intercepted) == 0 {
 			t.Errorf("batch store %v: the interceptor saw no call", batch)
 		}
+		mu.Unlock()
 	}
 	for name := range want {
 		if !reached[name] {

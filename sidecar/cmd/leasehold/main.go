@@ -7,11 +7,15 @@
 //	leasehold prune   [--store URL] [--log-format text|json]
 //	leasehold run     [--addr URL | --store URL] --task T [--ttl 30s] [--owner O]
 //	                  [--wait 0s] [--grace 10s] -- COMMAND [ARG...]
+//	leasehold status | get TASK | list | history TASK | claim TASK | release TASK | watch
+//	                  [--addr URL | --store URL] [--token-file PATH] [--json]
+//	leasehold version
 //
 // Every flag is also read from LEASEHOLD_<FLAG> (LEASEHOLD_LISTEN,
 // LEASEHOLD_STORE, LEASEHOLD_TOKEN_FILE, LEASEHOLD_LOG_FORMAT); the command
 // line wins over the environment. Exit status: 0 on success, 1 when the
-// command failed, 2 for a usage error; `run` has its own (see leaserun).
+// command failed, 2 for a usage error; `run` and the operator commands have
+// their own (see leaserun and opcli).
 package main
 
 import (
@@ -30,6 +34,7 @@ import (
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar"
 	"github.com/leasehold/leasehold/sidecar/leaserun"
+	"github.com/leasehold/leasehold/sidecar/opcli"
 )
 
 const usage = `leasehold hands named tasks to one owner at a time, for a TTL, with a fencing token.
@@ -47,12 +52,17 @@ Usage:
   leasehold run     [--addr URL | --store URL] --task T [--ttl 30s] [--owner O]
                     [--wait 0s] [--grace 10s] [--token-file PATH] -- COMMAND [ARG...]
                     run COMMAND while holding the lease on task T
+
+Operator commands, against a sidecar (--addr, the default) or a store (--store);
+human-readable, or the API's JSON with --json; exit statuses as run's:
+` + opcli.Usage + `
   leasehold version print the version (also leasehold --version)
   leasehold help    print this help
 
 Stores: sqlite:PATH (the default, sqlite:./leasehold.db) or postgres://USER@HOST:PORT/DB.
 Every flag is also read from LEASEHOLD_<FLAG>, e.g. LEASEHOLD_STORE, LEASEHOLD_TOKEN_FILE;
-the command line wins. Run 'leasehold COMMAND -h' for a command's flags.
+the command line wins (the operator commands read only LEASEHOLD_ADDR, LEASEHOLD_STORE and
+LEASEHOLD_TOKEN_FILE). Run 'leasehold COMMAND -h' for a command's flags.
 `
 
 // Exit statuses.
@@ -88,6 +98,10 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return storeCommand("prune", cli.Prune, rest, getenv, stderr)
 	case "run":
 		return leaserun.Main(context.Background(), rest, getenv, os.Stdin, stdout, stderr)
+	case "status", "get", "list", "history", "claim", "release", "watch":
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return opcli.Main(ctx, verb, rest, getenv, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "%s: unknown command %q\n\n%s", programName, verb, usage)
 		return exitUsage

@@ -1,0 +1,381 @@
+package opcli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/backoff"
+	"github.com/leasehold/leasehold/sidecar/api"
+)
+
+// client asks a sidecar over its HTTP API.
+type client struct {
+	base  string // the sidecar's base URL, without a trailing slash
+	token string // the bearer token; empty sends none
+	http  *http.Client
+	notes io.Writer // where watch reports reconnections
+}
+
+func newClient(base, token string, notes io.Writer) *client {
+	return &client{base: base, token: token, http: &http.Client{}, notes: notes}
+}
+
+// problemUndeclared is the problem type of a claim of an undeclared task.
+const problemUndeclared = "urn:leasehold:problem:undeclared-task"
+
+// do sends a request and decodes a 2xx answer (and, for the statuses in
+// also, that answer too) into out. Any other answer is an error with the
+// exit status it calls for. It returns the status.
+func (c *client) do(ctx context.Context, method, path string, body, out any, also ...int) (int, error) {
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, r)
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	c.authorize(req)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, unreachable(c.base, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return 0, withCode(ExitUnavailable, "%s %s: reading the answer: %v", method, path, err)
+	}
+	ok := resp.StatusCode/100 == 2
+	for _, s := range also {
+		ok = ok || resp.StatusCode == s
+	}
+	if !ok {
+		return resp.StatusCode, answerError(resp.StatusCode, data)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return resp.StatusCode, fmt.Errorf("%s %s: answer %d is not the API's JSON: %v", method, path, resp.StatusCode, err)
+	}
+	return resp.StatusCode, nil
+}
+
+func (c *client) authorize(req *http.Request) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+}
+
+// unreachable is the error of a sidecar that could not be asked.
+func unreachable(base string, err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return withCode(ExitUnavailable, "sidecar %s unavailable: %v", base, err)
+}
+
+// answerError turns a refusal into an error with its exit status; its text
+// is the problem's (or the body's) detail.
+func answerError(status int, body []byte) error {
+	var p struct {
+		Type   string `json:"type"`
+		Detail string `json:"detail"`
+		Params []struct {
+			Name   string `json:"name"`
+			Reason string `json:"reason"`
+		} `json:"invalid_params"`
+	}
+	detail := strings.TrimSpace(string(body))
+	if json.Unmarshal(body, &p) == nil && p.Detail != "" {
+		detail = p.Detail
+		for _, ip := range p.Params {
+			detail += fmt.Sprintf("; %s %s", ip.Name, ip.Reason)
+		}
+	}
+	code := ExitFailed
+	switch {
+	case status == http.StatusUnauthorized, status == http.StatusForbidden:
+		code = ExitNoPerm
+	case status == http.StatusNotFound && p.Type == problemUndeclared:
+		code = ExitUndeclared
+	case status == http.StatusBadRequest, status == http.StatusUnprocessableEntity:
+		code = ExitUsage
+	case status == http.StatusServiceUnavailable:
+		code = ExitUnavailable
+	}
+	return withCode(code, "%d %s: %s", status, http.StatusText(status), detail)
+}
+
+func taskPath(task string) string { return "/v1/leases/" + url.PathEscape(task) }
+
+func (c *client) status(ctx context.Context, o *options) error {
+	var st api.SidecarStatus
+	if _, err := c.do(ctx, http.MethodGet, "/v1/status", nil, &st); err != nil {
+		return err
+	}
+	if o.json {
+		if err := printJSON(o.stdout, st); err != nil {
+			return err
+		}
+	} else {
+		printSidecarStatus(o.stdout, c.base, &st)
+	}
+	if !st.Store.Ready {
+		return &exitError{code: ExitUnavailable, told: true, err: fmt.Errorf("the sidecar's store is not ready: %s", st.Store.Detail)}
+	}
+	return nil
+}
+
+func (c *client) get(ctx context.Context, task string) (*api.Lease, error) {
+	var st api.LeaseState
+	if _, err := c.do(ctx, http.MethodGet, taskPath(task), nil, &st); err != nil {
+		return nil, err
+	}
+	if !st.Held {
+		return nil, nil
+	}
+	return st.Lease, nil
+}
+
+func (c *client) list(ctx context.Context, after string) ([]api.Lease, string, error) {
+	q := url.Values{"limit": {strconv.Itoa(listPage)}}
+	if after != "" {
+		q.Set("after", after)
+	}
+	var l api.LeaseList
+	if _, err := c.do(ctx, http.MethodGet, "/v1/leases?"+q.Encode(), nil, &l); err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if l.NextAfter != nil {
+		next = *l.NextAfter
+	}
+	return l.Leases, next, nil
+}
+
+func (c *client) history(ctx context.Context, task string, limit int) ([]api.Event, error) {
+	var l api.EventList
+	_, err := c.do(ctx, http.MethodGet, taskPath(task)+"/history?limit="+strconv.Itoa(limit), nil, &l)
+	return l.Events, err
+}
+
+func (c *client) claim(ctx context.Context, v *verbFlags) (*api.Lease, *api.ClaimHeld, error) {
+	req := api.ClaimRequest{Owner: v.owner}
+	if v.ttl > 0 {
+		ms := v.ttl.Milliseconds()
+		req.TtlMs = &ms
+	}
+	if v.note != "" {
+		req.Note = &v.note
+	}
+	var answer struct {
+		api.ClaimHeld
+		Lease *api.Lease `json:"lease"`
+	}
+	status, err := c.do(ctx, http.MethodPost, taskPath(v.task)+"/claim", req, &answer, http.StatusConflict)
+	if err != nil {
+		return nil, nil, err
+	}
+	if status == http.StatusConflict {
+		return nil, &answer.ClaimHeld, nil
+	}
+	if answer.Lease == nil {
+		return nil, nil, errors.New("the claim's answer has no lease")
+	}
+	return answer.Lease, nil, nil
+}
+
+func (c *client) release(ctx context.Context, v *verbFlags) (bool, error) {
+	req := api.ReleaseRequest{Owner: v.owner}
+	if v.token != 0 {
+		req.Token = &v.token
+	}
+	var r api.ReleaseResult
+	_, err := c.do(ctx, http.MethodPost, taskPath(v.task)+"/release", req, &r)
+	return r.Released, err
+}
+
+// The pauses between two connections of a watch.
+const (
+	watchRetryFirst = 100 * time.Millisecond
+	watchRetryMax   = 5 * time.Second
+)
+
+// watch follows GET /v1/watch, connecting again whenever the stream ends,
+// from the last event seen (see the package documentation).
+func (c *client) watch(ctx context.Context, v *verbFlags, emit func(api.Event) error, ready func(int64)) error {
+	pos := v.since // the last event seen, or where the sidecar said it was ready; -1: from now
+	retry := backoff.New(watchRetryFirst, watchRetryMax)
+	for connected := false; ; {
+		err := c.watchOnce(ctx, v.prefix, &pos, &connected, emit, ready)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var ee *exitError
+		if !connected || (errors.As(err, &ee) && ee.code != ExitUnavailable) {
+			return err // never connected, or refused: asking again will not help
+		}
+		if errors.Is(err, errStreamEnded) {
+			retry = backoff.New(watchRetryFirst, watchRetryMax) // a clean end: reconnect soon
+		}
+		wait := retry.Next()
+		if err != nil {
+			fmt.Fprintf(c.notes, "watch: %v; reconnecting in %s\n", message(err), wait)
+		}
+		if backoff.Sleep(ctx, wait) != nil {
+			return nil
+		}
+	}
+}
+
+// errStreamEnded: the sidecar ended the watch stream (an end event, or
+// the end of the response).
+var errStreamEnded = errors.New("the sidecar ended the watch stream")
+
+// watchOnce reads one watch stream until it ends. connected is set once a
+// stream was opened.
+func (c *client) watchOnce(ctx context.Context, prefix string, pos *int64, connected *bool, emit func(api.Event) error, ready func(int64)) error {
+	q := url.Values{}
+	if prefix != "" {
+		q.Set("prefix", prefix)
+	}
+	if *pos >= 0 && !*connected {
+		q.Set("since", strconv.FormatInt(*pos, 10))
+	}
+	path := "/v1/watch"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if *pos >= 0 && *connected {
+		req.Header.Set("Last-Event-ID", strconv.FormatInt(*pos, 10))
+	}
+	c.authorize(req)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return unreachable(c.base, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return answerError(resp.StatusCode, data)
+	}
+	*connected = true
+	r := newSSEReader(resp.Body)
+	for {
+		ev, err := r.next()
+		if errors.Is(err, io.EOF) {
+			return errStreamEnded
+		}
+		if err != nil {
+			return withCode(ExitUnavailable, "reading the watch stream: %v", err)
+		}
+		switch ev.name {
+		case "ready":
+			var d struct {
+				Position int64 `json:"position"`
+			}
+			if err := json.Unmarshal([]byte(ev.data), &d); err != nil {
+				return fmt.Errorf("watch: ready event %q: %v", ev.data, err)
+			}
+			*pos = max(*pos, d.Position)
+			ready(d.Position)
+		case "end":
+			var d struct {
+				Reason string `json:"reason"`
+				Detail string `json:"detail"`
+			}
+			_ = json.Unmarshal([]byte(ev.data), &d)
+			return fmt.Errorf("%w (%s: %s)", errStreamEnded, d.Reason, d.Detail)
+		default:
+			var e api.Event
+			if err := json.Unmarshal([]byte(ev.data), &e); err != nil {
+				return fmt.Errorf("watch: %s event %q: %v", ev.name, ev.data, err)
+			}
+			if e.Id <= *pos {
+				continue // seen before a reconnection
+			}
+			if err := emit(e); err != nil {
+				return &exitError{code: ExitFailed, err: err}
+			}
+			*pos = e.Id
+		}
+	}
+}
+
+// maxEventBytes bounds one line of the watch stream; an event is far
+// smaller.
+const maxEventBytes = 1 << 20
+
+// sseEvent is one server-sent event.
+type sseEvent struct {
+	id, name, data string
+}
+
+// sseReader reads server-sent events (text/event-stream): "field: value"
+// lines, comments starting with ':', a blank line ending each event.
+type sseReader struct{ sc *bufio.Scanner }
+
+func newSSEReader(r io.Reader) *sseReader {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), maxEventBytes)
+	return &sseReader{sc: sc}
+}
+
+// next returns the next event with data, skipping comments; io.EOF at the
+// end of the stream (an unfinished event is dropped, as the format says).
+func (r *sseReader) next() (sseEvent, error) {
+	var ev sseEvent
+	var data []string
+	for r.sc.Scan() {
+		line := r.sc.Text()
+		if line == "" {
+			if data == nil {
+				ev = sseEvent{}
+				continue
+			}
+			if ev.name == "" {
+				ev.name = "message"
+			}
+			ev.data = strings.Join(data, "\n")
+			return ev, nil
+		}
+		if strings.HasPrefix(line, ":") {
+			continue
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "id":
+			ev.id = value
+		case "event":
+			ev.name = value
+		case "data":
+			data = append(data, value)
+		}
+	}
+	if err := r.sc.Err(); err != nil {
+		return sseEvent{}, err
+	}
+	return sseEvent{}, io.EOF
+}

@@ -1,0 +1,54 @@
+// Package opcli is leasehold's operator commands: the verbs an operator
+// types to see and steer the fleet's leases,
+//
+//	leasehold status
+//	leasehold get TASK
+//	leasehold list [--prefix P]
+//	leasehold history TASK [--limit N]
+//	leasehold claim TASK [--ttl 30s] [--owner O] [--note N]
+//	leasehold release TASK --owner O [--token N]
+//	leasehold watch [--prefix P] [--since N]
+//
+// each against a sidecar (--addr URL, the default http://127.0.0.1:7411,
+// with the bearer token read from --token-file) or straight against a store
+// (--store URL, through a leasecore.Service), never both. --addr, --store
+// and --token-file are also read from LEASEHOLD_ADDR, LEASEHOLD_STORE and
+// LEASEHOLD_TOKEN_FILE, as `leasehold run` reads them: a mode chosen on the
+// command line is not overruled by the environment. The verbs' own flags are
+// read from the command line only (LEASEHOLD_OWNER and LEASEHOLD_TOKEN are
+// what `leasehold run` hands its command, and must not turn an operator's
+// release into its command's).
+//
+// Output is for people by default: aligned columns, expiries both relative
+// (by the store's clock, from ttl_remaining_ms) and absolute. With --json
+// each verb prints the HTTP API's JSON shape (openapi.yaml) as one
+// document, whichever mode it runs in; `watch --json` prints one event
+// object per line.
+//
+// # Watch
+//
+// Over a sidecar, watch reads the server-sent events of GET /v1/watch. When
+// the stream ends (the sidecar cut a slow reader, shut down, or the
+// connection broke) it connects again after a pause that doubles from
+// 100 ms to 5 s, sending Last-Event-ID: the ID of the last event it printed,
+// or the position the sidecar said it was ready at, so no event that the
+// history still holds is missed or printed twice. Only the first connection
+// failing ends the command (69); later ones are retried until interrupted.
+// On a store (--store), watch follows the history with leasecore's
+// Service.Watch, and resumes after the last event printed when it is cut
+// for falling behind.
+//
+// # Exit status
+//
+// As `leasehold run`'s where they overlap (package leaserun):
+//
+//	0   done; get found a live lease; release released it
+//	1   get: the task has no live lease (as grep's 1 for no match);
+//	    or any other failure
+//	64  usage: a bad flag or argument, or the sidecar refused the input (400, 422)
+//	69  the sidecar or store is unavailable (or status found its store not ready)
+//	70  release: the owner (and token) did not hold the task, so nothing was released
+//	75  claim: another owner holds the task
+//	77  the sidecar refused the credentials (401), or the task is reserved (403)
+//	78  claim: the task is not declared and declarations are required
+package opcli

@@ -1,0 +1,71 @@
+package opcli_test
+
+import (
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The README's operator commands session (## Command line, ```console) is
+// what the commands print: each `$ leasehold …` line is run against a fresh
+// sidecar, and its output must match the README's, times aside.
+func TestREADMESession(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n### Operator commands\n")
+	if !ok {
+		t.Fatal("README has no ### Operator commands section")
+	}
+	_, block, ok := strings.Cut(section, "```console\n")
+	if !ok {
+		t.Fatal("the Operator commands section has no ```console block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	conn := []string{"--addr", sidecarOn(t, openStore(t, sqliteURL(t)), "", false).URL}
+	var commands int
+	for _, step := range strings.Split(block, "$ ")[1:] {
+		line, want, _ := strings.Cut(step, "\n")
+		args := strings.Fields(line)
+		if len(args) < 2 || args[0] != "leasehold" {
+			t.Fatalf("README step %q is not a leasehold command", line)
+		}
+		commands++
+		r := leasehold(t, nil, args[1], append(args[2:], conn...)...)
+		got := r.stdout
+		if r.code != 0 {
+			got += "# exit " + strconv.Itoa(r.code) + "\n"
+		}
+		if normalize(got) != normalize(want) {
+			t.Errorf("README: $ %s\nprints:\n%s\nREADME shows:\n%s", line, got, want)
+		}
+	}
+	if commands < 6 {
+		t.Errorf("the README session runs %d commands; it should show the verbs", commands)
+	}
+}
+
+var (
+	stampRE    = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z`)
+	relativeRE = regexp.MustCompile(`in [0-9hms.]+`)
+	remainRE   = regexp.MustCompile(`"ttl_remaining_ms": \d+`)
+	eventIDRE  = regexp.MustCompile(`(?m)^\d+ `)
+	trailingRE = regexp.MustCompile(`(?m) +$`)
+	spacesRE   = regexp.MustCompile(` +`)
+)
+
+// normalize drops what changes from run to run: times, remaining ttls,
+// event IDs (a serving sidecar's pruner takes some), and the column widths
+// they set.
+func normalize(s string) string {
+	s = stampRE.ReplaceAllString(s, "TIME")
+	s = relativeRE.ReplaceAllString(s, "in N")
+	s = remainRE.ReplaceAllString(s, `"ttl_remaining_ms": N`)
+	s = eventIDRE.ReplaceAllString(s, "ID ")
+	s = trailingRE.ReplaceAllString(s, "")
+	return spacesRE.ReplaceAllString(strings.TrimSpace(s), " ")
+}

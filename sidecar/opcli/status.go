@@ -1,0 +1,42 @@
+package opcli
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/leasehold/leasehold/sidecar/api"
+)
+
+// printSidecarStatus prints GET /v1/status for people.
+func printSidecarStatus(w io.Writer, addr string, st *api.SidecarStatus) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "sidecar\t%s\n", addr)
+	fmt.Fprintf(tw, "version\t%s\n", st.Version)
+	fmt.Fprintf(tw, "started\t%s\n", st.StartedAt)
+	fmt.Fprintf(tw, "store\t%s\n", storeText(&st.Store))
+	fmt.Fprintf(tw, "streams\t%d open of %d\n", st.Streams.Open, st.Streams.Max)
+	fmt.Fprintf(tw, "watchers\t%d\n", st.Watchers)
+	label := "batching"
+	for _, b := range st.Batching {
+		fmt.Fprintf(tw, "%s\t%s: %d operations in %d round trips%s\n", label, b.Op, b.Operations, b.Statements, factor(b.Operations, b.Statements))
+		label = ""
+	}
+	_ = tw.Flush()
+}
+
+// storeText is a store's kind and readiness in a few words.
+func storeText(s *api.StoreStatus) string {
+	if s.Ready {
+		return fmt.Sprintf("%s, ready", s.Kind)
+	}
+	return fmt.Sprintf("%s, not ready: %s", s.Kind, s.Detail)
+}
+
+// factor is the batching factor, when there is one.
+func factor(ops, trips int64) string {
+	if trips == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%.1f per trip)", float64(ops)/float64(trips))
+}

@@ -1,0 +1,227 @@
+package opcli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/version"
+	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/storeurl"
+	"github.com/leasehold/leasehold/sidecar/api"
+)
+
+// storeBackend asks a store directly, through a leasecore.Service, and
+// answers in the API's shapes.
+type storeBackend struct {
+	store leasecore.Store
+	svc   *leasecore.Service
+	name  string // the store URL, redacted
+}
+
+// openStore opens the store at raw. For a verb that writes (claim,
+// release) it migrates the store first, as leasehold run and serve do, so
+// a new SQLite file works at once; the others only read, and refuse an
+// SQLite file that does not exist rather than create it.
+func openStore(ctx context.Context, raw string, write bool) (*storeBackend, error) {
+	name := storeurl.Redact(raw)
+	if path, ok := storeurl.SQLitePath(raw); ok && path != "" && !write {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, withCode(ExitUnavailable, "store %s: no database file at %s (check --store, or create it with `leasehold migrate --store URL`)", name, path)
+		}
+	}
+	store, err := storeurl.Open(ctx, raw)
+	if err != nil {
+		return nil, leasecore.Unavailable("open", fmt.Errorf("store %s: %w", name, err))
+	}
+	if write {
+		mctx, cancel := context.WithTimeout(ctx, cli.MigrateTimeout)
+		err := store.Migrate(mctx)
+		cancel()
+		if err != nil {
+			_ = store.Close()
+			return nil, leasecore.Unavailable("migrate", fmt.Errorf("store %s: %w", name, err))
+		}
+	}
+	return &storeBackend{store: store, svc: leasecore.New(store, leasecore.WithInterceptor(cli.MigrateHint)), name: name}, nil
+}
+
+func (s *storeBackend) close() { _ = s.store.Close() }
+
+// StoreStatus is what `leasehold status --store` prints with --json: the
+// store as GET /v1/status describes it, the state of its schema, and the
+// build of this leasehold.
+type StoreStatus struct {
+	Version string          `json:"version"`
+	Store   api.StoreStatus `json:"store"`
+	// Schema is current, behind (older than this build: run leasehold
+	// migrate), missing (never migrated), or unknown (the store did not
+	// answer).
+	Schema string `json:"schema"`
+}
+
+func (s *storeBackend) status(ctx context.Context, o *options) error {
+	st := StoreStatus{Version: version.String(), Store: api.StoreStatus{Kind: api.StoreStatusKind(storeurl.Kind(s.store)), Ready: true}, Schema: "current"}
+	err := s.svc.Ping(ctx)
+	if err != nil {
+		st.Store.Ready, st.Store.Detail = false, message(err)
+		switch {
+		case errors.Is(err, leasecore.ErrSchemaMissing):
+			st.Schema = "missing"
+		case errors.Is(err, leasecore.ErrSchemaBehind):
+			st.Schema = "behind"
+		default:
+			st.Schema = "unknown"
+		}
+	}
+	if o.json {
+		if err := printJSON(o.stdout, st); err != nil {
+			return err
+		}
+	} else {
+		tw := tabwriter.NewWriter(o.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "store\t%s\n", s.name)
+		fmt.Fprintf(tw, "kind\t%s\n", st.Store.Kind)
+		fmt.Fprintf(tw, "ready\t%s\n", map[bool]string{true: "yes", false: "no: " + st.Store.Detail}[st.Store.Ready])
+		fmt.Fprintf(tw, "schema\t%s\n", st.Schema)
+		fmt.Fprintf(tw, "version\t%s (this leasehold)\n", st.Version)
+		_ = tw.Flush()
+	}
+	if err != nil {
+		return &exitError{code: ExitUnavailable, told: true, err: errors.New("the store is not ready")}
+	}
+	return nil
+}
+
+func (s *storeBackend) get(ctx context.Context, task string) (*api.Lease, error) {
+	l, err := s.svc.Get(ctx, task)
+	if err != nil || l == nil {
+		return nil, err
+	}
+	out := apiLease(l)
+	return &out, nil
+}
+
+func (s *storeBackend) list(ctx context.Context, after string) ([]api.Lease, string, error) {
+	leases, next, err := s.svc.List(ctx, leasecore.ListParams{Limit: listPage, After: after})
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]api.Lease, len(leases))
+	for i := range leases {
+		out[i] = apiLease(&leases[i])
+	}
+	return out, next, nil
+}
+
+func (s *storeBackend) history(ctx context.Context, task string, limit int) ([]api.Event, error) {
+	events, err := s.svc.History(ctx, task, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Event, len(events))
+	for i := range events {
+		out[i] = apiEvent(&events[i])
+	}
+	return out, nil
+}
+
+func (s *storeBackend) claim(ctx context.Context, v *verbFlags) (*api.Lease, *api.ClaimHeld, error) {
+	if err := leasecore.CheckClientTask(v.task); err != nil {
+		return nil, nil, err
+	}
+	l, err := s.svc.Claim(ctx, leasecore.ClaimParams{Task: v.task, Owner: v.owner, TTL: v.ttl, Note: v.note})
+	var held *leasecore.HeldError
+	if errors.As(err, &held) {
+		return nil, &api.ClaimHeld{
+			Acquired: api.ClaimHeldAcquiredFalse,
+			Reason:   api.Held,
+			Holder: api.Holder{
+				Owner:          held.Holder.Owner,
+				ExpiresAt:      timestamp(held.Holder.ExpiresAt),
+				TtlRemainingMs: max(held.Holder.TTLRemaining.Milliseconds(), 0),
+			},
+			Detail: held.Error(),
+		}, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	out := apiLease(l)
+	return &out, nil, nil
+}
+
+func (s *storeBackend) release(ctx context.Context, v *verbFlags) (bool, error) {
+	if err := leasecore.CheckClientTask(v.task); err != nil {
+		return false, err
+	}
+	return s.svc.Release(ctx, leasecore.ReleaseParams{Task: v.task, Owner: v.owner, Token: v.token})
+}
+
+// watch follows the store's history through leasecore's watch. A watcher
+// cut for falling behind resumes after the last event printed.
+func (s *storeBackend) watch(ctx context.Context, v *verbFlags, emit func(api.Event) error, ready func(int64)) error {
+	after := v.since
+	for {
+		w, err := s.svc.Watch(ctx, leasecore.WatchParams{Prefix: v.prefix, Since: after})
+		if err != nil {
+			return err
+		}
+		readyC := w.Ready()
+		for done := false; !done; {
+			select {
+			case <-readyC:
+				readyC = nil
+				ready(w.ReadyPosition())
+			case e, ok := <-w.Events():
+				if !ok {
+					done = true
+					break
+				}
+				if err := emit(apiEvent(&e)); err != nil {
+					w.Close()
+					return &exitError{code: ExitFailed, err: err}
+				}
+				after = e.ID
+			}
+		}
+		err = w.Err()
+		w.Close()
+		if ctx.Err() != nil || !errors.Is(err, leasecore.ErrWatchCut) {
+			return err
+		}
+		if p := w.Position(); p > after {
+			after = p
+		}
+	}
+}
+
+// The API's shapes of leasecore's values, as the sidecar answers them.
+
+func apiLease(l *leasecore.Lease) api.Lease {
+	return api.Lease{
+		Task:           l.Task,
+		Owner:          l.Owner,
+		Token:          l.Token,
+		AcquiredAt:     timestamp(l.AcquiredAt),
+		RenewedAt:      timestamp(l.RenewedAt),
+		ExpiresAt:      timestamp(l.ExpiresAt),
+		TtlMs:          l.TTL.Milliseconds(),
+		TtlRemainingMs: max(l.TTLRemaining.Milliseconds(), 0),
+		RenewCount:     l.RenewCount,
+		Note:           l.Note,
+	}
+}
+
+func apiEvent(e *leasecore.Event) api.Event {
+	return api.Event{Id: e.ID, Task: e.Task, Kind: api.EventKind(e.Kind), Owner: e.Owner, Token: e.Token, At: timestamp(e.At), Detail: e.Detail}
+}
+
+// timestamp is RFC 3339 in UTC with exactly three fractional digits, as
+// openapi.yaml's Timestamp requires.
+func timestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }

@@ -1,0 +1,242 @@
+package opcli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/sidecar/api"
+)
+
+func runStatus(ctx context.Context, b backend, o *options, _ *verbFlags) error {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	return b.status(ctx, o)
+}
+
+func runGet(ctx context.Context, b backend, o *options, v *verbFlags) error {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	lease, err := b.get(ctx, v.task)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		if err := printJSON(o.stdout, api.LeaseState{Held: lease != nil, Lease: lease}); err != nil {
+			return err
+		}
+	} else if lease != nil {
+		printLease(o.stdout, lease)
+	} else {
+		fmt.Fprintf(o.stdout, "%s: no live lease\n", v.task)
+	}
+	if lease == nil {
+		return &exitError{code: ExitNoLease, told: true, err: fmt.Errorf("task %q has no live lease", v.task)}
+	}
+	return nil
+}
+
+// listPage is the page size list asks for.
+const listPage = 1000
+
+func runList(ctx context.Context, b backend, o *options, v *verbFlags) error {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	leases := []api.Lease{}
+	// Tasks are ordered byte by byte, so those with the prefix are one run:
+	// start before it and stop after it.
+	after := ""
+	if v.prefix != "" {
+		after = beforePrefix(v.prefix)
+	}
+	for {
+		page, next, err := b.list(ctx, after)
+		if err != nil {
+			return err
+		}
+		done := next == ""
+		for _, l := range page {
+			if strings.HasPrefix(l.Task, v.prefix) {
+				leases = append(leases, l)
+			} else if l.Task > v.prefix {
+				done = true
+				break
+			}
+		}
+		if done {
+			break
+		}
+		after = next
+	}
+	if o.json {
+		return printJSON(o.stdout, api.LeaseList{Leases: leases})
+	}
+	if len(leases) == 0 {
+		fmt.Fprintln(o.stdout, "no live leases")
+		return nil
+	}
+	w := tabwriter.NewWriter(o.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "TASK\tOWNER\tTOKEN\tEXPIRES\tNOTE")
+	for _, l := range leases {
+		fmt.Fprintf(w, "%s\t%s\t%d\tin %s (%s)\t%s\n", l.Task, l.Owner, l.Token, millisText(l.TtlRemainingMs), l.ExpiresAt, l.Note)
+	}
+	return w.Flush()
+}
+
+// beforePrefix returns a name that sorts before every task starting with
+// prefix and is none of them: the prefix without its last character ("",
+// the beginning, for a prefix of one).
+func beforePrefix(prefix string) string { return prefix[:len(prefix)-1] }
+
+func runHistory(ctx context.Context, b backend, o *options, v *verbFlags) error {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	events, err := b.history(ctx, v.task, v.limit)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return printJSON(o.stdout, api.EventList{Events: events})
+	}
+	if len(events) == 0 {
+		fmt.Fprintf(o.stdout, "%s: no history\n", v.task)
+		return nil
+	}
+	w := tabwriter.NewWriter(o.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tAT\tKIND\tOWNER\tTOKEN\tDETAIL")
+	for _, e := range events {
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\n", e.Id, e.At, e.Kind, e.Owner, e.Token, e.Detail)
+	}
+	return w.Flush()
+}
+
+func runClaim(ctx context.Context, b backend, o *options, v *verbFlags) error {
+	if v.owner == "" {
+		v.owner = leasecore.NewOwner()
+	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	lease, held, err := b.claim(ctx, v)
+	if err != nil {
+		return err
+	}
+	if held != nil {
+		if o.json {
+			if err := printJSON(o.stdout, held); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(o.stdout, "%s is held by %s, expires in %s (%s)\n", v.task, held.Holder.Owner,
+				millisText(held.Holder.TtlRemainingMs), held.Holder.ExpiresAt)
+		}
+		return &exitError{code: ExitHeld, told: true, err: fmt.Errorf("task %q is held by %q", v.task, held.Holder.Owner)}
+	}
+	if o.json {
+		return printJSON(o.stdout, api.ClaimAcquired{Acquired: true, Lease: *lease})
+	}
+	printLease(o.stdout, lease)
+	return nil
+}
+
+func runRelease(ctx context.Context, b backend, o *options, v *verbFlags) error {
+	if v.owner == "" {
+		return withCode(ExitUsage, "--owner is required: the owner that holds the lease")
+	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	released, err := b.release(ctx, v)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		if err := printJSON(o.stdout, api.ReleaseResult{Released: released}); err != nil {
+			return err
+		}
+	} else if released {
+		fmt.Fprintf(o.stdout, "released %s\n", v.task)
+	} else {
+		fmt.Fprintf(o.stdout, "%s: not released: %s\n", v.task, notHeld(v))
+	}
+	if !released {
+		return &exitError{code: ExitNotReleased, told: true, err: fmt.Errorf("nothing released: %s", notHeld(v))}
+	}
+	return nil
+}
+
+func notHeld(v *verbFlags) string {
+	if v.token != 0 {
+		return fmt.Sprintf("%s holds no live lease on it with token %d", v.owner, v.token)
+	}
+	return v.owner + " holds no live lease on it"
+}
+
+func runWatch(ctx context.Context, b backend, o *options, v *verbFlags) error {
+	var w *tabwriter.Writer
+	if !o.json {
+		w = tabwriter.NewWriter(o.stdout, 0, 0, 2, ' ', 0)
+	}
+	emit := func(e api.Event) error {
+		if o.json {
+			return printJSONLine(o.stdout, e)
+		}
+		// Columns aligned per line: a watch prints as events come.
+		fmt.Fprintf(w, "%d\t%s\t%-10s\t%s\t%s\ttoken %d\t%s\n", e.Id, e.At, e.Kind, e.Task, e.Owner, e.Token, e.Detail)
+		return w.Flush()
+	}
+	ready := func(pos int64) {
+		if !o.json {
+			fmt.Fprintf(o.stderr, "watching (caught up at event %d)\n", pos)
+		}
+	}
+	err := b.watch(ctx, v, emit, ready)
+	if ctx.Err() != nil {
+		return nil // interrupted: the watch's normal end
+	}
+	return err
+}
+
+// printLease prints a lease as label and value lines.
+func printLease(w io.Writer, l *api.Lease) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "task\t%s\n", l.Task)
+	fmt.Fprintf(tw, "owner\t%s\n", l.Owner)
+	fmt.Fprintf(tw, "token\t%d\n", l.Token)
+	fmt.Fprintf(tw, "expires\tin %s (%s)\n", millisText(l.TtlRemainingMs), l.ExpiresAt)
+	fmt.Fprintf(tw, "ttl\t%s\n", millisText(l.TtlMs))
+	fmt.Fprintf(tw, "acquired\t%s\n", l.AcquiredAt)
+	fmt.Fprintf(tw, "renewed\t%s (%d renewals)\n", l.RenewedAt, l.RenewCount)
+	if l.Note != "" {
+		fmt.Fprintf(tw, "note\t%s\n", l.Note)
+	}
+	_ = tw.Flush()
+}
+
+// millisText is a duration for people: whole seconds from 10 s up, tenths
+// below.
+func millisText(ms int64) string {
+	d := time.Duration(ms) * time.Millisecond
+	if d >= 10*time.Second {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(100 * time.Millisecond).String()
+}
+
+// printJSON prints v as one indented JSON document.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// printJSONLine prints v as one line of JSON.
+func printJSONLine(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}

@@ -1,0 +1,213 @@
+package opcli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/sidecar/api"
+	"github.com/leasehold/leasehold/sidecar/opcli"
+)
+
+// watchScript is a stand-in for GET /v1/watch that speaks its contract
+// (events with ids, ready, pings, end): each connection gets the next
+// script, and the requests are recorded.
+type watchScript struct {
+	mu       sync.Mutex
+	scripts  []string
+	requests []*http.Request
+	last     chan struct{} // closed when the connection after the scripts arrives
+}
+
+func (ws *watchScript) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ws.mu.Lock()
+	n := len(ws.requests)
+	ws.requests = append(ws.requests, r.Clone(context.Background()))
+	ws.mu.Unlock()
+	if r.URL.Path != "/v1/watch" {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	if n < len(ws.scripts) {
+		fmt.Fprint(w, ws.scripts[n])
+		return
+	}
+	w.(http.Flusher).Flush()
+	close(ws.last)
+	<-r.Context().Done()
+}
+
+func event(id int64, kind, task, owner string, token int64) string {
+	return fmt.Sprintf("id: %d\nevent: %s\ndata: {\"id\":%d,\"task\":%q,\"kind\":%q,\"owner\":%q,\"token\":%d,\"at\":\"2026-12-02T17:34:02.123Z\",\"detail\":\"\"}\n\n",
+		id, kind, id, task, kind, owner, token)
+}
+
+// watch prints each event once across the sidecar's ends of the stream,
+// reconnecting with Last-Event-ID, in both output forms.
+func TestWatchReconnects(t *testing.T) {
+	t.Parallel()
+	for _, asJSON := range []bool{false, true} {
+		t.Run(fmt.Sprintf("json=%v", asJSON), func(t *testing.T) {
+			t.Parallel()
+			ws := &watchScript{last: make(chan struct{}), scripts: []string{
+				// Caught up at 5; one event live; cut as slow.
+				": ping\n\nevent: ready\ndata: {\"position\": 5}\n\n" + event(6, "acquired", "billing/a", "w1", 3) +
+					"event: end\ndata: {\"reason\":\"slow\",\"detail\":\"fell behind\"}\n\n",
+				// The stream resumes after 6: an event repeated across the
+				// reconnection is printed once; then the connection breaks.
+				event(6, "acquired", "billing/a", "w1", 3) + ": ping\n\n" + event(7, "released", "billing/a", "w1", 3) + event(8, "expired", "billing/b", "w2", 1) + "id: 9\nevent: acq",
+			}}
+			hs := httptest.NewServer(ws)
+			t.Cleanup(hs.Close)
+			ctx, cancel := context.WithCancel(t.Context())
+			go func() { <-ws.last; cancel() }()
+			args := []string{"--addr", hs.URL, "--prefix", "billing/", "--since", "5"}
+			if asJSON {
+				args = append(args, "--json")
+			}
+			var stdout bytes.Buffer
+			var stderr bytes.Buffer
+			code := opcli.Main(ctx, "watch", args, func(string) string { return "" }, &stdout, &stderr)
+			if code != 0 {
+				t.Fatalf("watch ended with %d after an interrupt; stderr: %s", code, stderr.String())
+			}
+			lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+			if len(lines) != 3 {
+				t.Fatalf("want events 6, 7 and 8 once each:\n%s", stdout.String())
+			}
+			for i, want := range []string{"acquired", "released", "expired"} {
+				if asJSON {
+					if !strings.HasPrefix(lines[i], "{") || !strings.Contains(lines[i], fmt.Sprintf(`"id":%d,`, 6+i)) || !strings.Contains(lines[i], `"kind":"`+want+`"`) {
+						t.Errorf("line %d: %s, want event %d %s as one JSON object", i, lines[i], 6+i, want)
+					}
+				} else if !strings.HasPrefix(lines[i], fmt.Sprintf("%d  2026-12-02T17:34:02.123Z  %s", 6+i, want)) {
+					t.Errorf("line %d: %q, want event %d %s", i, lines[i], 6+i, want)
+				}
+			}
+			ws.mu.Lock()
+			defer ws.mu.Unlock()
+			if len(ws.requests) != 3 {
+				t.Fatalf("%d connections, want 3", len(ws.requests))
+			}
+			first, second, third := ws.requests[0], ws.requests[1], ws.requests[2]
+			if q := first.URL.Query(); q.Get("since") != "5" || q.Get("prefix") != "billing/" || first.Header.Get("Last-Event-ID") != "" {
+				t.Errorf("first connection: %s, Last-Event-ID %q", first.URL, first.Header.Get("Last-Event-ID"))
+			}
+			if got := second.Header.Get("Last-Event-ID"); got != "6" || second.URL.Query().Get("prefix") != "billing/" {
+				t.Errorf("after the end: Last-Event-ID %q, %s; want 6 and the prefix", got, second.URL)
+			}
+			if got := third.Header.Get("Last-Event-ID"); got != "8" {
+				t.Errorf("after the broken connection: Last-Event-ID %q, want 8", got)
+			}
+			if !strings.Contains(stderr.String(), "reconnecting") {
+				t.Errorf("stderr says nothing of reconnecting: %s", stderr.String())
+			}
+		})
+	}
+}
+
+// From now, a reconnection resumes at the position the sidecar was ready at.
+func TestWatchFromNowResumesAtReady(t *testing.T) {
+	t.Parallel()
+	ws := &watchScript{last: make(chan struct{}), scripts: []string{
+		"event: ready\ndata: {\"position\": 41}\n\nevent: end\ndata: {\"reason\":\"shutdown\",\"detail\":\"\"}\n\n",
+	}}
+	hs := httptest.NewServer(ws)
+	t.Cleanup(hs.Close)
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { <-ws.last; cancel() }()
+	var stdout, stderr bytes.Buffer
+	if code := opcli.Main(ctx, "watch", []string{"--addr", hs.URL}, func(string) string { return "" }, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if q := ws.requests[0].URL.RawQuery; q != "" {
+		t.Errorf("first connection from now asked %q, want no since", q)
+	}
+	if got := ws.requests[1].Header.Get("Last-Event-ID"); got != "41" {
+		t.Errorf("reconnection: Last-Event-ID %q, want the ready position 41", got)
+	}
+	if !strings.Contains(stderr.String(), "caught up at event 41") {
+		t.Errorf("stderr: %s", stderr.String())
+	}
+}
+
+// A sidecar without the watch route: the first answer ends the command.
+func TestWatchRefused(t *testing.T) {
+	t.Parallel()
+	hs := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(hs.Close)
+	leasehold(t, nil, "watch", "--addr", hs.URL).expect(t, opcli.ExitFailed)
+}
+
+// watch on a real sidecar and straight on a store, both stores: the
+// history it replays with --since 0, then a change made meanwhile, as JSON
+// lines.
+func TestWatch(t *testing.T) {
+	t.Parallel()
+	eachTarget(t, func(t *testing.T, conn []string, _ api.StoreStatusKind) {
+		leasehold(t, nil, "claim", with(conn, "job", "--owner", "w1")...).expect(t, 0)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		out := &lineWriter{lines: make(chan string, 16)}
+		done := make(chan int, 1)
+		go func() {
+			var stderr bytes.Buffer
+			done <- opcli.Main(ctx, "watch", with(conn, "--since", "0", "--prefix", "jo", "--json"), func(string) string { return "" }, out, &stderr)
+		}()
+		next := func() api.Event {
+			t.Helper()
+			select {
+			case l := <-out.lines:
+				var e api.Event
+				if err := json.Unmarshal([]byte(l), &e); err != nil {
+					t.Fatalf("watch line %q: %v", l, err)
+				}
+				return e
+			case <-time.After(30 * time.Second):
+				t.Fatal("no watch event within 30 s")
+				return api.Event{}
+			}
+		}
+		if e := next(); e.Kind != api.EventKindAcquired || e.Task != "job" || e.Owner != "w1" {
+			t.Errorf("replayed: %+v", e)
+		}
+		leasehold(t, nil, "claim", with(conn, "other", "--owner", "w1")...).expect(t, 0) // outside the prefix
+		leasehold(t, nil, "release", with(conn, "job", "--owner", "w1")...).expect(t, 0)
+		if e := next(); e.Kind != api.EventKindReleased || e.Task != "job" {
+			t.Errorf("live: %+v", e)
+		}
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("watch exit %d after an interrupt", code)
+		}
+	})
+}
+
+// lineWriter hands each line written to it to a channel.
+type lineWriter struct {
+	buf   []byte
+	lines chan string
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		w.lines <- string(w.buf[:i])
+		w.buf = w.buf[i+1:]
+	}
+}
