@@ -208,3 +208,15 @@ func TestWatchLimit(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestWatchStoreDown: a watch that cannot read the store is a 503 problem,
+// not a stream.
+func TestWatchStoreDown(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, withStore(openUnreachable(t)))
+	s, r := ts.openStreamWith("/v1/watch?since=0", nil, watchSchemas)
+	if s != nil {
+		t.Fatal("a watch on an unreachable store streamed")
+	}
+	expectProblem(t, r, http.StatusServiceUnavailable, problemUnavailable)
+}
