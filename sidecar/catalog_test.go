@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -167,9 +168,23 @@ func TestPoliciesList(t *testing.T) {
 func TestPoliciesNeedToken(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, withToken("s3cret"))
+	calls := func() string {
+		t.Helper()
+		m := regexp.MustCompile(`leasehold_store_operation_duration_seconds_count\{operation="list_policies"\} (\d+)`).FindSubmatch(ts.get("/metrics").body)
+		if m == nil {
+			t.Fatal("no list_policies series in /metrics")
+		}
+		return string(m[1])
+	}
 	expect(t, ts.get("/v1/policies"), http.StatusUnauthorized)
+	if n := calls(); n != "0" {
+		t.Fatalf("a request without the token reached the store: %s list_policies calls", n)
+	}
 	ts.token = "s3cret"
 	expect(t, ts.get("/v1/policies"), http.StatusOK)
+	if n := calls(); n != "1" {
+		t.Fatalf("%s list_policies calls after one listing, want 1", n)
+	}
 }
 
 func TestHistory(t *testing.T) {
