@@ -53,6 +53,10 @@ test: ## Run every test on both stores (starts a throwaway PostgreSQL when none 
 e2e: ## Run only the end-to-end tests (real processes, both stores)
 	$(WITH_PG) $(GO) test -race -count=1 ./e2e/...
 
+.PHONY: screenshot
+screenshot: ## Regenerate docs/console.png: the web console as its Chromium test (e2e TestConsole) leaves it
+	LEASEHOLD_CONSOLE_SCREENSHOT=$(CURDIR)/docs/console.png $(GO) test -count=1 -run '^TestConsole$$' ./e2e/
+
 .PHONY: fuzz
 # go test fuzzes one target at a time: each Fuzz function found in a _test.go file runs in turn.
 fuzz: ## Run every go test -fuzz target for FUZZTIME each (default 30s); their seeds run in make test

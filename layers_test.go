@@ -22,6 +22,8 @@ var layerRules = []struct {
 	{"leasecore/postgres", []string{"leasecore/sqlite", "sidecar", "tfprovider"}, "drivers never import each other or a face"},
 	{"leasecore/sqlite", []string{"leasecore/postgres", "sidecar", "tfprovider"}, "drivers never import each other or a face"},
 	{"sidecar/leaserun", []string{"sidecar"}, "leasehold run shares CLI helpers through internal/cli, not the server"},
+	{"sidecar/console", []string{"sidecar", "leasecore", "github.com/labstack/echo/v4"},
+		"the console is static files and their handler: the page reads the model through the HTTP API only"},
 	{"internal/cli", []string{"sidecar", "sidecar/leaserun"}, "the CLI helpers serve both commands"},
 	{"sidecar/opcli", []string{"sidecar"}, "the operator commands ask a sidecar over HTTP, or a store through leasecore"},
 	{"tfprovider", []string{"sidecar"}, "the provider talks to the store through leasecore"},

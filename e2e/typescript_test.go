@@ -20,7 +20,7 @@ import (
 // SIGTERM to see a keepalive holder told of the shutdown.
 func TestTypeScriptClient(t *testing.T) {
 	t.Parallel()
-	node := nodeBin(t)
+	node := nodeBin(t, "the TypeScript client's tests")
 	for _, kind := range storeKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			t.Parallel()
@@ -55,15 +55,15 @@ func TestTypeScriptClient(t *testing.T) {
 	}
 }
 
-// nodeBin finds Node >= 20 for the TypeScript client's tests: missing or
+// nodeBin finds Node >= 20 for the tests named by purpose: missing or
 // older, it skips outside CI (with what to install) and fails in CI.
-func nodeBin(t *testing.T) string {
+func nodeBin(t *testing.T, purpose string) string {
 	t.Helper()
 	missing := func(why string) {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("%s; CI needs Node >= 20 for the TypeScript client's tests", why)
+			t.Fatalf("%s; CI needs Node >= 20 for %s", why, purpose)
 		}
-		t.Skipf("%s (outside CI this skips): install Node >= 20 to run the TypeScript client's tests", why)
+		t.Skipf("%s (outside CI this skips): install Node >= 20 to run %s", why, purpose)
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -119,6 +120,71 @@ func TestTasksListAndGet(t *testing.T) {
 		expectInvalid(t, ts.get("/v1/tasks/no%20spaces"), "task")
 		expectProblem(t, ts.get("/v1/tasks/billing/nightly"), http.StatusNotFound, problemBlank) // no route
 	})
+}
+
+func TestPoliciesList(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, ts *testServer) {
+		r := ts.get("/v1/policies")
+		expect(t, r, http.StatusOK)
+		list := decode[api.PolicyList](t, r).Policies
+		if len(list) != 1 || list[0].Name != leasecore.DefaultPolicy ||
+			list[0].KeepForMs != leasecore.DefaultKeepFor.Milliseconds() || list[0].KeepLast != leasecore.DefaultKeepLast {
+			t.Fatalf("a fresh store's policies: %s, want only the default one", r.body)
+		}
+
+		svc := declare(t, ts)
+		for _, p := range []leasecore.RetentionPolicy{
+			{Name: "audit", KeepFor: 720 * time.Hour, KeepLast: 10},
+			{Name: "forever"},
+		} {
+			if _, err := svc.CreatePolicy(t.Context(), p); err != nil {
+				t.Fatalf("CreatePolicy %s: %v", p.Name, err)
+			}
+		}
+		r = ts.get("/v1/policies")
+		expect(t, r, http.StatusOK)
+		list = decode[api.PolicyList](t, r).Policies
+		var names []string
+		for _, p := range list {
+			names = append(names, p.Name)
+			if !millisRFC3339.MatchString(p.CreatedAt) || !millisRFC3339.MatchString(p.UpdatedAt) {
+				t.Errorf("%s: times %q, %q are not RFC 3339 UTC with milliseconds", p.Name, p.CreatedAt, p.UpdatedAt)
+			}
+		}
+		if strings.Join(names, ",") != "audit,default,forever" {
+			t.Fatalf("policies %v, want them ordered by name", names)
+		}
+		if a := list[0]; a.KeepForMs != (720*time.Hour).Milliseconds() || a.KeepLast != 10 {
+			t.Errorf("audit: %+v", a)
+		}
+		// No bound is 0, not absent: both fields are required.
+		if f := list[2]; f.KeepForMs != 0 || f.KeepLast != 0 {
+			t.Errorf("forever: %+v", f)
+		}
+	})
+}
+
+func TestPoliciesNeedToken(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, withToken("s3cret"))
+	calls := func() string {
+		t.Helper()
+		m := regexp.MustCompile(`leasehold_store_operation_duration_seconds_count\{operation="list_policies"\} (\d+)`).FindSubmatch(ts.get("/metrics").body)
+		if m == nil {
+			t.Fatal("no list_policies series in /metrics")
+		}
+		return string(m[1])
+	}
+	expect(t, ts.get("/v1/policies"), http.StatusUnauthorized)
+	if n := calls(); n != "0" {
+		t.Fatalf("a request without the token reached the store: %s list_policies calls", n)
+	}
+	ts.token = "s3cret"
+	expect(t, ts.get("/v1/policies"), http.StatusOK)
+	if n := calls(); n != "1" {
+		t.Fatalf("%s list_policies calls after one listing, want 1", n)
+	}
 }
 
 func TestHistory(t *testing.T) {
@@ -311,13 +377,14 @@ func TestCatalogViewsUnavailable(t *testing.T) {
 		}
 		expectProblem(t, ts.get("/v1/tasks"), http.StatusServiceUnavailable, problemUnavailable)
 		expectProblem(t, ts.get("/v1/tasks/job"), http.StatusServiceUnavailable, problemUnavailable)
+		expectProblem(t, ts.get("/v1/policies"), http.StatusServiceUnavailable, problemUnavailable)
 		expectProblem(t, ts.get("/v1/leases/job/history"), http.StatusServiceUnavailable, problemUnavailable)
 	})
 
 	t.Run("not migrated yet", func(t *testing.T) {
 		t.Parallel()
 		ts := startServer(t, withStore(openSQLite(t, true)))
-		for _, path := range []string{"/v1/tasks", "/v1/tasks/job", "/v1/leases/job/history"} {
+		for _, path := range []string{"/v1/tasks", "/v1/tasks/job", "/v1/policies", "/v1/leases/job/history"} {
 			if p := expectProblem(t, ts.get(path), http.StatusServiceUnavailable, problemUnavailable); !strings.Contains(p.Detail, "not migrated") {
 				t.Errorf("%s before migration: %q", path, p.Detail)
 			}

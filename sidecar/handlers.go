@@ -137,6 +137,12 @@ func (h *handlers) GetTask(c echo.Context, task api.Task) error {
 	return respondTask(c, decl, err)
 }
 
+// ListPolicies answers GET /v1/policies: every retention policy.
+func (h *handlers) ListPolicies(c echo.Context) error {
+	policies, err := h.svc.ListPolicies(c.Request().Context())
+	return respondPolicies(c, policies, err)
+}
+
 // GetHealth answers GET /healthz: the process serves HTTP, and its build.
 func (h *handlers) GetHealth(c echo.Context) error {
 	v := version.String()
@@ -295,6 +301,17 @@ func apiTask(d *leasecore.TaskDecl) api.TaskDeclaration {
 		out.RetentionPolicy = leasecore.DefaultPolicy
 	}
 	return out
+}
+
+// apiPolicy converts a retention policy for the wire.
+func apiPolicy(p *leasecore.RetentionPolicy) api.RetentionPolicy {
+	return api.RetentionPolicy{
+		Name:      p.Name,
+		KeepForMs: millis(p.KeepFor),
+		KeepLast:  max(p.KeepLast, 0),
+		CreatedAt: timestamp(p.CreatedAt),
+		UpdatedAt: timestamp(p.UpdatedAt),
+	}
 }
 
 // apiEvent converts a history event for the wire.

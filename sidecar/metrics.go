@@ -50,7 +50,7 @@ const (
 // their own names, if anything calls them.)
 var storeOps = []string{leasecore.OpClaim, leasecore.OpRenew, leasecore.OpRenewBatch, leasecore.OpRelease,
 	leasecore.OpGet, leasecore.OpList, leasecore.OpPing, leasecore.OpMigrate,
-	leasecore.OpGetTask, leasecore.OpListTasks, leasecore.OpHistory, leasecore.OpPrune,
+	leasecore.OpGetTask, leasecore.OpListTasks, leasecore.OpListPolicies, leasecore.OpHistory, leasecore.OpPrune,
 	leasecore.OpFollowHistory, leasecore.OpReadHistory, leasecore.OpRecordExpiries}
 
 func newMetrics() *metrics {

@@ -353,6 +353,17 @@ func respondTask(c echo.Context, decl *leasecore.TaskDecl, err error) error {
 	return writeJSON(c, http.StatusOK, apiTask(decl))
 }
 
+func respondPolicies(c echo.Context, policies []leasecore.RetentionPolicy, err error) error {
+	if err != nil {
+		return err
+	}
+	out := make([]api.RetentionPolicy, len(policies))
+	for i := range policies {
+		out[i] = apiPolicy(&policies[i])
+	}
+	return writeJSON(c, http.StatusOK, api.PolicyList{Policies: out})
+}
+
 func respondHistory(c echo.Context, events []leasecore.Event, err error) error {
 	if err != nil {
 		return err

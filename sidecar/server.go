@@ -20,6 +20,7 @@ import (
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar/api"
+	"github.com/leasehold/leasehold/sidecar/console"
 )
 
 // Options configure a Server.
@@ -123,8 +124,26 @@ func (s *Server) CloseStreams(ctx context.Context) error {
 	return errors.Join(s.streams.shutdown(ctx), s.watches.shutdown(ctx))
 }
 
-// Handler returns the HTTP handler serving every route.
-func (s *Server) Handler() http.Handler { return headAsGet(s.echo) }
+// Handler returns the HTTP handler serving every route: the web console
+// under /ui/ (package console), and the API through echo.
+func (s *Server) Handler() http.Handler { return withConsole(headAsGet(s.echo)) }
+
+// withConsole hands /ui and /ui/… to the console before echo routes the
+// request. The console's static files are not operations of openapi.yaml;
+// keeping them out of echo keeps echo's routes the document's operations
+// (checkRoutes), and their answers out of the request validator and the
+// per-route metrics. They need no bearer token: they hold no data, and the
+// page sends the token with every /v1 call it makes.
+func withConsole(api http.Handler) http.Handler {
+	ui := console.Handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if console.Owns(r.URL.Path) {
+			ui.ServeHTTP(w, r)
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
+}
 
 // headAsGet answers HEAD on every GET route (health checks send it) as the
 // GET would be answered, without the body: the handler, the validator and

@@ -565,6 +565,11 @@ type Note = string
 // Example: web-1#4242#k3j9
 type Owner = string
 
+// PolicyList The retention policies, ordered by name.
+type PolicyList struct {
+	Policies []RetentionPolicy `json:"policies"`
+}
+
 // Problem An RFC 9457 problem detail.
 type Problem struct {
 	// Detail What went wrong with this request.
@@ -696,6 +701,28 @@ type Renewed struct {
 
 // RenewedRenewed Always true.
 type RenewedRenewed bool
+
+// RetentionPolicy How much lease history of a task the pruner keeps.
+type RetentionPolicy struct {
+	// CreatedAt RFC 3339 in UTC with exactly millisecond precision.
+	//
+	// Example: 2026-12-02T17:34:02.123Z
+	CreatedAt Timestamp `json:"created_at"`
+
+	// KeepForMs Events older than this are deleted (whole seconds); 0 means no age limit.
+	KeepForMs int64 `json:"keep_for_ms"`
+
+	// KeepLast Only the task's newest this many events are kept; 0 means no count limit.
+	KeepLast int64 `json:"keep_last"`
+
+	// Name Example: default
+	Name string `json:"name"`
+
+	// UpdatedAt RFC 3339 in UTC with exactly millisecond precision.
+	//
+	// Example: 2026-12-02T17:34:02.123Z
+	UpdatedAt Timestamp `json:"updated_at"`
+}
 
 // SidecarStatus What one sidecar is and does right now (`GET /v1/status`).
 type SidecarStatus struct {
@@ -984,6 +1011,9 @@ type ServerInterface interface {
 	// RenewLease Renew a lease
 	// (POST /v1/leases/{task}/renew)
 	RenewLease(ctx echo.Context, task Task) error
+	// ListPolicies List retention policies
+	// (GET /v1/policies)
+	ListPolicies(ctx echo.Context) error
 	// GetStatus The sidecar's status
 	// (GET /v1/status)
 	GetStatus(ctx echo.Context) error
@@ -1199,6 +1229,15 @@ func (w *ServerInterfaceWrapper) RenewLease(ctx echo.Context) error {
 	return err
 }
 
+// ListPolicies converts echo context to params.
+func (w *ServerInterfaceWrapper) ListPolicies(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListPolicies(ctx)
+	return err
+}
+
 // GetStatus converts echo context to params.
 func (w *ServerInterfaceWrapper) GetStatus(ctx echo.Context) error {
 	var err error
@@ -1348,6 +1387,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/watch", wrapper.WatchLeases, options.OperationMiddlewares["watchLeases"]...)
 	router.GET(options.BaseURL+"/v1/tasks", wrapper.ListTasks, options.OperationMiddlewares["listTasks"]...)
 	router.GET(options.BaseURL+"/v1/tasks/:task", wrapper.GetTask, options.OperationMiddlewares["getTask"]...)
+	router.GET(options.BaseURL+"/v1/policies", wrapper.ListPolicies, options.OperationMiddlewares["listPolicies"]...)
 	router.GET(options.BaseURL+"/v1/status", wrapper.GetStatus, options.OperationMiddlewares["getStatus"]...)
 	router.GET(options.BaseURL+"/healthz", wrapper.GetHealth, options.OperationMiddlewares["getHealth"]...)
 	router.GET(options.BaseURL+"/readyz", wrapper.GetReadiness, options.OperationMiddlewares["getReadiness"]...)

@@ -1,0 +1,282 @@
+// The web console in headless Chromium, against the sidecar that
+// e2e/console_test.go starts (LEASEHOLD_CONSOLE_URL, behind the bearer
+// token LEASEHOLD_CONSOLE_TOKEN, with tasks nightly-report, billing/invoices
+// and telescope:prune declared and a retention policy audit). Claims and
+// releases go through the API with fetch, as any client's would; the page
+// must follow them.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { chromium } from 'playwright-core';
+
+const base = process.env.LEASEHOLD_CONSOLE_URL;
+const openBase = process.env.LEASEHOLD_CONSOLE_OPEN_URL; // the same store, served without a token
+const token = process.env.LEASEHOLD_CONSOLE_TOKEN;
+const executablePath = process.env.LEASEHOLD_CHROMIUM;
+const screenshot = process.env.LEASEHOLD_CONSOLE_SCREENSHOT;
+assert.ok(base && token && executablePath, 'LEASEHOLD_CONSOLE_URL, LEASEHOLD_CONSOLE_TOKEN and LEASEHOLD_CHROMIUM are set by e2e/console_test.go');
+
+const WAIT = { timeout: 20000 };
+// The browser's clock runs this far behind the server's: the page must
+// still count from the server's times.
+const SKEW_MS = -37 * 60 * 1000;
+
+let browser;
+before(async () => {
+  browser = await chromium.launch({
+    executablePath,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'],
+  });
+});
+after(async () => { await browser?.close(); });
+
+/** Calls the API as a client would. */
+async function api(method, path, body) {
+  const res = await fetch(base + path, {
+    method,
+    headers: { Authorization: `Bearer ${token}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const json = await res.json();
+  return { status: res.status, body: json };
+}
+
+async function claim(task, owner, ttlMs, note) {
+  const r = await api('POST', `/v1/leases/${encodeURIComponent(task)}/claim`, { owner, ttl_ms: ttlMs, note });
+  assert.equal(r.status, 200, `claim ${task}: ${JSON.stringify(r.body)}`);
+  return r.body.lease;
+}
+
+/** A page in a new context (its own sessionStorage), its clock skewed, its console errors collected. */
+async function openPage(options = {}, url = base) {
+  const context = await browser.newContext(options);
+  await context.addInitScript((skew) => {
+    const realNow = Date.now.bind(Date);
+    Date.now = () => realNow() + skew;
+  }, SKEW_MS);
+  const page = await context.newPage();
+  const problems = [];
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  page.on('console', (m) => {
+    // 401s and the watch stream's 404 (until a sidecar has one) are answers the page handles.
+    if (m.type() === 'error' && !/status of 40[14]/.test(m.text())) problems.push(`console error: ${m.text()}`);
+  });
+  await page.goto(`${url}/ui`); // redirected to /ui/
+  return { context, page, problems };
+}
+
+async function enterToken(page, value) {
+  await page.getByLabel('Bearer token').fill(value);
+  await page.getByRole('button', { name: 'Use token' }).click();
+}
+
+function row(page, table, task) {
+  return page.locator(`#${table} tr[data-task="${task}"]`);
+}
+
+test('the console: token prompt, leases with countdowns, history, policies, health', async (t) => {
+  const { context, page, problems } = await openPage({ viewport: { width: 1280, height: 900 } });
+  t.after(() => context.close());
+
+  await t.test('served with a strict Content-Security-Policy', async () => {
+    const res = await page.request.get(`${base}/ui/`);
+    assert.match(res.headers()['content-security-policy'], /^default-src 'self';/);
+    assert.doesNotMatch(res.headers()['content-security-policy'], /unsafe-inline/);
+  });
+
+  await t.test('asks for the token; refuses a wrong one; shows data with the right one', async () => {
+    await page.locator('#token-panel').waitFor({ state: 'visible', ...WAIT });
+    assert.equal(await page.getByLabel('Bearer token').getAttribute('type'), 'password');
+    await enterToken(page, 'not-the-token');
+    await page.waitForFunction(() => /refused/.test(document.getElementById('token-message').textContent), null, WAIT);
+    assert.ok(await page.locator('#token-panel').isVisible(), 'a wrong token leaves the prompt up');
+    assert.equal(await page.locator('#task-rows tr').count(), 0, 'no data without the token');
+
+    await enterToken(page, token);
+    await page.locator('#token-panel').waitFor({ state: 'hidden', ...WAIT });
+    await row(page, 'task-rows', 'nightly-report').waitFor(WAIT);
+    assert.ok(await page.getByRole('button', { name: 'Forget token' }).isVisible());
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('leasehold.token')), token);
+  });
+
+  await t.test('follows the watch stream (GET /v1/watch), not polling', async () => {
+    await page.waitForFunction(() => /Live: following the watch stream/.test(document.getElementById('connection').textContent), null, WAIT);
+  });
+
+  await t.test('declared tasks, idle ones included, and the retention policies', async () => {
+    const idle = row(page, 'task-rows', 'nightly-report');
+    assert.match(await idle.textContent(), /idle/);
+    assert.match(await idle.textContent(), /30 s/);
+    assert.match(await idle.textContent(), /10 min/);
+    assert.match(await idle.textContent(), /the nightly PDF report/);
+    assert.match(await row(page, 'task-rows', 'billing/invoices').textContent(), /audit/);
+    await page.locator('#policy-rows tr', { hasText: 'audit' }).waitFor(WAIT);
+    assert.match(await page.locator('#policy-rows').textContent(), /90 d/);
+    assert.match(await page.locator('#policy-rows').textContent(), /500 events/);
+  });
+
+  await t.test('the sidecar health (GET /v1/status): store ready, streams, watchers, batching', async () => {
+    await page.waitForFunction(() => /ready/.test(document.getElementById('health-list').textContent), null, WAIT);
+    const text = await page.locator('#health-list').textContent();
+    assert.doesNotMatch(text, /not ready/);
+    assert.match(text, /sqlite/);
+    assert.match(text, /\d+ open of [\d,]+/);
+    // This page's own watch stream is one of the sidecar's watchers (health is read every 10 s).
+    await page.waitForFunction(() => /Watchers\s*[1-9]/.test(document.getElementById('health-list').textContent), null, WAIT);
+    assert.match(await page.locator('#batching').textContent(), /claim/);
+  });
+
+  let lease;
+  await t.test('a claim made through the API appears with owner, token and a countdown that decreases', async () => {
+    lease = await claim('nightly-report', 'worker-a#4242#k3j9', 120000, 'rendering December');
+    const r = row(page, 'lease-rows', 'nightly-report');
+    await r.waitFor(WAIT);
+    // The watch stream's event brought it.
+    await page.waitForFunction(() => /Live: acquired nightly-report/.test(document.getElementById('connection').textContent), null, WAIT);
+    assert.equal(await r.locator('.owner').textContent(), 'worker-a#4242#k3j9');
+    assert.equal(await r.locator('.token').textContent(), String(lease.token));
+    assert.match(await r.textContent(), /rendering December/);
+    // The browser's clock is 37 minutes behind: times still read as just now.
+    assert.match(await r.locator('.ago').first().textContent(), /just now|\d+ s ago/);
+    const countdown = r.locator('.countdown');
+    const first = Number(await countdown.getAttribute('data-remaining-ms'));
+    assert.ok(first > 0 && first <= 120000, `countdown starts within the ttl: ${first} ms`);
+    assert.match(await countdown.textContent(), /◷ (2 min 00 s|1 min \d\d s)/);
+    await page.waitForFunction((before) => {
+      const node = document.querySelector('#lease-rows tr[data-task="nightly-report"] .countdown');
+      return node && Number(node.dataset.remainingMs) < before - 1000;
+    }, first, WAIT);
+    assert.match(await row(page, 'task-rows', 'nightly-report').textContent(), /held by worker-a#4242#k3j9/);
+  });
+
+  await t.test('a release shows in the task history', async () => {
+    await row(page, 'task-rows', 'nightly-report').getByRole('button', { name: 'nightly-report' }).click();
+    await page.locator('#history').waitFor({ state: 'visible', ...WAIT });
+    await page.locator('#history-rows tr[data-kind="acquired"]').waitFor(WAIT);
+    const r = await api('POST', '/v1/leases/nightly-report/release', { owner: 'worker-a#4242#k3j9', token: lease.token });
+    assert.equal(r.body.released, true);
+    await page.locator('#history-rows tr[data-kind="released"]').waitFor(WAIT);
+    assert.match(await page.locator('#history-rows tr[data-kind="released"]').textContent(), /released.*worker-a#4242#k3j9/s);
+    await row(page, 'lease-rows', 'nightly-report').waitFor({ state: 'detached', ...WAIT });
+    assert.match(await row(page, 'task-rows', 'nightly-report').textContent(), /idle/);
+  });
+
+  await t.test('an expiry shows in the history with nobody claiming the task again', async () => {
+    const short = await claim('telescope:prune', 'pruner-1#7#aa', 300, '');
+    await row(page, 'task-rows', 'telescope:prune').getByRole('button', { name: 'telescope:prune' }).click();
+    await page.waitForFunction(() => document.getElementById('history-task').textContent === 'telescope:prune', null, WAIT);
+    // Wait (by the store's clock) until the short lease has run out.
+    for (;;) {
+      const got = await api('GET', '/v1/leases/telescope%3Aprune');
+      if (!got.body.held) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const expired = page.locator('#history-rows tr[data-kind="expired"]');
+    await expired.waitFor(WAIT);
+    assert.match(await expired.textContent(), /expired/);
+    assert.equal(await expired.locator('.owner').textContent(), 'pruner-1#7#aa');
+    assert.equal(await expired.locator('.token').textContent(), String(short.token));
+    await row(page, 'lease-rows', 'telescope:prune').waitFor({ state: 'detached', ...WAIT });
+
+    const next = await claim('telescope:prune', 'pruner-2#9#bb', 90000, 'entries older than 30 d');
+    await page.locator(`#history-rows tr[data-kind="acquired"]`, { hasText: 'pruner-2#9#bb' }).waitFor(WAIT);
+    const held = row(page, 'lease-rows', 'telescope:prune');
+    assert.equal(await held.locator('.owner').textContent(), 'pruner-2#9#bb');
+    assert.equal(await held.locator('.token').textContent(), String(next.token));
+  });
+
+  await t.test('a screenshot of the console, when asked for', async (st) => {
+    if (!screenshot) {
+      st.diagnostic('LEASEHOLD_CONSOLE_SCREENSHOT is not set: no screenshot taken');
+      return;
+    }
+    await claim('billing/invoices', 'billing-7f9c#1#q2', 110000, 'December invoices');
+    await row(page, 'lease-rows', 'billing/invoices').waitFor(WAIT);
+    await page.screenshot({ path: screenshot, fullPage: true });
+  });
+
+  await t.test('forget token: the prompt is back, the token gone from the tab', async () => {
+    await page.getByRole('button', { name: 'Forget token' }).click();
+    await page.locator('#token-panel').waitFor({ state: 'visible', ...WAIT });
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('leasehold.token')), null);
+    assert.match(await page.locator('#token-message').textContent(), /requires a bearer token/);
+    assert.equal(await page.locator('#lease-rows tr').count(), 0, 'no data left on the page');
+    assert.equal(await page.locator('#task-rows tr').count(), 0, 'no tasks left on the page');
+    assert.equal(await page.locator('#history').isVisible(), false, 'no history left on the page');
+    assert.doesNotMatch(await page.locator('#health-list').textContent(), /sqlite/, 'no status left on the page');
+  });
+
+  assert.deepEqual(problems, [], 'no script errors');
+});
+
+test('a sidecar without a token: no prompt, the shared store\'s data at once', async (t) => {
+  const { context, page, problems } = await openPage({ viewport: { width: 1024, height: 768 } }, openBase);
+  t.after(() => context.close());
+  assert.equal(page.url(), `${openBase}/ui/`);
+  await row(page, 'task-rows', 'nightly-report').waitFor(WAIT);
+  await page.waitForFunction(() => /Live/.test(document.getElementById('connection').textContent), null, WAIT);
+  assert.equal(await page.locator('#token-panel').isVisible(), false);
+  assert.equal(await page.getByRole('button', { name: 'Forget token' }).isVisible(), false);
+  // A claim made through the other sidecar (another process on the same store) shows here too.
+  await claim('cross/process', 'elsewhere#1#cc', 60000, '');
+  await row(page, 'lease-rows', 'cross/process').waitFor(WAIT);
+  assert.deepEqual(problems, [], 'no script errors');
+});
+
+test('phone-sized screen: one column, no horizontal scroll', async (t) => {
+  const { context, page, problems } = await openPage({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
+  t.after(() => context.close());
+  await claim('reports/weekly-digest', 'a-very-long-owner-name-without-any-breaks-0123456789abcdef#4242#zz', 60000, 'a note long enough to wrap on a narrow screen, with no place to scroll sideways');
+  await enterToken(page, token);
+  await row(page, 'lease-rows', 'reports/weekly-digest').waitFor(WAIT);
+  await row(page, 'task-rows', 'reports/weekly-digest').getByRole('button', { name: 'reports/weekly-digest' }).click();
+  await page.locator('#history-rows tr').first().waitFor(WAIT);
+  const widths = await page.evaluate(() => ({
+    scroll: document.documentElement.scrollWidth,
+    client: document.documentElement.clientWidth,
+    columns: getComputedStyle(document.querySelector('main')).gridTemplateColumns.split(' ').length,
+  }));
+  assert.ok(widths.scroll <= widths.client, `no horizontal overflow: scrollWidth ${widths.scroll} > clientWidth ${widths.client}`);
+  assert.equal(widths.columns, 1, 'one column');
+  // Cells name their column where the table head is hidden.
+  const label = await page.locator('#lease-rows td').first().evaluate((td) => getComputedStyle(td, '::before').content);
+  assert.equal(label, '"Task"');
+  assert.deepEqual(problems, [], 'no script errors');
+});
+
+/** The WCAG contrast ratio of two CSS rgb() colours. */
+function contrast(a, b) {
+  const lum = (css) => {
+    const [r, g, bl] = css.match(/[\d.]+/g).slice(0, 3).map(Number).map((v) => {
+      const c = v / 255;
+      return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+    });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * bl;
+  };
+  const [hi, lo] = [lum(a), lum(b)].sort((x, y) => y - x);
+  return (hi + 0.05) / (lo + 0.05);
+}
+
+test('dark mode: dark background, readable text', async (t) => {
+  const { context, page, problems } = await openPage({ viewport: { width: 1024, height: 768 }, colorScheme: 'dark' });
+  t.after(() => context.close());
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await enterToken(page, token);
+  await row(page, 'task-rows', 'nightly-report').waitFor(WAIT);
+  const colours = await page.evaluate(() => {
+    const style = (sel) => getComputedStyle(document.querySelector(sel));
+    return {
+      body: [style('body').color, style('body').backgroundColor],
+      panel: [style('#tasks').color, style('#tasks').backgroundColor],
+      muted: [style('#tasks .hint').color, style('#tasks').backgroundColor],
+      idle: [style('#task-rows .state.idle').color, style('#tasks').backgroundColor],
+      link: [style('#task-rows button.link').color, style('#tasks').backgroundColor],
+    };
+  });
+  const bg = colours.body[1].match(/[\d.]+/g).slice(0, 3).map(Number);
+  assert.ok(bg.every((v) => v < 60), `dark background: ${colours.body[1]}`);
+  for (const [what, [fg, back]] of Object.entries(colours)) {
+    const ratio = contrast(fg, back);
+    assert.ok(ratio >= 4.5, `${what}: contrast ${ratio.toFixed(2)} of ${fg} on ${back} is under 4.5`);
+  }
+  assert.deepEqual(problems, [], 'no script errors');
+});

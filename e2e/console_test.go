@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/leasehold/leasehold/leasecore"
+)
+
+// TestConsole drives the web console (/ui/) in headless Chromium: the
+// node --test suite in e2e/console (playwright-core over Debian's chromium,
+// never a downloaded browser) against a real sidecar behind a bearer token,
+// over a store with declared tasks and a retention policy. It claims and
+// releases through the API and watches the page follow. With
+// LEASEHOLD_CONSOLE_SCREENSHOT set (make screenshot), the suite also saves
+// a screenshot of the console there.
+func TestConsole(t *testing.T) {
+	t.Parallel()
+	node := nodeBin(t, "the web console's Chromium test")
+	chromium := chromiumBin(t)
+	dir := filepath.Join("console")
+	playwrightCore(t, dir)
+
+	const token = "console-secret"
+	tmp := t.TempDir()
+	tokenFile := filepath.Join(tmp, "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store := "sqlite:" + filepath.Join(tmp, "console.db")
+	svc := openService(t, store)
+	ctx := t.Context()
+	if _, err := svc.CreatePolicy(ctx, leasecore.RetentionPolicy{Name: "audit", KeepFor: 90 * 24 * time.Hour, KeepLast: 500}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []leasecore.TaskDecl{
+		{Name: "nightly-report", TTL: 30 * time.Second, MaxTTL: 10 * time.Minute, Description: "the nightly PDF report"},
+		{Name: "billing/invoices", TTL: 2 * time.Minute, Description: "monthly invoice run", RetentionPolicy: "audit"},
+		{Name: "telescope:prune", TTL: 90 * time.Second, Description: "entries pruner", RetentionPolicy: "audit"},
+	} {
+		if _, err := svc.CreateTask(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := startSidecar(t, store, "--token-file", tokenFile)
+	// A second sidecar on the same file, without a token: the page asks for none.
+	open := startSidecar(t, store)
+	s.waitReady()
+	open.waitReady()
+
+	runCtx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(runCtx, node, "--test", "--test-reporter=spec", "console.test.js")
+	cmd.Dir = dir
+	cmd.Env = append(cleanEnv(),
+		"LEASEHOLD_CONSOLE_URL="+s.base,
+		"LEASEHOLD_CONSOLE_TOKEN="+token,
+		"LEASEHOLD_CONSOLE_OPEN_URL="+open.base,
+		"LEASEHOLD_CHROMIUM="+chromium,
+	)
+	if shot := os.Getenv("LEASEHOLD_CONSOLE_SCREENSHOT"); shot != "" {
+		cmd.Env = append(cmd.Env, "LEASEHOLD_CONSOLE_SCREENSHOT="+shot)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node --test in e2e/console: %v\n%s", err, out)
+	}
+	t.Logf("node --test:\n%s", out)
+}
+
+// chromiumBin finds Debian's chromium: missing, it skips outside CI (with
+// what to install) and fails in CI.
+func chromiumBin(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "/usr/bin/chromium"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("chromium not found; CI needs Debian's chromium package for the web console's test (.ci/run installs it as root)")
+	}
+	t.Skip("chromium not found (outside CI this skips): install Debian's chromium package (apt-get install -y chromium) to run the web console's test")
+	return ""
+}
+
+// playwrightCore makes sure dir/node_modules has playwright-core, running
+// npm ci from dir's package-lock.json when it has not: missing and not
+// installable, it skips outside CI (with what to run) and fails in CI.
+func playwrightCore(t *testing.T, dir string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "playwright-core", "package.json")); err == nil {
+		return
+	}
+	fail := func(why string) {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s; CI needs playwright-core in e2e/console/node_modules (npm ci there; .ci/run does it)", why)
+		}
+		t.Skipf("%s (outside CI this skips): run npm ci in e2e/console to install playwright-core", why)
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		fail("playwright-core is not installed and npm is not found")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
+	cmd.Dir = dir
+	// playwright-core downloads no browser on install; the variable makes sure.
+	cmd.Env = append(os.Environ(), "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fail("npm ci in e2e/console: " + err.Error() + "\n" + string(out))
+	}
+}
