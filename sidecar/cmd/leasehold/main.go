@@ -43,7 +43,8 @@ Usage:
   leasehold serve   [--listen 127.0.0.1:7411] [--store sqlite:./leasehold.db]
                     [--require-declared] [--prune-interval 10m]
                     [--token-file PATH] [--log-format text|json] [--max-streams 20000]
-                    serve the HTTP API (migrates the store at start)
+                    [--max-watchers 1000] [--watch-store postgres://…]
+                    serve the HTTP API and the web console at /ui/ (migrates the store at start)
   leasehold migrate [--store URL] [--log-format text|json]
                     create or upgrade the store's schema, then exit
   leasehold prune   [--store URL] [--log-format text|json]
