@@ -196,7 +196,7 @@ func watchServerConns(t *testing.T, server, db string) (stop func() int) {
 		defer conn.Close(context.Background())
 		for {
 			var n int64
-			if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE datname = $1`, db).Scan(&n); err == nil && n > most.Load() {
+			if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND application_name <> $2`, db, watchAppName).Scan(&n); err == nil && n > most.Load() {
 				most.Store(n)
 			}
 			select {
@@ -277,6 +277,12 @@ func TestFleetThroughPgBouncer(t *testing.T) {
 			if i < bouncerPruners {
 				extra = []string{"--prune-interval", "1s"}
 			}
+			if i == 0 {
+				// The watch's LISTEN cannot go through transaction mode: it
+				// reaches PostgreSQL directly, one connection outside the
+				// bouncer's cap (not counted below).
+				extra = append(extra, "--watch-store", withAppName(t, dbURL, watchAppName))
+			}
 			s, err := launchSidecar(t, store, extra...)
 			if err == nil {
 				err = awaitReady(s.base, 60*time.Second)
@@ -302,6 +308,19 @@ func TestFleetThroughPgBouncer(t *testing.T) {
 		if ev := streams[i].next(); ev.Name != "acquired" {
 			t.Fatalf("stream %d: first event %+v, want acquired", i, ev)
 		}
+	}
+
+	// A watch on sidecar 0 hears the grants every sidecar makes, and listens
+	// on its direct connection.
+	watch := sidecars[0].openWatch("/v1/watch?prefix=shared-", "")
+	watch.ready()
+	listening := false
+	for deadline := time.Now().Add(30 * time.Second); !listening && time.Now().Before(deadline); {
+		listening = countConns(t, server, dbName, watchAppName) > 0
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !listening {
+		t.Errorf("no connection named %s: the watch did not listen on --watch-store", watchAppName)
 	}
 
 	// Every sidecar claims the shared tasks in turn; a grant is held until
@@ -364,6 +383,21 @@ func TestFleetThroughPgBouncer(t *testing.T) {
 		}
 	}
 
+	// The watch delivered every grant and release, with its token.
+	seen := map[string]bool{}
+	for _, ev := range watch.changes(2 * grants) {
+		if ev.Event.Kind == "acquired" {
+			seen[fmt.Sprintf("%s/%d", ev.Event.Task, ev.Event.Token)] = true
+		}
+	}
+	for task, toks := range tokens {
+		for _, tok := range toks {
+			if !seen[fmt.Sprintf("shared-%d/%d", task, tok)] {
+				t.Errorf("the watch never delivered shared-%d's grant of token %d", task, tok)
+			}
+		}
+	}
+
 	// The streams renewed through the load and still hold their leases.
 	for i, k := range streams {
 		if ev := k.next(); ev.Name != "renewed" {
@@ -393,4 +427,35 @@ func TestFleetThroughPgBouncer(t *testing.T) {
 	}
 	t.Logf("%d sidecars (pool_max_conns=%d) through PgBouncer: at most %d server connections; %d claims (%d granted) in %s, %.0f claims/s",
 		len(sidecars), bouncerPoolSize, most, attempts.Load(), grants, loadTime.Round(time.Millisecond), float64(attempts.Load())/loadTime.Seconds())
+}
+
+// watchAppName names the watch's direct connection in pg_stat_activity.
+const watchAppName = "leasehold-watch"
+
+// withAppName sets a PostgreSQL URL's application_name.
+func withAppName(t *testing.T, raw, name string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("application_name", name)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// countConns counts the server's connections to db named app.
+func countConns(t *testing.T, server, db, app string) int64 {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int64
+	if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = $2`, db, app).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
