@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"syscall"
@@ -47,22 +48,11 @@ func (s *sidecar) openKeepalive(path string) *keepalive {
 	k := &keepalive{t: s.t, cancel: cancel, resp: resp, events: make(chan event, 64), ended: make(chan struct{})}
 	go func() {
 		defer close(k.ended)
-		sc := bufio.NewScanner(resp.Body)
-		var name, data string
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "" && name != "":
-				ev := event{Name: name}
-				_ = json.Unmarshal([]byte(data), &ev.Data)
-				k.events <- ev
-				name, data = "", ""
-			case strings.HasPrefix(line, "event: "):
-				name = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				data = strings.TrimPrefix(line, "data: ")
-			}
-		}
+		readSSE(resp.Body, func(_, name, data string) {
+			ev := event{Name: name}
+			_ = json.Unmarshal([]byte(data), &ev.Data)
+			k.events <- ev
+		})
 	}()
 	s.t.Cleanup(k.close)
 	return k
@@ -93,6 +83,28 @@ func (k *keepalive) nextNot(name string) event {
 	for {
 		if ev := k.next(); ev.Name != name {
 			return ev
+		}
+	}
+}
+
+// readSSE reads server-sent events from r until it ends, handing each
+// event's id (empty when it has none), name and data to emit. Comments are
+// skipped.
+func readSSE(r io.Reader, emit func(id, name, data string)) {
+	sc := bufio.NewScanner(r)
+	var id, name, data string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "" && name != "":
+			emit(id, name, data)
+			id, name, data = "", "", ""
+		case strings.HasPrefix(line, "id: "):
+			id = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "event: "):
+			name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			data = strings.TrimPrefix(line, "data: ")
 		}
 	}
 }

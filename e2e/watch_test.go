@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -62,25 +61,11 @@ func (s *sidecar) openWatch(path, lastEventID string) *watchStream {
 	w := &watchStream{t: s.t, cancel: cancel, resp: resp, events: make(chan watchEvent, 4096), ended: make(chan struct{})}
 	go func() {
 		defer close(w.ended)
-		sc := bufio.NewScanner(resp.Body)
-		var ev watchEvent
-		var data string
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "" && ev.Name != "":
-				ev.Raw = data
-				_ = json.Unmarshal([]byte(data), &ev.Event)
-				w.events <- ev
-				ev, data = watchEvent{}, ""
-			case strings.HasPrefix(line, "id: "):
-				ev.ID = strings.TrimPrefix(line, "id: ")
-			case strings.HasPrefix(line, "event: "):
-				ev.Name = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				data = strings.TrimPrefix(line, "data: ")
-			}
-		}
+		readSSE(resp.Body, func(id, name, data string) {
+			ev := watchEvent{ID: id, Name: name, Raw: data}
+			_ = json.Unmarshal([]byte(data), &ev.Event)
+			w.events <- ev
+		})
 	}()
 	s.t.Cleanup(w.close)
 	return w

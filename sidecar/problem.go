@@ -241,15 +241,15 @@ func respondClaim(c echo.Context, lease *leasecore.Lease, err error) error {
 	var held *leasecore.HeldError
 	switch {
 	case err == nil:
-		return writeJSON(c, http.StatusOK, api.ClaimAcquired{Acquired: api.ClaimAcquiredAcquiredTrue, Lease: apiLease(lease)})
+		return writeJSON(c, http.StatusOK, api.ClaimAcquired{Acquired: api.ClaimAcquiredAcquiredTrue, Lease: api.FromLease(lease)})
 	case errors.As(err, &held):
 		return writeJSON(c, http.StatusConflict, api.ClaimHeld{
 			Acquired: api.ClaimHeldAcquiredFalse,
 			Reason:   api.Held,
 			Holder: api.Holder{
 				Owner:          held.Holder.Owner,
-				ExpiresAt:      timestamp(held.Holder.ExpiresAt),
-				TtlRemainingMs: millis(held.Holder.TTLRemaining),
+				ExpiresAt:      api.FormatTime(held.Holder.ExpiresAt),
+				TtlRemainingMs: api.Millis(held.Holder.TTLRemaining),
 			},
 			Detail: err.Error(),
 		})
@@ -268,7 +268,7 @@ func respondRenew(c echo.Context, lease *leasecore.Lease, err error) error {
 	var lost *leasecore.LostError
 	switch {
 	case err == nil:
-		return writeJSON(c, http.StatusOK, api.Renewed{Renewed: api.RenewedRenewedTrue, Lease: apiLease(lease)})
+		return writeJSON(c, http.StatusOK, api.Renewed{Renewed: api.RenewedRenewedTrue, Lease: api.FromLease(lease)})
 	case errors.As(err, &lost):
 		return writeJSON(c, http.StatusConflict, api.RenewLost{
 			Renewed: api.RenewLostRenewedFalse,
@@ -308,7 +308,7 @@ func respondGet(c echo.Context, lease *leasecore.Lease, err error) error {
 	case lease == nil:
 		return writeJSON(c, http.StatusOK, api.LeaseState{Held: false})
 	default:
-		l := apiLease(lease)
+		l := api.FromLease(lease)
 		return writeJSON(c, http.StatusOK, api.LeaseState{Held: true, Lease: &l})
 	}
 }
@@ -319,7 +319,7 @@ func respondList(c echo.Context, leases []leasecore.Lease, next string, err erro
 	}
 	out := make([]api.Lease, len(leases))
 	for i := range leases {
-		out[i] = apiLease(&leases[i])
+		out[i] = api.FromLease(&leases[i])
 	}
 	return writeJSON(c, http.StatusOK, api.LeaseList{Leases: out, NextAfter: nonEmpty(next)})
 }
@@ -341,7 +341,7 @@ func respondTasks(c echo.Context, decls []leasecore.TaskDecl, next string, err e
 	}
 	out := make([]api.TaskDeclaration, len(decls))
 	for i := range decls {
-		out[i] = apiTask(&decls[i])
+		out[i] = api.FromTask(&decls[i])
 	}
 	return writeJSON(c, http.StatusOK, api.TaskList{Tasks: out, NextAfter: nonEmpty(next)})
 }
@@ -350,7 +350,7 @@ func respondTask(c echo.Context, decl *leasecore.TaskDecl, err error) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(c, http.StatusOK, apiTask(decl))
+	return writeJSON(c, http.StatusOK, api.FromTask(decl))
 }
 
 func respondPolicies(c echo.Context, policies []leasecore.RetentionPolicy, err error) error {
@@ -359,7 +359,7 @@ func respondPolicies(c echo.Context, policies []leasecore.RetentionPolicy, err e
 	}
 	out := make([]api.RetentionPolicy, len(policies))
 	for i := range policies {
-		out[i] = apiPolicy(&policies[i])
+		out[i] = api.FromPolicy(&policies[i])
 	}
 	return writeJSON(c, http.StatusOK, api.PolicyList{Policies: out})
 }
@@ -370,7 +370,7 @@ func respondHistory(c echo.Context, events []leasecore.Event, err error) error {
 	}
 	out := make([]api.Event, len(events))
 	for i := range events {
-		out[i] = apiEvent(&events[i])
+		out[i] = api.FromEvent(&events[i])
 	}
 	return writeJSON(c, http.StatusOK, api.EventList{Events: out})
 }

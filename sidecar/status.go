@@ -26,7 +26,7 @@ type statusSource struct {
 func (h *handlers) GetStatus(c echo.Context) error {
 	st := api.SidecarStatus{
 		Version:   version.String(),
-		StartedAt: timestamp(h.status.started),
+		StartedAt: api.FormatTime(h.status.started),
 		Store:     api.StoreStatus{Kind: api.StoreStatusKind(h.status.storeKind), Ready: true},
 		Watchers:  h.status.watchers.Load(),
 		Batching:  []api.WriteCount{},

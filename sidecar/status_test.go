@@ -30,8 +30,8 @@ func TestStatus(t *testing.T) {
 		if st.Version != version.String() || st.Store.Kind != wantKind || !st.Store.Ready || st.Store.Detail != "" {
 			t.Errorf("status %+v, want version %q and a ready %s store", st, version.String(), wantKind)
 		}
-		if st.StartedAt != timestamp(ts.srv.started) {
-			t.Errorf("started_at %s, want %s", st.StartedAt, timestamp(ts.srv.started))
+		if st.StartedAt != api.FormatTime(ts.srv.started) {
+			t.Errorf("started_at %s, want %s", st.StartedAt, api.FormatTime(ts.srv.started))
 		}
 		if st.Streams.Open != 0 || st.Streams.Max != DefaultMaxStreams || st.Watchers != 0 {
 			t.Errorf("streams %+v, watchers %d; want none open of %d", st.Streams, st.Watchers, DefaultMaxStreams)

@@ -47,7 +47,7 @@ type stream struct {
 func (st *stream) start(conn net.Conn, lease *leasecore.Lease) error {
 	defer close(st.started)
 	st.conn = conn
-	acquired, err := eventBytes("acquired", apiLease(lease))
+	acquired, err := eventBytes("acquired", api.FromLease(lease))
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func (st *stream) releaseLease() {
 // renewed is the keeper's OnRenew: tell the client.
 func (st *stream) renewed(l leasecore.Lease) {
 	st.h.metrics.renewed(nil)
-	_ = st.write(mustEvent("renewed", apiLease(&l)))
+	_ = st.write(mustEvent("renewed", api.FromLease(&l)))
 }
 
 // keeperEnded runs when the keeper's context ends: when the lease was lost,

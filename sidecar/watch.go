@@ -205,7 +205,7 @@ func (ws *watchStream) appendEvent(ev leasecore.Event) {
 	ws.out = append(ws.out, "id: "...)
 	ws.out = strconv.AppendInt(ws.out, ev.ID, 10)
 	ws.out = append(ws.out, '\n')
-	ws.out = append(ws.out, mustEvent(string(ev.Kind), apiEvent(&ev))...)
+	ws.out = append(ws.out, mustEvent(string(ev.Kind), api.FromEvent(&ev))...)
 }
 
 // end sends the end event; the stream then closes.

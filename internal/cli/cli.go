@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 
+	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 )
 
@@ -23,4 +25,14 @@ func NewLogger(format string, w io.Writer) (*slog.Logger, error) {
 	default:
 		return nil, fmt.Errorf("--log-format must be text or json, not %q", format)
 	}
+}
+
+// Rule is what a validation error says a valid value looks like (its
+// rule, without the Go field name), for a message that names the flag.
+func Rule(err error) string {
+	var v *leasecore.ValidationError
+	if errors.As(err, &v) {
+		return v.Rule
+	}
+	return err.Error()
 }

@@ -85,7 +85,7 @@ var ttlRule = fmt.Sprintf("must be between %s and %s", leasecore.MinTTL, leaseco
 // check validates the configuration and fills the owner when none is set.
 func (c *Config) check() error {
 	if err := leasecore.ValidateTask(c.Task); err != nil {
-		return flagError("task", c.Task, rule(err))
+		return flagError("task", c.Task, cli.Rule(err))
 	}
 	// With --store, leasehold run talks to the store directly: refuse
 	// leasehold's own tasks here as a sidecar would (403), whichever mode.
@@ -96,7 +96,7 @@ func (c *Config) check() error {
 		c.Owner = leasecore.NewOwner()
 	}
 	if err := leasecore.ValidateOwner(c.Owner); err != nil {
-		return flagError("owner", c.Owner, rule(err))
+		return flagError("owner", c.Owner, cli.Rule(err))
 	}
 	if c.TTL != 0 && (c.TTL < leasecore.MinTTL || c.TTL > leasecore.MaxTTL) {
 		return flagError("ttl", c.TTL, ttlRule)
@@ -119,15 +119,6 @@ func (c *Config) check() error {
 		return errors.New("no command to run: put it after --, as in leasehold run --task nightly -- ./report.sh")
 	}
 	return nil
-}
-
-// rule is what a validation error says a valid value looks like.
-func rule(err error) string {
-	var v *leasecore.ValidationError
-	if errors.As(err, &v) {
-		return v.Rule
-	}
-	return err.Error()
 }
 
 // hold is a lease being kept in the background, by a Keeper or a cli.

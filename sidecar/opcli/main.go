@@ -99,7 +99,7 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 	if positional {
 		v.task = rest[0]
 		if err := leasecore.ValidateTask(v.task); err != nil {
-			return usageError("TASK %q: %s", v.task, rule(err))
+			return usageError("TASK %q: %s", v.task, cli.Rule(err))
 		}
 	}
 
@@ -231,7 +231,7 @@ func (v *verbFlags) check(set map[string]bool) error {
 	}
 	if set["owner"] {
 		if err := leasecore.ValidateOwner(v.owner); err != nil {
-			return fmt.Errorf("--owner %q: %s", v.owner, rule(err))
+			return fmt.Errorf("--owner %q: %s", v.owner, cli.Rule(err))
 		}
 	}
 	if set["token"] && v.token < 1 {
@@ -243,27 +243,13 @@ func (v *verbFlags) check(set map[string]bool) error {
 	return nil
 }
 
-// checkPrefix checks a --prefix: the start of a task name, so at most as
-// long as one and of its characters.
+// checkPrefix checks a --prefix by the watch's rule: the start of a task
+// name, so at most as long as one and of its characters.
 func checkPrefix(p string) error {
-	if len(p) > leasecore.MaxTaskLen {
-		return fmt.Errorf("--prefix: must be at most %d characters", leasecore.MaxTaskLen)
-	}
-	for i, c := range p {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._:/@-", c)) {
-			return fmt.Errorf("--prefix %q: must be characters of a task name (A-Z a-z 0-9 . _ : / @ -); %q at position %d is not", p, c, i+1)
-		}
+	if err := (leasecore.WatchParams{Prefix: p}).Validate(); err != nil {
+		return fmt.Errorf("--prefix %q: %s", p, cli.Rule(err))
 	}
 	return nil
-}
-
-// rule is what a validation error says a valid value looks like.
-func rule(err error) string {
-	var v *leasecore.ValidationError
-	if errors.As(err, &v) {
-		return v.Rule
-	}
-	return err.Error()
 }
 
 // backend is where the verbs ask: a sidecar (client) or a store (storeBackend).

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"text/tabwriter"
-	"time"
 
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/version"
@@ -103,7 +102,7 @@ func (s *storeBackend) get(ctx context.Context, task string) (*api.Lease, error)
 	if err != nil || l == nil {
 		return nil, err
 	}
-	out := apiLease(l)
+	out := api.FromLease(l)
 	return &out, nil
 }
 
@@ -114,7 +113,7 @@ func (s *storeBackend) list(ctx context.Context, after string) ([]api.Lease, str
 	}
 	out := make([]api.Lease, len(leases))
 	for i := range leases {
-		out[i] = apiLease(&leases[i])
+		out[i] = api.FromLease(&leases[i])
 	}
 	return out, next, nil
 }
@@ -126,7 +125,7 @@ func (s *storeBackend) history(ctx context.Context, task string, limit int) ([]a
 	}
 	out := make([]api.Event, len(events))
 	for i := range events {
-		out[i] = apiEvent(&events[i])
+		out[i] = api.FromEvent(&events[i])
 	}
 	return out, nil
 }
@@ -143,7 +142,7 @@ func (s *storeBackend) claim(ctx context.Context, v *verbFlags) (*api.Lease, *ap
 			Reason:   api.Held,
 			Holder: api.Holder{
 				Owner:          held.Holder.Owner,
-				ExpiresAt:      timestamp(held.Holder.ExpiresAt),
+				ExpiresAt:      api.FormatTime(held.Holder.ExpiresAt),
 				TtlRemainingMs: max(held.Holder.TTLRemaining.Milliseconds(), 0),
 			},
 			Detail: held.Error(),
@@ -152,7 +151,7 @@ func (s *storeBackend) claim(ctx context.Context, v *verbFlags) (*api.Lease, *ap
 	if err != nil {
 		return nil, nil, err
 	}
-	out := apiLease(l)
+	out := api.FromLease(l)
 	return &out, nil, nil
 }
 
@@ -183,7 +182,7 @@ func (s *storeBackend) watch(ctx context.Context, v *verbFlags, emit func(api.Ev
 					done = true
 					break
 				}
-				if err := emit(apiEvent(&e)); err != nil {
+				if err := emit(api.FromEvent(&e)); err != nil {
 					w.Close()
 					return &exitError{code: ExitFailed, err: err}
 				}
@@ -200,28 +199,3 @@ func (s *storeBackend) watch(ctx context.Context, v *verbFlags, emit func(api.Ev
 		}
 	}
 }
-
-// The API's shapes of leasecore's values, as the sidecar answers them.
-
-func apiLease(l *leasecore.Lease) api.Lease {
-	return api.Lease{
-		Task:           l.Task,
-		Owner:          l.Owner,
-		Token:          l.Token,
-		AcquiredAt:     timestamp(l.AcquiredAt),
-		RenewedAt:      timestamp(l.RenewedAt),
-		ExpiresAt:      timestamp(l.ExpiresAt),
-		TtlMs:          l.TTL.Milliseconds(),
-		TtlRemainingMs: max(l.TTLRemaining.Milliseconds(), 0),
-		RenewCount:     l.RenewCount,
-		Note:           l.Note,
-	}
-}
-
-func apiEvent(e *leasecore.Event) api.Event {
-	return api.Event{Id: e.ID, Task: e.Task, Kind: api.EventKind(e.Kind), Owner: e.Owner, Token: e.Token, At: timestamp(e.At), Detail: e.Detail}
-}
-
-// timestamp is RFC 3339 in UTC with exactly three fractional digits, as
-// openapi.yaml's Timestamp requires.
-func timestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
