@@ -179,7 +179,6 @@ func (cw *chaosWatcher) take(name, id, data string) error {
 // under prefix from the store, in id order.
 func storedHistory(ctx context.Context, store, prefix string) ([]leasecheck.StoredEvent, error) {
 	const q = `SELECT id, task, kind, owner, token FROM leasehold_history WHERE substr(task, 1, length($1)) = $1 ORDER BY id`
-	var out []leasecheck.StoredEvent
 	if path, ok := storeurl.SQLitePath(store); ok {
 		db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(10000)")
 		if err != nil {
@@ -191,14 +190,7 @@ func storedHistory(ctx context.Context, store, prefix string) ([]leasecheck.Stor
 			return nil, err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			var ev leasecheck.StoredEvent
-			if err := rows.Scan(&ev.ID, &ev.Task, &ev.Kind, &ev.Owner, &ev.Token); err != nil {
-				return nil, err
-			}
-			out = append(out, ev)
-		}
-		return out, rows.Err()
+		return scanEvents(rows)
 	}
 	conn, err := pgx.Connect(ctx, store)
 	if err != nil {
@@ -210,6 +202,16 @@ func storedHistory(ctx context.Context, store, prefix string) ([]leasecheck.Stor
 		return nil, err
 	}
 	defer rows.Close()
+	return scanEvents(rows)
+}
+
+// scanEvents reads storedHistory's rows, from database/sql or pgx.
+func scanEvents(rows interface {
+	Next() bool
+	Scan(...any) error
+	Err() error
+}) ([]leasecheck.StoredEvent, error) {
+	var out []leasecheck.StoredEvent
 	for rows.Next() {
 		var ev leasecheck.StoredEvent
 		if err := rows.Scan(&ev.ID, &ev.Task, &ev.Kind, &ev.Owner, &ev.Token); err != nil {

@@ -19,22 +19,41 @@ type event struct {
 }
 
 // keepalive is an open keepalive stream to a sidecar process.
-type keepalive struct {
-	t      *testing.T
-	cancel context.CancelFunc
-	resp   *http.Response
-	events chan event
-	ended  chan struct{}
-}
+type keepalive struct{ *eventStream[event] }
 
 // openKeepalive opens GET path on s; it fails the test unless the answer is
 // a 200 event stream.
 func (s *sidecar) openKeepalive(path string) *keepalive {
 	s.t.Helper()
+	return &keepalive{openEventStream(s, path, nil, 64, func(_, name, data string) event {
+		ev := event{Name: name}
+		_ = json.Unmarshal([]byte(data), &ev.Data)
+		return ev
+	})}
+}
+
+// eventStream is an open server-sent event stream to a sidecar process,
+// its events decoded as E.
+type eventStream[E any] struct {
+	t      *testing.T
+	cancel context.CancelFunc
+	resp   *http.Response
+	events chan E
+	ended  chan struct{}
+}
+
+// openEventStream opens GET path on s with header; it fails the test unless
+// the answer is a 200 event stream, whose events it then decodes in the
+// background, buffering up to buf of them.
+func openEventStream[E any](s *sidecar, path string, header http.Header, buf int, decode func(id, name, data string) E) *eventStream[E] {
+	s.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
 	if err != nil {
 		s.t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -45,36 +64,39 @@ func (s *sidecar) openKeepalive(path string) *keepalive {
 		cancel()
 		s.t.Fatalf("GET %s: %d %s, want a 200 event stream", path, resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	k := &keepalive{t: s.t, cancel: cancel, resp: resp, events: make(chan event, 64), ended: make(chan struct{})}
+	es := &eventStream[E]{t: s.t, cancel: cancel, resp: resp, events: make(chan E, buf), ended: make(chan struct{})}
 	go func() {
-		defer close(k.ended)
-		readSSE(resp.Body, func(_, name, data string) {
-			ev := event{Name: name}
-			_ = json.Unmarshal([]byte(data), &ev.Data)
-			k.events <- ev
-		})
+		defer close(es.ended)
+		readSSE(resp.Body, func(id, name, data string) { es.events <- decode(id, name, data) })
 	}()
-	s.t.Cleanup(k.close)
-	return k
+	s.t.Cleanup(es.close)
+	return es
 }
 
 // next waits up to 30 s for the next event.
-func (k *keepalive) next() event {
-	k.t.Helper()
+func (es *eventStream[E]) next() E {
+	es.t.Helper()
 	select {
-	case ev := <-k.events:
+	case ev := <-es.events:
 		return ev
-	case <-k.ended:
+	case <-es.ended:
 		select {
-		case ev := <-k.events:
+		case ev := <-es.events:
 			return ev
 		default:
 		}
-		k.t.Fatal("the stream ended without another event")
+		es.t.Fatal("the stream ended without another event")
 	case <-time.After(30 * time.Second):
-		k.t.Fatal("no event within 30s")
+		es.t.Fatal("no event within 30s")
 	}
-	return event{}
+	var none E
+	return none
+}
+
+func (es *eventStream[E]) close() {
+	es.cancel()
+	es.resp.Body.Close()
+	<-es.ended
 }
 
 // nextNot returns the next event that is not a renewal.
@@ -107,12 +129,6 @@ func readSSE(r io.Reader, emit func(id, name, data string)) {
 			data = strings.TrimPrefix(line, "data: ")
 		}
 	}
-}
-
-func (k *keepalive) close() {
-	k.cancel()
-	k.resp.Body.Close()
-	<-k.ended
 }
 
 // waitFree polls GET on s until the task is free; it returns how long that took.

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // watchEvent is one event of a watch stream: a history event, or ready/end.
@@ -29,71 +27,21 @@ type watchEvent struct {
 }
 
 // watchStream is an open GET /v1/watch on a sidecar process.
-type watchStream struct {
-	t      *testing.T
-	cancel context.CancelFunc
-	resp   *http.Response
-	events chan watchEvent
-	ended  chan struct{}
-}
+type watchStream struct{ *eventStream[watchEvent] }
 
 // openWatch opens GET path on s with the given Last-Event-ID (none when
-// empty) and waits for its ready event.
+// empty).
 func (s *sidecar) openWatch(path, lastEventID string) *watchStream {
 	s.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
-	if err != nil {
-		s.t.Fatal(err)
-	}
+	header := http.Header{}
 	if lastEventID != "" {
-		req.Header.Set("Last-Event-ID", lastEventID)
+		header.Set("Last-Event-ID", lastEventID)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		s.t.Fatalf("GET %s: %v", path, err)
-	}
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
-		cancel()
-		s.t.Fatalf("GET %s: %d %s, want a 200 event stream", path, resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	w := &watchStream{t: s.t, cancel: cancel, resp: resp, events: make(chan watchEvent, 4096), ended: make(chan struct{})}
-	go func() {
-		defer close(w.ended)
-		readSSE(resp.Body, func(id, name, data string) {
-			ev := watchEvent{ID: id, Name: name, Raw: data}
-			_ = json.Unmarshal([]byte(data), &ev.Event)
-			w.events <- ev
-		})
-	}()
-	s.t.Cleanup(w.close)
-	return w
-}
-
-func (w *watchStream) close() {
-	w.cancel()
-	w.resp.Body.Close()
-	<-w.ended
-}
-
-// next waits up to 30 s for the next event.
-func (w *watchStream) next() watchEvent {
-	w.t.Helper()
-	select {
-	case ev := <-w.events:
+	return &watchStream{openEventStream(s, path, header, 4096, func(id, name, data string) watchEvent {
+		ev := watchEvent{ID: id, Name: name, Raw: data}
+		_ = json.Unmarshal([]byte(data), &ev.Event)
 		return ev
-	case <-w.ended:
-		select {
-		case ev := <-w.events:
-			return ev
-		default:
-		}
-		w.t.Fatal("the watch ended without another event")
-	case <-time.After(30 * time.Second):
-		w.t.Fatal("no watch event within 30s")
-	}
-	return watchEvent{}
+	})}
 }
 
 // changes reads history events (skipping ready) until it has n of them,
