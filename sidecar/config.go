@@ -73,6 +73,14 @@ func (c Config) Validate() error {
 	if c.Store == "" {
 		return errors.New("--store must name a store: sqlite:PATH or postgres://…")
 	}
+	if c.WatchStore != "" {
+		if _, sqlite := storeurl.SQLitePath(c.Store); sqlite {
+			return errors.New("--watch-store applies to a PostgreSQL store only: an SQLite store is followed through its file")
+		}
+		if !strings.HasPrefix(c.WatchStore, "postgres://") && !strings.HasPrefix(c.WatchStore, "postgresql://") {
+			return errors.New("--watch-store must be a postgres:// URL that reaches the store's database directly (not through PgBouncer)")
+		}
+	}
 	if c.PruneInterval < 0 || (c.PruneInterval > 0 && c.PruneInterval < time.Second) {
 		return fmt.Errorf("--prune-interval must be 0 (off) or at least 1s, not %s", c.PruneInterval)
 	}

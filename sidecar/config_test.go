@@ -61,6 +61,21 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("prune interval %s: %v, want accepted=%v (a refusal names --prune-interval)", d, err, ok)
 		}
 	}
+	for _, w := range []struct {
+		store, watch string
+		ok           bool
+	}{
+		{"postgres://u@db:5432/l", "postgres://u@db-direct:5432/l", true},
+		{"postgres://u@bouncer:6432/l", "", true},
+		{"sqlite:./l.db", "postgres://u@db:5432/l", false},
+		{"postgres://u@db:5432/l", "sqlite:./l.db", false},
+	} {
+		c = DefaultConfig()
+		c.Store, c.WatchStore = w.store, w.watch
+		if err := c.Validate(); (err == nil) != w.ok || (err != nil && !strings.Contains(err.Error(), "--watch-store")) {
+			t.Errorf("store %s, watch store %q: %v, want accepted=%v (a refusal names --watch-store)", w.store, w.watch, err, w.ok)
+		}
+	}
 	c = DefaultConfig()
 	c.Listen = ":7411"
 	if err := c.Validate(); err == nil {
