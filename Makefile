@@ -93,9 +93,9 @@ bench-streams: build ## Hold STREAMS keepalive streams on one sidecar for STREAM
 .PHONY: bench-watch
 bench-watch: build ## What the watch costs per watcher: WATCHERS streams under WATCH_RATE claim+release pairs/s for WATCH_DURATION, both stores (bench-watch.txt)
 	$(GO) build -o $(BIN)/watchbench ./internal/watchbench
-	set -o pipefail; $(WITH_PG) bash -c 'set -e; for store in sqlite postgres; do \
-	  $(BIN)/watchbench -leasehold $(BIN)/leasehold -store $$store -watchers "$(WATCHERS)" -duration $(WATCH_DURATION) -rate $(WATCH_RATE); \
-	done' | tee bench-watch.txt
+	set -o pipefail; $(WITH_PG) bash -c 'rc=0; for store in sqlite postgres; do \
+	  $(BIN)/watchbench -leasehold $(BIN)/leasehold -store $$store -watchers "$(WATCHERS)" -duration $(WATCH_DURATION) -rate $(WATCH_RATE) || rc=1; \
+	done; exit $$rc' | tee bench-watch.txt
 	$(GO) tool benchstat bench-watch.txt
 
 # make bench-http's load per point is DURATION when given (make bench-http DURATION=5s), else

@@ -26,19 +26,21 @@
 //     sidecar's leasehold_store_operation_duration_seconds counts;
 //   - pg-xact/s (PostgreSQL): the server's own count of committed
 //     transactions in the bench's database (pg_stat_database.xact_commit) per
-//     second. It counts every transaction, the load's claims and releases
-//     included, so compare it with W=0's;
+//     second of load. It counts every transaction, the load's claims and
+//     releases included, so compare it with W=0's. PostgreSQL's backends
+//     report their counts late (an idle one within 10 s), so the count runs
+//     from a quiet moment before the load to 11 s after it: it includes the
+//     few idle reads of the history in those 11 s;
 //   - ms-p50, ms-p99: delivery latency, from the claim's (or release's)
 //     answer reaching this process to the event reaching a watcher in this
 //     process (one clock); slightly negative when the event overtakes the
 //     answer;
 //   - cpu-cores: the sidecar's CPU time (user + system) per second.
 //
-// Rates and CPU come from two samples taken while the load runs, -warmup
-// after it starts and -duration later, so that PostgreSQL's statistics
-// (which backends flush about once a second) cover the same window at both
-// ends. Events are checked over the whole load, and after it stops each
-// watcher has -drain to receive the rest.
+// The sidecar's rates and CPU come from two samples taken while the load
+// runs, -warmup after it starts and -duration later. Events are checked
+// over the whole load, and after it stops each watcher has -drain to
+// receive the rest.
 //
 // Usage (make bench-watch runs it on both stores):
 //
@@ -78,6 +80,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 )
+
+// pgStatsSettle is longer than PostgreSQL's backends wait, idle, before
+// reporting their statistics (PGSTAT_IDLE_INTERVAL, 10 s).
+const pgStatsSettle = 11 * time.Second
 
 // watchOps are the store operations the watch makes.
 var watchOps = []string{"read_history", "follow_history", "record_expiries"}
@@ -186,7 +192,7 @@ func runPoint(c *config, n int) (ok bool, err error) {
 
 	base := time.Now()
 	answers := make([]atomic.Int64, c.nKey) // ns after base when the load's answer came; 0: none
-	before, err := sc.sample(pg)
+	before, err := sc.sample()
 	if err != nil {
 		return false, err
 	}
@@ -227,7 +233,7 @@ func runPoint(c *config, n int) (ok bool, err error) {
 		fmt.Fprintf(os.Stderr, "watchbench: store=%s: %d watchers ready in %s\n", c.store, n, time.Since(openStart).Round(time.Millisecond))
 	}
 	time.Sleep(time.Second) // let the streams' first writes and the follower settle
-	connected, err := sc.sample(pg)
+	connected, err := sc.sample()
 	if err != nil {
 		return false, err
 	}
@@ -247,6 +253,17 @@ func runPoint(c *config, n int) (ok bool, err error) {
 			}
 		})
 	}
+	var xacts0 float64
+	if pg != nil {
+		// Backends report their counts to pg_stat_database about once a
+		// second when busy, but an idle one within 10 s, and a busy one
+		// may defer its report when the statistics are in use: count from a
+		// quiet moment to another, around the whole load.
+		time.Sleep(pgStatsSettle)
+		if xacts0, err = pgXacts(pg); err != nil {
+			return false, err
+		}
+	}
 	loadStart := time.Now()
 	dispatched := make(chan struct{})
 	go func() {
@@ -265,12 +282,12 @@ func runPoint(c *config, n int) (ok bool, err error) {
 	}()
 	// The window is sampled while the load runs.
 	time.Sleep(time.Until(loadStart.Add(c.warmup)))
-	m0, err := sc.sample(pg)
+	m0, err := sc.sample()
 	if err != nil {
 		return false, err
 	}
 	time.Sleep(time.Until(m0.at.Add(c.duration)))
-	m1, err := sc.sample(pg)
+	m1, err := sc.sample()
 	if err != nil {
 		return false, err
 	}
@@ -279,6 +296,7 @@ func runPoint(c *config, n int) (ok bool, err error) {
 		close(q)
 	}
 	workers.Wait()
+	loadTime := time.Since(loadStart)
 	if e := l.errors.Load(); e > 0 {
 		return false, fmt.Errorf("%d claims or releases failed: %v", e, l.firstErr.Load())
 	}
@@ -304,9 +322,18 @@ func runPoint(c *config, n int) (ok bool, err error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	end, err := sc.sample(pg)
+	end, err := sc.sample()
 	if err != nil {
 		return false, err
+	}
+	var xacts float64
+	if pg != nil {
+		time.Sleep(time.Until(loadStart.Add(loadTime + pgStatsSettle)))
+		x, err := pgXacts(pg)
+		if err != nil {
+			return false, err
+		}
+		xacts = x - xacts0
 	}
 	cancel()
 	for _, w := range ws {
@@ -362,7 +389,7 @@ func runPoint(c *config, n int) (ok bool, err error) {
 	}
 	fmt.Fprintf(&b, "\t%.2f watch-calls/s", watchCalls)
 	if pg != nil {
-		fmt.Fprintf(&b, "\t%.1f pg-xact/s", (m1.xacts-m0.xacts)/window)
+		fmt.Fprintf(&b, "\t%.1f pg-xact/s", xacts/loadTime.Seconds())
 	}
 	if len(lat) > 0 {
 		fmt.Fprintf(&b, "\t%.3f ms-p50\t%.3f ms-p99", pct(lat, 0.50), pct(lat, 0.99))
@@ -693,7 +720,7 @@ type sample struct {
 
 var opCountRE = regexp.MustCompile(`(?m)^leasehold_store_operation_duration_seconds_count\{operation="([a-z_]+)"\} (\S+)$`)
 
-func (s *sidecar) sample(pg *pgx.Conn) (sample, error) {
+func (s *sidecar) sample() (sample, error) {
 	out := sample{at: time.Now(), ops: map[string]float64{}}
 	resp, err := http.Get(s.base + "/metrics")
 	if err != nil {
@@ -746,16 +773,19 @@ func (s *sidecar) sample(pg *pgx.Conn) (sample, error) {
 			out.rssMB = kb / 1024
 		}
 	}
-	if pg != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		var x int64
-		if err := pg.QueryRow(ctx, "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()").Scan(&x); err != nil {
-			return out, fmt.Errorf("read pg_stat_database: %w", err)
-		}
-		out.xacts = float64(x)
-	}
 	return out, nil
+}
+
+// pgXacts is PostgreSQL's count of committed transactions in the bench's
+// database.
+func pgXacts(pg *pgx.Conn) (float64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var x int64
+	if err := pg.QueryRow(ctx, "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()").Scan(&x); err != nil {
+		return 0, fmt.Errorf("read pg_stat_database: %w", err)
+	}
+	return float64(x), nil
 }
 
 func metric(text, series string) (float64, error) {
