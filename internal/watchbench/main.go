@@ -715,7 +715,6 @@ type sample struct {
 	cpuSeconds         float64
 	rssMB              float64
 	heapMB, goroutines float64
-	xacts              float64 // PostgreSQL: committed transactions in the bench's database
 }
 
 var opCountRE = regexp.MustCompile(`(?m)^leasehold_store_operation_duration_seconds_count\{operation="([a-z_]+)"\} (\S+)$`)
