@@ -9,6 +9,9 @@ LISTEN    ?= 127.0.0.1:7411
 BENCHCOUNT ?= 6
 STREAMS   ?= 1000 10000
 STREAM_DURATION ?= 60s
+WATCHERS  ?= 0 1 100 1000
+WATCH_DURATION ?= 20s
+WATCH_RATE ?= 100
 FUZZTIME  ?= 30s
 WITH_PG   := scripts/with-postgres.sh
 # What leasehold --version and /healthz say: the checkout's git description (tag or revision,
@@ -94,6 +97,15 @@ bench-streams: build ## Hold STREAMS keepalive streams on one sidecar for STREAM
 	done; done' | tee bench-streams.txt
 	$(GO) tool benchstat bench-streams.txt
 
+# bench-watch is not part of make bench: it measures the watch, not a lease path.
+.PHONY: bench-watch
+bench-watch: build ## What the watch costs per watcher: WATCHERS streams under WATCH_RATE claim+release pairs/s for WATCH_DURATION, both stores (bench-watch.txt)
+	$(GO) build -o $(BIN)/watchbench ./internal/watchbench
+	set -o pipefail; $(WITH_PG) bash -c 'rc=0; for store in sqlite postgres; do \
+	  $(BIN)/watchbench -leasehold $(BIN)/leasehold -store $$store -watchers "$(WATCHERS)" -duration $(WATCH_DURATION) -rate $(WATCH_RATE) || rc=1; \
+	done; exit $$rc' | tee bench-watch.txt
+	$(GO) tool benchstat bench-watch.txt
+
 # make bench-http's load per point is DURATION when given (make bench-http DURATION=5s), else
 # 10s (DURATION's default above is make chaos's). RUNS interleaved runs, CLIENTS per point.
 BENCH_HTTP_DURATION = $(if $(filter file undefined,$(origin DURATION)),10s,$(DURATION))
@@ -140,4 +152,4 @@ check-docs: docs ## Fail when tfprovider/docs differs from what is committed
 
 .PHONY: clean
 clean: ## Remove build output
-	rm -rf $(BIN) bench.txt bench-streams.txt bench-http.txt
+	rm -rf $(BIN) bench.txt bench-streams.txt bench-watch.txt bench-http.txt
