@@ -44,6 +44,11 @@ const (
 	// store's change signal says nothing (it is a hint, not the source of
 	// truth; a signal that was lost costs at most this much delay).
 	watchPoll = time.Second
+	// watchReadEvery is the shortest pause between two reads of the
+	// history: commits that come closer together are read together, so a
+	// busy store costs each following sidecar at most 1/watchReadEvery
+	// reads a second, at the price of that much delay.
+	watchReadEvery = 25 * time.Millisecond
 	// watchPendingRetry is the pause before reading again when the cursor
 	// held events back behind a transaction still in flight.
 	watchPendingRetry = 20 * time.Millisecond
@@ -421,6 +426,7 @@ func (h *watchHub) follow(ctx context.Context, feed HistoryFeed, cur HistoryCurs
 	bo := backoff.New(watchPendingRetry, watchPoll)
 	wait := time.NewTimer(0)
 	defer wait.Stop()
+	var lastRead time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -431,6 +437,12 @@ func (h *watchHub) follow(ctx context.Context, feed HistoryFeed, cur HistoryCurs
 			}
 		case <-wait.C:
 		}
+		if d := watchReadEvery - time.Since(lastRead); d > 0 {
+			if backoff.Sleep(ctx, d) != nil {
+				return
+			}
+		}
+		lastRead = time.Now()
 		next := watchPoll
 		for {
 			var evs []Event

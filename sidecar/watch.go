@@ -33,6 +33,7 @@ const watchPingInterval = 15 * time.Second
 // watches is the sidecar's book of watch streams: a cap, and a way to end
 // them all at shutdown.
 type watches struct {
+	frames  watchFrames
 	max     int64
 	active  atomic.Int64
 	closing chan struct{}
@@ -112,7 +113,7 @@ func (h *handlers) WatchLeases(c echo.Context, params api.WatchLeasesParams) err
 		defer h.watches.running.Done()
 		defer h.watches.leave()
 		defer cancel()
-		ws := &watchStream{conn: conn, w: w, closing: h.watches.closing}
+		ws := &watchStream{conn: conn, w: w, closing: h.watches.closing, frames: &h.watches.frames}
 		ws.serve(buf.Reader)
 	}()
 	return nil
@@ -123,6 +124,7 @@ type watchStream struct {
 	conn    net.Conn
 	w       *leasecore.Watcher
 	closing <-chan struct{}
+	frames  *watchFrames
 	out     []byte
 }
 
@@ -202,10 +204,37 @@ func (ws *watchStream) serve(in *bufio.Reader) {
 // appendEvent adds one history event to the pending output: its id, its
 // kind as the event name, and the Event as data.
 func (ws *watchStream) appendEvent(ev leasecore.Event) {
-	ws.out = append(ws.out, "id: "...)
-	ws.out = strconv.AppendInt(ws.out, ev.ID, 10)
-	ws.out = append(ws.out, '\n')
-	ws.out = append(ws.out, mustEvent(string(ev.Kind), api.FromEvent(&ev))...)
+	ws.out = append(ws.out, ws.frames.frame(ev)...)
+}
+
+// watchFrames encodes each history event once for all the sidecar's watch
+// streams, which all send the same events: a stream takes an event's frame
+// from a small ring, indexed by id, and encodes it itself only when the
+// slot holds another event (the first stream to send it, or a stream
+// replaying old events). Frames are never changed once stored.
+type watchFrames struct {
+	slots [watchFrameSlots]atomic.Pointer[watchFrame]
+}
+
+// watchFrameSlots is the ring's size: more than the events the streams
+// that are live send between them at a time.
+const watchFrameSlots = 4096
+
+type watchFrame struct {
+	id    int64
+	bytes []byte
+}
+
+func (f *watchFrames) frame(ev leasecore.Event) []byte {
+	slot := &f.slots[uint64(ev.ID)%watchFrameSlots]
+	if fr := slot.Load(); fr != nil && fr.id == ev.ID {
+		return fr.bytes
+	}
+	b := strconv.AppendInt([]byte("id: "), ev.ID, 10)
+	b = append(b, '\n')
+	b = append(b, mustEvent(string(ev.Kind), api.FromEvent(&ev))...)
+	slot.Store(&watchFrame{id: ev.ID, bytes: b})
+	return b
 }
 
 // end sends the end event; the stream then closes.

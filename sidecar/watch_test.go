@@ -2,12 +2,14 @@ package sidecar
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
 
@@ -219,4 +221,22 @@ func TestWatchStoreDown(t *testing.T) {
 		t.Fatal("a watch on an unreachable store streamed")
 	}
 	expectProblem(t, r, http.StatusServiceUnavailable, problemUnavailable)
+}
+
+// TestWatchFrames: a frame from the ring is the event's own, whether it was
+// encoded for this call, reused, or its slot held another event.
+func TestWatchFrames(t *testing.T) {
+	t.Parallel()
+	var f watchFrames
+	ev := func(id int64) leasecore.Event {
+		return leasecore.Event{ID: id, Task: "t", Kind: leasecore.EventAcquired, Owner: fmt.Sprintf("o%d", id), Token: id, At: time.Unix(id, 0)}
+	}
+	want := func(e leasecore.Event) string {
+		return fmt.Sprintf("id: %d\n", e.ID) + string(mustEvent(string(e.Kind), api.FromEvent(&e)))
+	}
+	for _, id := range []int64{1, 1, 1 + watchFrameSlots, 1, 2} {
+		if got := string(f.frame(ev(id))); got != want(ev(id)) {
+			t.Fatalf("frame of event %d:\n%s\nwant\n%s", id, got, want(ev(id)))
+		}
+	}
 }
