@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/backoff"
@@ -21,22 +22,31 @@ import (
 // also records the expiry of leases that run out with nobody claiming them
 // again, so that watchers hear of them.
 //
+// The hub appends the events it reads to one ring that all its watchers
+// read from (WithWatchBuffer sets its size), each at its own pace, so a
+// watcher costs an index into the ring rather than a copy of every event,
+// and a burst of events is no reason to drop anyone. A watcher whose reader
+// falls more than the ring behind the hub is cut (ErrWatchCut) rather than
+// buffered without bound, and resumes from its last event with a new watch.
+//
 // A watcher that gives a position first catches up from the history with a
-// cursor of its own, paced by its reader, and joins the hub's fan-out only
-// once it has read up to the hub's position: no event is lost or repeated in
-// the hand-over, and the catch-up holds no events in memory. Live, each
-// watcher has a buffer of its own (WithWatchBuffer); a watcher whose reader
-// falls that far behind is cut (ErrWatchCut) rather than buffered without
-// bound, and resumes from its last event with a new watch.
+// cursor of its own, paced by its reader, and joins the ring only once it
+// has read up to the hub's position: no event is lost or repeated in the
+// hand-over, and the catch-up holds no events in memory.
 
 // WatchFromNow as WatchParams.Since starts a watch at the newest event.
 const WatchFromNow = -1
 
 // Watch defaults.
 const (
-	// DefaultWatchBuffer is how many events a live watcher may fall behind
-	// before it is cut.
-	DefaultWatchBuffer = 256
+	// DefaultWatchBuffer is the size of the ring of recent events a
+	// Service's live watchers read from: how many events a watcher may fall
+	// behind before it is cut.
+	DefaultWatchBuffer = 4096
+	// watchBatch is how many events a watcher takes from the ring at a
+	// time, and watchQueue how many wait on its Events for the reader.
+	watchBatch = 64
+	watchQueue = 16
 	// WatchLinger is how long the hub keeps following after its last
 	// watcher left, so that a watcher reconnecting finds it running.
 	WatchLinger = 30 * time.Second
@@ -97,8 +107,9 @@ func (p WatchParams) Validate() error {
 	return nil
 }
 
-// WithWatchBuffer sets how many events a live watcher may fall behind
-// before it is cut (default DefaultWatchBuffer).
+// WithWatchBuffer sets the size of the ring of recent events that live
+// watchers read from: how many events a watcher may fall behind before it
+// is cut (default DefaultWatchBuffer).
 func WithWatchBuffer(n int) Option {
 	return func(s *Service) {
 		if n > 0 {
@@ -108,6 +119,8 @@ func WithWatchBuffer(n int) Option {
 }
 
 // Watcher is one watch: its events arrive on Events in ID order, each once.
+// One goroutine of its own sends them, and closes Events when the watch
+// ends.
 type Watcher struct {
 	hub    *watchHub
 	prefix string
@@ -115,13 +128,13 @@ type Watcher struct {
 	ready  chan struct{}
 	stop   chan struct{} // closed by Close
 	once   sync.Once
+	pos    atomic.Int64 // the last event ID sent (or skipped by the prefix)
 
 	// Guarded by hub.mu.
-	pos      int64 // the last event ID sent (or skipped by the prefix)
-	catching bool  // catching up: its own goroutine sends, and closes events
-	livePos  int64 // pos when it joined the fan-out
-	err      error
-	closed   bool // events is closed
+	next    uint64 // live: the ring sequence number it reads next
+	livePos int64  // pos when it joined the ring
+	err     error
+	closed  bool // events is closed
 }
 
 // Events delivers the watch's events. It is closed when the watch ends;
@@ -153,21 +166,10 @@ func (w *Watcher) Err() error {
 
 // Position is the ID of the last event the watcher was sent, or skipped as
 // outside its prefix.
-func (w *Watcher) Position() int64 {
-	w.hub.mu.Lock()
-	defer w.hub.mu.Unlock()
-	return w.pos
-}
+func (w *Watcher) Position() int64 { return w.pos.Load() }
 
-// Close ends the watch.
-func (w *Watcher) Close() {
-	w.once.Do(func() { close(w.stop) })
-	w.hub.mu.Lock()
-	if !w.catching {
-		w.hub.finishLocked(w, nil)
-	} // else the catch-up sees stop and finishes the watcher itself
-	w.hub.mu.Unlock()
-}
+// Close ends the watch: its goroutine closes Events and leaves.
+func (w *Watcher) Close() { w.once.Do(func() { close(w.stop) }) }
 
 // WatchStats describes a Service's watch.
 type WatchStats struct {
@@ -201,31 +203,30 @@ func (s *Service) Watch(ctx context.Context, p WatchParams) (*Watcher, error) {
 		return nil, Unavailable(OpFollowHistory, errors.New("the store cannot follow its history"))
 	}
 	h := s.hub()
-	w := &Watcher{hub: h, prefix: p.Prefix, events: make(chan Event, s.watchBuffer), ready: make(chan struct{}), stop: make(chan struct{})}
+	w := &Watcher{hub: h, prefix: p.Prefix, events: make(chan Event, watchQueue), ready: make(chan struct{}), stop: make(chan struct{})}
 	if err := h.join(ctx, feed); err != nil {
 		return nil, err
 	}
 	h.mu.Lock()
-	w.pos = p.Since
-	if w.pos < 0 {
-		w.pos = h.pos
+	since := p.Since
+	if since < 0 {
+		since = h.pos
 	}
-	if w.pos >= h.pos {
-		// Nothing to catch up on: join the fan-out at once, under the
-		// lock that the fan-out takes, so no event falls between.
+	w.pos.Store(since)
+	if since >= h.pos {
+		// Nothing to catch up on: join the ring at once, under the lock
+		// that appending to it takes, so no event falls between.
 		h.goLiveLocked(w)
 		h.mu.Unlock()
 		go w.run(ctx, nil)
 		return w, nil
 	}
-	w.catching = true
-	after := w.pos
 	h.mu.Unlock()
 	// Catch up with a cursor of the watcher's own, opened before returning
 	// so that a store that cannot be read answers unavailable now.
 	var cur HistoryCursor
 	if err := s.callBounded(ctx, OpFollowHistory, func(ctx context.Context) (err error) {
-		cur, err = feed.FollowHistory(ctx, after)
+		cur, err = feed.FollowHistory(ctx, since)
 		return err
 	}); err != nil {
 		h.mu.Lock()
@@ -237,37 +238,43 @@ func (s *Service) Watch(ctx context.Context, p WatchParams) (*Watcher, error) {
 	return w, nil
 }
 
-// run catches the watcher up (when it has a cursor) until it joins the
-// fan-out, then ends the watcher when ctx ends.
+// errWatchClosed ends a watcher that Close stopped.
+var errWatchClosed = errors.New("watch closed")
+
+// run is the watcher's goroutine: it catches up (when it has a cursor),
+// then sends what the hub appends to the ring, until the watch ends; then
+// it closes the events.
 func (w *Watcher) run(ctx context.Context, cur HistoryCursor) {
-	h := w.hub
+	var err error
 	if cur != nil {
-		err := w.catchUp(ctx, cur)
+		err = w.catchUp(ctx, cur)
 		_ = cur.Close()
-		if err != nil {
-			// Only this goroutine sends while catching up, so only it may
-			// close the events.
-			h.mu.Lock()
-			h.finishLocked(w, err)
-			h.mu.Unlock()
-			return
-		}
 	}
+	if err == nil {
+		err = w.follow(ctx)
+	}
+	h := w.hub
+	h.mu.Lock()
+	h.finishLocked(w, err)
+	h.mu.Unlock()
+}
+
+// send hands ev to the reader, unless the watch ends first.
+func (w *Watcher) send(ctx context.Context, ev Event) error {
 	select {
+	case w.events <- ev:
+		w.pos.Store(ev.ID)
+		return nil
 	case <-ctx.Done():
-		h.mu.Lock()
-		h.finishLocked(w, ctx.Err())
-		h.mu.Unlock()
+		return ctx.Err()
 	case <-w.stop:
+		return errWatchClosed
 	}
 }
 
-// errWatchClosed ends a catch-up that Close interrupted.
-var errWatchClosed = errors.New("watch closed")
-
 // catchUp reads the history from the watcher's position with its own
 // cursor, sending each event as the reader takes it, until it reaches the
-// hub's position; then it joins the fan-out and returns nil.
+// hub's position; then it joins the ring and returns nil.
 func (w *Watcher) catchUp(ctx context.Context, cur HistoryCursor) error {
 	s, h := w.hub.s, w.hub
 	bo := backoff.New(watchPendingRetry, watchPoll)
@@ -282,29 +289,20 @@ func (w *Watcher) catchUp(ctx context.Context, cur HistoryCursor) error {
 		}
 		for _, ev := range evs {
 			if strings.HasPrefix(ev.Task, w.prefix) {
-				select {
-				case w.events <- ev:
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-w.stop:
-					return errWatchClosed
+				if err := w.send(ctx, ev); err != nil {
+					return err
 				}
 			}
 		}
+		pos := max(w.pos.Load(), cur.Position())
 		h.mu.Lock()
-		select {
-		case <-w.stop:
-			h.mu.Unlock()
-			return errWatchClosed
-		default:
-		}
-		w.pos = max(w.pos, cur.Position())
 		if len(evs) == 0 && !cur.Pending() {
 			// Nothing after the cursor: every event up to the hub's
 			// position was read (or pruned), so the watcher can join.
-			w.pos = max(w.pos, h.pos)
+			pos = max(pos, h.pos)
 		}
-		if w.pos >= h.pos {
+		w.pos.Store(pos)
+		if pos >= h.pos {
 			h.goLiveLocked(w)
 			h.mu.Unlock()
 			return nil
@@ -320,6 +318,49 @@ func (w *Watcher) catchUp(ctx context.Context, cur HistoryCursor) error {
 	}
 }
 
+// follow sends the events the hub appends to the ring, from the watcher's
+// place in it, a batch at a time, until the watch ends or the watcher falls
+// more than the ring behind.
+func (w *Watcher) follow(ctx context.Context) error {
+	h := w.hub
+	batch := make([]Event, 0, watchBatch)
+	for {
+		h.mu.Lock()
+		if h.seq-w.next > uint64(len(h.ring)) {
+			h.mu.Unlock()
+			return ErrWatchCut // the events it has not read are overwritten
+		}
+		batch = batch[:0]
+		for ; w.next < h.seq && len(batch) < watchBatch; w.next++ {
+			batch = append(batch, h.ring[w.next%uint64(len(h.ring))])
+		}
+		wake := h.wake
+		h.mu.Unlock()
+		for _, ev := range batch {
+			switch {
+			case ev.ID <= w.pos.Load():
+				// Its catch-up sent it already.
+			case strings.HasPrefix(ev.Task, w.prefix):
+				if err := w.send(ctx, ev); err != nil {
+					return err
+				}
+			default:
+				w.pos.Store(ev.ID)
+			}
+		}
+		if len(batch) > 0 {
+			continue
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-w.stop:
+			return errWatchClosed
+		}
+	}
+}
+
 // watchHub follows the store's history for all of a Service's watchers.
 type watchHub struct {
 	s *Service
@@ -327,7 +368,9 @@ type watchHub struct {
 	mu       sync.Mutex
 	open     int // watchers, live or catching up
 	cut      int64
-	watchers map[*Watcher]struct{} // live watchers
+	ring     []Event       // the recent events, the one of sequence number n at n % len(ring)
+	seq      uint64        // how many events were appended to the ring
+	wake     chan struct{} // closed, and replaced, whenever events are appended
 	running  bool
 	starting chan struct{} // closed when a start attempt finished
 	startErr error
@@ -339,7 +382,7 @@ type watchHub struct {
 
 func (s *Service) hub() *watchHub {
 	s.watchOnce.Do(func() {
-		s.watch = &watchHub{s: s, watchers: make(map[*Watcher]struct{})}
+		s.watch = &watchHub{s: s, ring: make([]Event, s.watchBuffer), wake: make(chan struct{})}
 	})
 	return s.watch
 }
@@ -476,32 +519,18 @@ func (h *watchHub) follow(ctx context.Context, feed HistoryFeed, cur HistoryCurs
 	}
 }
 
-// fanOut hands evs to every live watcher, cutting those whose buffer is
-// full, and moves the hub's position to pos.
+// fanOut appends evs to the ring, wakes the watchers, and moves the hub's
+// position to pos. It never waits for a watcher.
 func (h *watchHub) fanOut(evs []Event, pos int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for w := range h.watchers {
-		for _, ev := range evs {
-			if ev.ID <= w.pos {
-				continue // the watcher's catch-up already sent it
-			}
-			if strings.HasPrefix(ev.Task, w.prefix) {
-				select {
-				case w.events <- ev:
-				default:
-					h.cut++
-					h.finishLocked(w, ErrWatchCut)
-				}
-				if w.closed {
-					break
-				}
-			}
-			w.pos = ev.ID
-		}
-		if !w.closed {
-			w.pos = max(w.pos, pos)
-		}
+	for _, ev := range evs {
+		h.ring[h.seq%uint64(len(h.ring))] = ev
+		h.seq++
+	}
+	if len(evs) > 0 {
+		close(h.wake)
+		h.wake = make(chan struct{})
 	}
 	h.pos = max(h.pos, pos)
 }
@@ -534,21 +563,17 @@ func (h *watchHub) sweep(ctx context.Context, feed HistoryFeed) {
 	}
 }
 
-// goLiveLocked adds a caught-up watcher to the fan-out.
+// goLiveLocked starts a caught-up watcher reading the ring at the
+// events appended from now on.
 func (h *watchHub) goLiveLocked(w *Watcher) {
-	if w.closed {
-		return
-	}
-	w.catching = false
-	w.livePos = w.pos
-	h.watchers[w] = struct{}{}
+	w.next = h.seq
+	w.livePos = w.pos.Load()
 	close(w.ready)
 }
 
-// finishLocked ends a watcher, once: it leaves the fan-out, its events
-// close, and when it was the last the hub lingers, then stops. The caller
-// is the only sender left on w.events: the fan-out (under h.mu) for a live
-// watcher, the catch-up goroutine for one catching up.
+// finishLocked ends a watcher, once: its events close, and when it was the
+// last the hub lingers, then stops. The caller is the watcher's goroutine
+// (the only sender on w.events), or Watch before it started one.
 func (h *watchHub) finishLocked(w *Watcher, err error) {
 	if w.closed {
 		return
@@ -556,8 +581,10 @@ func (h *watchHub) finishLocked(w *Watcher, err error) {
 	if errors.Is(err, errWatchClosed) {
 		err = nil
 	}
+	if errors.Is(err, ErrWatchCut) {
+		h.cut++
+	}
 	w.closed, w.err = true, err
-	delete(h.watchers, w)
 	close(w.events)
 	h.open--
 	if h.open == 0 && h.running && h.linger == nil {

@@ -156,7 +156,7 @@ func TestWatchCatchUpHandOver(t *testing.T) {
 	for range 300 {
 		f.add("t", EventAcquired)
 	}
-	svc := New(f, WithWatchBuffer(100000))
+	svc := New(f)
 	ctx := t.Context()
 	// A first watcher starts the hub.
 	w0, err := svc.Watch(ctx, WatchParams{Since: WatchFromNow})
@@ -213,8 +213,9 @@ func TestWatchPrefix(t *testing.T) {
 	}
 }
 
-// TestWatchSlowWatcherIsCut: a watcher that stops reading is cut once its
-// buffer is full; the others go on receiving.
+// TestWatchSlowWatcherIsCut: a watcher that stops reading is cut once the
+// ring has gone round past what it read; the others go on receiving, and
+// what it holds meanwhile is bounded.
 func TestWatchSlowWatcherIsCut(t *testing.T) {
 	f := newFeedStore()
 	svc := New(f, WithWatchBuffer(8))
@@ -227,24 +228,54 @@ func TestWatchSlowWatcherIsCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fast.Close()
-	for range 40 {
+	for range 60 {
 		f.add("t", EventAcquired)
 		receive(t, fast, 1)
 	}
-	// slow never read: its events end, with ErrWatchCut, after at most its
-	// buffer.
+	// slow never read: its events end, with ErrWatchCut, after at most
+	// what waits on its channel and the batch it took from the ring.
 	n := 0
 	for range slow.Events() {
 		n++
 	}
 	if !errors.Is(slow.Err(), ErrWatchCut) {
-		t.Fatalf("slow watcher ended with %v, want ErrWatchCut", slow.Err())
+		t.Fatalf("slow watcher ended with %v after %d events, want ErrWatchCut", slow.Err(), n)
 	}
-	if n > 8 {
-		t.Fatalf("slow watcher was sent %d events, more than its buffer of 8", n)
+	if n > watchQueue+watchBatch {
+		t.Fatalf("slow watcher was sent %d events, more than its queue and one batch (%d)", n, watchQueue+watchBatch)
 	}
 	if st := svc.WatchStats(); st.Cut != 1 || st.Watchers != 1 {
 		t.Fatalf("stats %+v, want 1 cut and 1 watcher left", st)
+	}
+}
+
+// TestWatchBurstCutsNobody: a burst of events, many more than one read of
+// the history returns, reaches watchers that keep reading, all of it.
+func TestWatchBurstCutsNobody(t *testing.T) {
+	f := newFeedStore()
+	svc := New(f)
+	var ws []*Watcher
+	for range 3 {
+		w, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		ws = append(ws, w)
+	}
+	const burst = 3000
+	f.mu.Lock()
+	for i := range burst {
+		id := int64(len(f.events) + 1)
+		f.events = append(f.events, Event{ID: id, Task: fmt.Sprintf("t%d", i%5), Kind: EventAcquired, Owner: "o", Token: id})
+	}
+	f.mu.Unlock()
+	f.changes <- struct{}{}
+	for _, w := range ws {
+		checkIDs(t, receive(t, w, burst), 1)
+	}
+	if st := svc.WatchStats(); st.Cut != 0 {
+		t.Fatalf("a burst cut %d watchers", st.Cut)
 	}
 }
 
