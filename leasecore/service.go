@@ -27,7 +27,8 @@ type Service struct {
 	opTimeout    time.Duration
 	decls        declarations // applied to claims and renewals
 
-	watchBuffer int // WithWatchBuffer
+	watchBuffer int           // WithWatchBuffer
+	watchLinger time.Duration // WatchLinger; shorter in tests
 	watchOnce   sync.Once
 	watch       *watchHub // the history's fan-out (watch.go), made on first use
 }
@@ -45,7 +46,7 @@ func WithOpTimeout(d time.Duration) Option { return func(s *Service) { s.opTimeo
 
 // New returns a Service over store.
 func New(store Store, opts ...Option) *Service {
-	s := &Service{store: store, opTimeout: DefaultOpTimeout, watchBuffer: DefaultWatchBuffer}
+	s := &Service{store: store, opTimeout: DefaultOpTimeout, watchBuffer: DefaultWatchBuffer, watchLinger: WatchLinger}
 	s.decls.maxAge = DefaultDeclarationsMaxAge
 	for _, o := range opts {
 		o(s)

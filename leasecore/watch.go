@@ -279,6 +279,14 @@ func (w *Watcher) catchUp(ctx context.Context, cur HistoryCursor) error {
 	s, h := w.hub.s, w.hub
 	bo := backoff.New(watchPendingRetry, watchPoll)
 	for {
+		// The hub's position before the read: every event up to it was
+		// settled before the read began, so a read that finds nothing after
+		// the cursor proves them read or pruned. (Not the position after
+		// the read: the hub may have read newer events meanwhile, which
+		// this read did not see.)
+		h.mu.Lock()
+		target := h.pos
+		h.mu.Unlock()
 		var evs []Event
 		err := s.callBounded(ctx, OpReadHistory, func(ctx context.Context) (err error) {
 			evs, err = cur.Next(ctx, watchReadLimit)
@@ -295,13 +303,13 @@ func (w *Watcher) catchUp(ctx context.Context, cur HistoryCursor) error {
 			}
 		}
 		pos := max(w.pos.Load(), cur.Position())
-		h.mu.Lock()
 		if len(evs) == 0 && !cur.Pending() {
-			// Nothing after the cursor: every event up to the hub's
-			// position was read (or pruned), so the watcher can join.
-			pos = max(pos, h.pos)
+			// Nothing after the cursor: every event up to target was read
+			// (or pruned).
+			pos = max(pos, target)
 		}
 		w.pos.Store(pos)
+		h.mu.Lock()
 		if pos >= h.pos {
 			h.goLiveLocked(w)
 			h.mu.Unlock()
@@ -377,7 +385,7 @@ type watchHub struct {
 	pos      int64 // the last event read and fanned out
 	stop     context.CancelFunc
 	linger   *time.Timer
-	gen      uint64 // counts starts, so that an old linger timer does nothing
+	gen      uint64 // counts starts, so that a stopped generation's reads are dropped
 }
 
 func (s *Service) hub() *watchHub {
@@ -451,17 +459,18 @@ func (h *watchHub) start(feed HistoryFeed, gen uint64) {
 	}
 	h.running, h.startErr, h.stop = true, nil, cancel
 	h.pos = cur.Position()
+	h.lingerLocked() // every watcher that asked for it may have given up meanwhile
 	h.mu.Unlock()
 	close(starting)
 
 	go h.sweep(ctx, feed)
-	h.follow(ctx, feed, cur)
+	h.follow(ctx, feed, cur, gen)
 	_ = cur.Close()
 }
 
 // follow reads the new events whenever the store signals a change, or
 // watchPoll passed, and fans them out, until ctx ends.
-func (h *watchHub) follow(ctx context.Context, feed HistoryFeed, cur HistoryCursor) {
+func (h *watchHub) follow(ctx context.Context, feed HistoryFeed, cur HistoryCursor, gen uint64) {
 	changes, err := feed.HistoryChanges(ctx)
 	if err != nil {
 		changes = nil // read on the timer alone
@@ -501,7 +510,7 @@ func (h *watchHub) follow(ctx context.Context, feed HistoryFeed, cur HistoryCurs
 				break
 			}
 			bo = backoff.New(watchPendingRetry, watchPoll)
-			h.fanOut(evs, cur.Position())
+			h.fanOut(gen, evs, cur.Position())
 			if len(evs) < watchReadLimit {
 				if cur.Pending() {
 					next = watchPendingRetry
@@ -520,10 +529,14 @@ func (h *watchHub) follow(ctx context.Context, feed HistoryFeed, cur HistoryCurs
 }
 
 // fanOut appends evs to the ring, wakes the watchers, and moves the hub's
-// position to pos. It never waits for a watcher.
-func (h *watchHub) fanOut(evs []Event, pos int64) {
+// position to pos. It never waits for a watcher. A read of a generation
+// that was stopped (and perhaps restarted since) is dropped.
+func (h *watchHub) fanOut(gen uint64, evs []Event, pos int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if gen != h.gen || !h.running {
+		return
+	}
 	for _, ev := range evs {
 		h.ring[h.seq%uint64(len(h.ring))] = ev
 		h.seq++
@@ -587,27 +600,35 @@ func (h *watchHub) finishLocked(w *Watcher, err error) {
 	w.closed, w.err = true, err
 	close(w.events)
 	h.open--
-	if h.open == 0 && h.running && h.linger == nil {
-		gen := h.gen
-		h.linger = time.AfterFunc(WatchLinger, func() { h.stopIfIdle(gen) })
-	}
+	h.lingerLocked()
 }
 
 // maybeLinger starts the linger when the hub runs without watchers.
 func (h *watchHub) maybeLinger() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.open == 0 && h.running && h.linger == nil {
-		gen := h.gen
-		h.linger = time.AfterFunc(WatchLinger, func() { h.stopIfIdle(gen) })
-	}
+	h.lingerLocked()
 }
 
-// stopIfIdle stops the hub of generation gen if it still has no watchers.
-func (h *watchHub) stopIfIdle(gen uint64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if gen != h.gen || h.open != 0 || !h.running {
+// lingerLocked arms the timer that stops a hub running without watchers
+// WatchLinger from now, unless one is armed.
+func (h *watchHub) lingerLocked() {
+	if h.open != 0 || !h.running || h.linger != nil {
+		return
+	}
+	var t *time.Timer
+	t = time.AfterFunc(h.s.watchLinger, func() {
+		h.mu.Lock() // before reading t, which was set under the lock
+		defer h.mu.Unlock()
+		h.stopIfIdleLocked(t)
+	})
+	h.linger = t
+}
+
+// stopIfIdleLocked stops the hub if t is still its linger timer (no
+// watcher came and went since it was armed) and it still has no watchers.
+func (h *watchHub) stopIfIdleLocked(t *time.Timer) {
+	if h.linger != t || h.open != 0 || !h.running {
 		return
 	}
 	h.linger = nil

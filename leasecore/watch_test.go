@@ -21,6 +21,13 @@ type feedStore struct {
 	sweeps  atomic.Int64
 	failing atomic.Bool // FollowHistory and Next fail
 	reads   atomic.Int64
+	pruned  map[int64]bool // events deleted: no cursor sees them
+
+	// hooks, when set: onFollow runs in FollowHistory, onCatchUpEmpty
+	// when a catch-up cursor (one that was given a position) is about
+	// to return no events.
+	onFollow       func(after int64)
+	onCatchUpEmpty func()
 }
 
 func newFeedStore() *feedStore { return &feedStore{changes: make(chan struct{}, 1)} }
@@ -38,15 +45,19 @@ func (f *feedStore) add(task string, kind EventKind) int64 {
 }
 
 func (f *feedStore) FollowHistory(_ context.Context, after int64) (HistoryCursor, error) {
+	if f.onFollow != nil {
+		f.onFollow(after)
+	}
 	if f.failing.Load() {
 		return nil, errors.New("store down")
 	}
+	catchUp := after >= 0
 	if after < 0 {
 		f.mu.Lock()
 		after = int64(len(f.events))
 		f.mu.Unlock()
 	}
-	return &feedCursor{f: f, pos: after}, nil
+	return &feedCursor{f: f, pos: after, catchUp: catchUp}, nil
 }
 
 func (f *feedStore) HistoryChanges(ctx context.Context) (<-chan struct{}, error) {
@@ -74,8 +85,9 @@ func (f *feedStore) RecordExpiries(context.Context, int) (ExpirySweep, error) {
 }
 
 type feedCursor struct {
-	f   *feedStore
-	pos int64
+	f       *feedStore
+	pos     int64
+	catchUp bool
 }
 
 func (c *feedCursor) Next(_ context.Context, limit int) ([]Event, error) {
@@ -84,16 +96,20 @@ func (c *feedCursor) Next(_ context.Context, limit int) ([]Event, error) {
 	}
 	c.f.reads.Add(1)
 	c.f.mu.Lock()
-	defer c.f.mu.Unlock()
 	var out []Event
 	for _, ev := range c.f.events[c.pos:] {
 		if len(out) == limit {
 			break
 		}
-		out = append(out, ev)
+		if !c.f.pruned[ev.ID] {
+			out = append(out, ev)
+		}
+		c.pos = ev.ID
 	}
-	if len(out) > 0 {
-		c.pos = out[len(out)-1].ID
+	hook := c.f.onCatchUpEmpty
+	c.f.mu.Unlock()
+	if len(out) == 0 && c.catchUp && hook != nil {
+		hook()
 	}
 	return out, nil
 }
@@ -343,5 +359,80 @@ func TestWatchEndsWithContext(t *testing.T) {
 	}
 	if st := svc.WatchStats(); st.Watchers != 0 {
 		t.Fatalf("stats %+v after the watch ended", st)
+	}
+}
+
+// TestWatchHandOverAfterPrunedHistory: a watcher catching up over history
+// that was pruned joins the hub at the position the hub had before its
+// read, not after: events the hub read meanwhile still reach it.
+func TestWatchHandOverAfterPrunedHistory(t *testing.T) {
+	f := newFeedStore()
+	for range 10 {
+		f.add("t", EventAcquired)
+	}
+	svc := New(f)
+	w0, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow}) // the hub, at 10
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w0.Close()
+	f.mu.Lock()
+	f.pruned = map[int64]bool{}
+	for id := int64(1); id <= 10; id++ {
+		f.pruned[id] = true
+	}
+	var once sync.Once
+	f.onCatchUpEmpty = func() {
+		// While the catch-up read finds nothing, the hub reads 11..13.
+		once.Do(func() {
+			for range 3 {
+				f.add("t", EventReleased)
+			}
+			for svc.WatchStats().Position < 13 {
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	f.mu.Unlock()
+	w, err := svc.Watch(t.Context(), WatchParams{Since: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	checkIDs(t, receive(t, w, 3), 11)
+}
+
+// TestWatchHubStopsWhenItsWatcherGaveUpStarting: a watch whose context
+// ends while the hub is starting leaves no hub running for nobody.
+func TestWatchHubStopsWhenItsWatcherGaveUpStarting(t *testing.T) {
+	f := newFeedStore()
+	release := make(chan struct{})
+	f.onFollow = func(int64) { <-release }
+	svc := New(f)
+	svc.watchLinger = time.Millisecond
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() {
+		_, err := svc.Watch(ctx, WatchParams{Since: WatchFromNow})
+		done <- err
+	}()
+	cancel()
+	if err := <-done; !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("watch given up while starting: %v, want unavailable", err)
+	}
+	close(release) // the hub's start finishes now, with no watcher
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		h := svc.hub()
+		h.mu.Lock()
+		running, starting := h.running, h.starting != nil
+		h.mu.Unlock()
+		if !running && !starting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the hub still runs with no watcher")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -29,8 +29,11 @@ const HistoryChannel = "leasehold_history"
 // after it, the missing ids are skipped. A transaction that holds a
 // history id open this long is not a lease statement (those are one short
 // autocommit statement each) but something else keeping the snapshot's
-// xmin down, such as an idle transaction of another application; without
-// the bound it would stall every watcher for as long as it stays open.
+// xmin down: a transaction that holds a transaction id, in any database of
+// the cluster, such as another application's open write transaction or a
+// prepared (two-phase) one; a session that only holds a snapshot does not.
+// Without the bound it would stall every watcher for as long as it stays
+// open.
 const GapSettleTimeout = 30 * time.Second
 
 // defaultReadLimit is how many events Next reads when its limit is not
@@ -108,7 +111,11 @@ func (s *Store) FollowHistory(ctx context.Context, after int64) (leasecore.Histo
 // every transaction id assigned when that snapshot was taken (the next id
 // to assign, read after it; readHistorySQL). Suppose a read with snapshot
 // S sees id h but not id g < h. g was taken (nextval) before h, and h
-// committed before S was taken, so g was taken before S. Every statement
+// committed before S was taken, so g was taken before S. ("Taken before"
+// relies on the identity's sequence handing ids out in the order they are
+// asked for, which holds for its CACHE 1, the default that migration 0002
+// keeps: with a per-session cache, a session could insert a smaller id
+// from its cache long after another took a larger one.) Every statement
 // that inserts history first writes a lease row in the same statement (the
 // event insert reads the lease write's RETURNING; sql.go), so the
 // transaction T that took g had its transaction id before it took g, so
@@ -128,7 +135,7 @@ func (s *Store) FollowHistory(ctx context.Context, after int64) (leasecore.Histo
 //
 // A gap whose proof does not come within GapSettleTimeout (a long
 // transaction elsewhere in the database holds xmin down) is skipped
-// anyway, so that one idle session cannot stall every watcher.
+// anyway, so that one long transaction cannot stall every watcher.
 type cursor struct {
 	s       *Store
 	pos     int64
@@ -160,6 +167,10 @@ func (c *cursor) Next(ctx context.Context, limit int) ([]leasecore.Event, error)
 	if limit <= 0 {
 		limit = defaultReadLimit
 	}
+	// The fallback's clock starts before the read: a read that returns late
+	// (a slow server, a frozen process) must not count the time it waited
+	// against a gap its snapshot predates.
+	asked := time.Now()
 	rows, err := c.s.pool.Query(ctx, readHistorySQL, c.pos, limit)
 	if err != nil {
 		return nil, interpretError(op, err)
@@ -187,7 +198,7 @@ func (c *cursor) Next(ctx context.Context, limit int) ([]leasecore.Event, error)
 	if err := rows.Err(); err != nil {
 		return nil, interpretError(op, err)
 	}
-	return c.settle(evs, xmin, bound, time.Now()), nil
+	return c.settle(evs, xmin, bound, asked), nil
 }
 
 // settle returns the prefix of evs (the events after pos, in id order, read
