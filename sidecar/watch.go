@@ -38,7 +38,10 @@ type watches struct {
 	active  atomic.Int64
 	closing chan struct{}
 	once    sync.Once
-	running sync.WaitGroup
+
+	mu       sync.Mutex // orders add against shutdown
+	shutDown bool
+	running  sync.WaitGroup
 }
 
 func newWatches(max int) *watches {
@@ -58,9 +61,24 @@ func (ws *watches) enter() bool {
 
 func (ws *watches) leave() { ws.active.Add(-1) }
 
+// add books a stream about to start, so that shutdown waits for it; false
+// once shutdown has begun. The stream calls running.Done when it ends.
+func (ws *watches) add() bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.shutDown {
+		return false
+	}
+	ws.running.Add(1)
+	return true
+}
+
 // shutdown tells every watch stream to send its `end` event and close, and
 // waits for them until ctx ends.
 func (ws *watches) shutdown(ctx context.Context) error {
+	ws.mu.Lock()
+	ws.shutDown = true
+	ws.mu.Unlock()
 	ws.once.Do(func() { close(ws.closing) })
 	done := make(chan struct{})
 	go func() { ws.running.Wait(); close(done) }()
@@ -85,30 +103,33 @@ func (h *handlers) WatchLeases(c echo.Context, params api.WatchLeasesParams) err
 		return newProblem(http.StatusServiceUnavailable, problemUnavailable, "Too many watchers",
 			fmt.Sprintf("this sidecar already serves %d watch streams (--max-watchers); try another sidecar or later", h.watches.max))
 	}
-	select {
-	case <-h.watches.closing:
+	if !h.watches.add() {
 		h.watches.leave()
 		return newProblem(http.StatusServiceUnavailable, problemUnavailable, "Shutting down", "this sidecar is shutting down: try another sidecar")
-	default:
 	}
+	handedOver := false // to the stream's goroutine, which leaves the book when it ends
+	defer func() {
+		if !handedOver {
+			h.watches.running.Done()
+			h.watches.leave()
+		}
+	}()
 	// The watch outlives the request: the connection is the stream's once
 	// hijacked, and the stream ends the watch.
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := h.svc.Watch(ctx, leasecore.WatchParams{Prefix: deref(params.Prefix), Since: since})
 	if err != nil {
 		cancel()
-		h.watches.leave()
 		return err
 	}
 	conn, buf, err := c.Response().Hijack()
 	if err != nil {
 		cancel()
 		w.Close()
-		h.watches.leave()
 		return fmt.Errorf("watch: take over the connection: %w", err)
 	}
 	c.Response().Status = http.StatusOK // for the request metrics; the stream writes its own
-	h.watches.running.Add(1)
+	handedOver = true
 	go func() {
 		defer h.watches.running.Done()
 		defer h.watches.leave()
@@ -150,8 +171,11 @@ func (ws *watchStream) serve(in *bufio.Reader) {
 		select {
 		case ev, ok := <-ws.w.Events():
 			if !ok {
-				if errors.Is(ws.w.Err(), leasecore.ErrWatchCut) {
+				switch err := ws.w.Err(); {
+				case errors.Is(err, leasecore.ErrWatchCut):
 					ws.end(api.WatchEndReasonSlow, "this watcher fell too far behind the store's events; reconnect with Last-Event-ID set to the last id received")
+				case errors.Is(err, leasecore.ErrUnavailable):
+					ws.end(api.WatchEndReasonUnavailable, "the store could not be read while replaying the history; reconnect with Last-Event-ID set to the last id received")
 				}
 				return
 			}
@@ -173,17 +197,26 @@ func (ws *watchStream) serve(in *bufio.Reader) {
 				return
 			}
 		case <-ready:
-			// The replayed events are all queued by now: write what is
-			// queued (they and perhaps a few new ones) before ready.
+			// The replayed events are all queued by now: write them, then
+			// ready, then whatever new ones were queued behind them.
 			ready = nil
+			pos := ws.w.ReadyPosition()
+			var after []leasecore.Event
 			for n := len(ws.w.Events()); n > 0; n-- {
 				ev, ok := <-ws.w.Events()
 				if !ok {
 					break
 				}
+				if ev.ID <= pos {
+					ws.appendEvent(ev)
+				} else {
+					after = append(after, ev)
+				}
+			}
+			ws.out = append(ws.out, mustEvent("ready", api.WatchReady{Position: pos})...)
+			for _, ev := range after {
 				ws.appendEvent(ev)
 			}
-			ws.out = append(ws.out, mustEvent("ready", api.WatchReady{Position: ws.w.ReadyPosition()})...)
 			if ws.flush() != nil {
 				return
 			}

@@ -304,8 +304,9 @@ func (e StoreStatusKind) Valid() bool {
 
 // Defines values for WatchEndReason.
 const (
-	WatchEndReasonShutdown WatchEndReason = "shutdown"
-	WatchEndReasonSlow     WatchEndReason = "slow"
+	WatchEndReasonShutdown    WatchEndReason = "shutdown"
+	WatchEndReasonSlow        WatchEndReason = "slow"
+	WatchEndReasonUnavailable WatchEndReason = "unavailable"
 )
 
 // Valid indicates whether the value is a known member of the WatchEndReason enum.
@@ -314,6 +315,8 @@ func (e WatchEndReason) Valid() bool {
 	case WatchEndReasonShutdown:
 		return true
 	case WatchEndReasonSlow:
+		return true
+	case WatchEndReasonUnavailable:
 		return true
 	default:
 		return false
@@ -849,11 +852,11 @@ type Token = int64
 type WatchEnd struct {
 	Detail string `json:"detail"`
 
-	// Reason `slow`: the client fell too far behind; `shutdown`: the sidecar is stopping.
+	// Reason `slow`: the client fell too far behind; `shutdown`: the sidecar is stopping; `unavailable`: the store failed while the stream replayed the history.
 	Reason WatchEndReason `json:"reason"`
 }
 
-// WatchEndReason `slow`: the client fell too far behind; `shutdown`: the sidecar is stopping.
+// WatchEndReason `slow`: the client fell too far behind; `shutdown`: the sidecar is stopping; `unavailable`: the store failed while the stream replayed the history.
 type WatchEndReason string
 
 // WatchReady Data of a watch stream's `ready` event.
