@@ -56,8 +56,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -65,21 +63,20 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/leasehold/leasehold/internal/benchproc"
 )
+
+const tool = "watchbench"
 
 // pgStatsSettle is longer than PostgreSQL's backends wait, idle, before
 // reporting their statistics (PGSTAT_IDLE_INTERVAL, 10 s).
@@ -166,19 +163,19 @@ func (c *config) key(kind, task int, token int64) (int, bool) {
 // runPoint measures one watcher count on a fresh store and sidecar; ok is
 // false when events went missing.
 func runPoint(c *config, n int) (ok bool, err error) {
-	if err := raiseFileLimit(n); err != nil {
+	if err := benchproc.RaiseFileLimit(tool, n, "watchers"); err != nil {
 		return false, err
 	}
-	storeURL, cleanup, err := makeStore(c.store)
+	storeURL, cleanup, err := benchproc.NewStore(tool, c.store)
 	if err != nil {
 		return false, err
 	}
 	defer cleanup()
-	sc, err := startSidecar(c.bin, storeURL, n)
+	sc, err := benchproc.StartSidecar(tool, c.bin, storeURL, "--max-watchers", strconv.Itoa(n+16))
 	if err != nil {
 		return false, err
 	}
-	defer sc.stop()
+	defer sc.Stop()
 	var pg *pgx.Conn
 	if c.store == "postgres" {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -192,7 +189,7 @@ func runPoint(c *config, n int) (ok bool, err error) {
 
 	base := time.Now()
 	answers := make([]atomic.Int64, c.nKey) // ns after base when the load's answer came; 0: none
-	before, err := sc.sample()
+	before, err := takeSample(sc)
 	if err != nil {
 		return false, err
 	}
@@ -219,7 +216,7 @@ func runPoint(c *config, n int) (ok bool, err error) {
 		wg.Go(func() {
 			defer func() { <-sem }()
 			ready := make(chan error, 1)
-			running.Go(func() { w.watch(ctx, client, sc.base, ready) })
+			running.Go(func() { w.watch(ctx, client, sc.Base, ready) })
 			if err := <-ready; err != nil {
 				openErr.CompareAndSwap(nil, err)
 			}
@@ -233,7 +230,7 @@ func runPoint(c *config, n int) (ok bool, err error) {
 		fmt.Fprintf(os.Stderr, "watchbench: store=%s: %d watchers ready in %s\n", c.store, n, time.Since(openStart).Round(time.Millisecond))
 	}
 	time.Sleep(time.Second) // let the streams' first writes and the follower settle
-	connected, err := sc.sample()
+	connected, err := takeSample(sc)
 	if err != nil {
 		return false, err
 	}
@@ -241,7 +238,7 @@ func runPoint(c *config, n int) (ok bool, err error) {
 	// The load: the pacer hands pair k to task k % tasks, whose own goroutine
 	// claims and releases it, so that pairs on different tasks may overlap
 	// and pairs on one task never do.
-	l := &load{c: c, base: base, answers: answers, url: sc.base,
+	l := &load{c: c, base: base, answers: answers, url: sc.Base,
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: c.tasks}}}
 	queues := make([]chan struct{}, c.tasks)
 	var workers sync.WaitGroup
@@ -282,12 +279,12 @@ func runPoint(c *config, n int) (ok bool, err error) {
 	}()
 	// The window is sampled while the load runs.
 	time.Sleep(time.Until(loadStart.Add(c.warmup)))
-	m0, err := sc.sample()
+	m0, err := takeSample(sc)
 	if err != nil {
 		return false, err
 	}
 	time.Sleep(time.Until(m0.at.Add(c.duration)))
-	m1, err := sc.sample()
+	m1, err := takeSample(sc)
 	if err != nil {
 		return false, err
 	}
@@ -322,7 +319,7 @@ func runPoint(c *config, n int) (ok bool, err error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	end, err := sc.sample()
+	end, err := takeSample(sc)
 	if err != nil {
 		return false, err
 	}
@@ -531,25 +528,15 @@ func (w *watcher) closeBody() {
 // 1,000 watchers hearing 200 events a second are 200,000 events a second to
 // parse on the machine that also runs the sidecar.
 func (w *watcher) watch(ctx context.Context, client *http.Client, base string, ready chan<- error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/watch", nil)
+	resp, err := benchproc.OpenStream(ctx, client, base+"/v1/watch")
 	if err != nil {
-		ready <- err
-		return
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		ready <- err
+		ready <- fmt.Errorf("watch: %w", err)
 		return
 	}
 	w.mu.Lock()
 	w.body = resp.Body
 	w.mu.Unlock()
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		ready <- fmt.Errorf("watch: %s: %s", resp.Status, b)
-		return
-	}
 	r := bufio.NewReaderSize(resp.Body, 16<<10)
 	isReady := false
 	kind := ""
@@ -636,77 +623,6 @@ func jsonString(data []byte, name string) (string, bool) {
 	return string(rest[:j]), true
 }
 
-// sidecar is the `leasehold serve` process under test.
-type sidecar struct {
-	cmd  *exec.Cmd
-	base string
-	logs *os.File
-}
-
-var listenRE = regexp.MustCompile(`addr=127\.0\.0\.1:(\d+)`)
-
-func startSidecar(bin, storeURL string, n int) (*sidecar, error) {
-	logs, err := os.CreateTemp("", "watchbench-sidecar-*.log")
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--store", storeURL,
-		"--max-watchers", strconv.Itoa(n+16))
-	pr, pw := io.Pipe()
-	cmd.Stdout = logs
-	cmd.Stderr = io.MultiWriter(logs, pw)
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	s := &sidecar{cmd: cmd, logs: logs}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- "http://127.0.0.1:" + m[1]
-				break
-			}
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	select {
-	case s.base = <-addr:
-	case <-time.After(60 * time.Second):
-		s.stop()
-		return nil, fmt.Errorf("the sidecar printed no listening address in 60s (log: %s)", logs.Name())
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(s.base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			s.stop()
-			return nil, fmt.Errorf("the sidecar was not ready in 60s (log: %s)", logs.Name())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (s *sidecar) stop() {
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-done
-	}
-	s.logs.Close()
-	_ = os.Remove(s.logs.Name())
-}
-
 // sample is what the sidecar's counters, /proc and PostgreSQL say at one
 // moment.
 type sample struct {
@@ -719,18 +635,12 @@ type sample struct {
 
 var opCountRE = regexp.MustCompile(`(?m)^leasehold_store_operation_duration_seconds_count\{operation="([a-z_]+)"\} (\S+)$`)
 
-func (s *sidecar) sample() (sample, error) {
+func takeSample(sc *benchproc.Sidecar) (sample, error) {
 	out := sample{at: time.Now(), ops: map[string]float64{}}
-	resp, err := http.Get(s.base + "/metrics")
+	text, err := sc.Metrics()
 	if err != nil {
 		return out, err
 	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return out, err
-	}
-	text := string(body)
 	// The watch's operations have no series until their first call.
 	for _, m := range opCountRE.FindAllStringSubmatch(text, -1) {
 		v, err := strconv.ParseFloat(m[2], 64)
@@ -742,37 +652,16 @@ func (s *sidecar) sample() (sample, error) {
 	if len(out.ops) == 0 {
 		return out, errors.New("the sidecar's /metrics has no leasehold_store_operation_duration_seconds_count")
 	}
-	heap, err := metric(text, "go_memstats_heap_inuse_bytes")
+	heap, err := benchproc.Metric(text, "go_memstats_heap_inuse_bytes")
 	if err != nil {
 		return out, err
 	}
 	out.heapMB = heap / (1 << 20)
-	if out.goroutines, err = metric(text, "go_goroutines"); err != nil {
+	if out.goroutines, err = benchproc.Metric(text, "go_goroutines"); err != nil {
 		return out, err
 	}
-	pid := s.cmd.Process.Pid
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return out, err
-	}
-	// Fields after the command name (which may hold spaces): utime and
-	// stime are the 14th and 15th fields, in clock ticks (100 a second on
-	// Linux).
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-	utime, _ := strconv.ParseFloat(fields[11], 64)
-	stime, _ := strconv.ParseFloat(fields[12], 64)
-	out.cpuSeconds = (utime + stime) / 100
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return out, err
-	}
-	for line := range strings.SplitSeq(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			out.rssMB = kb / 1024
-		}
-	}
-	return out, nil
+	out.cpuSeconds, out.rssMB, err = sc.Usage("VmRSS")
+	return out, err
 }
 
 // pgXacts is PostgreSQL's count of committed transactions in the bench's
@@ -785,76 +674,4 @@ func pgXacts(pg *pgx.Conn) (float64, error) {
 		return 0, fmt.Errorf("read pg_stat_database: %w", err)
 	}
 	return float64(x), nil
-}
-
-func metric(text, series string) (float64, error) {
-	for line := range strings.SplitSeq(text, "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			return strconv.ParseFloat(v, 64)
-		}
-	}
-	return 0, fmt.Errorf("the sidecar's /metrics has no %s", series)
-}
-
-// raiseFileLimit lifts this process's soft open-file limit to the hard
-// limit, and fails when even that cannot hold n streams.
-func raiseFileLimit(n int) error {
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		return err
-	}
-	if lim.Cur < lim.Max {
-		old := lim.Cur
-		lim.Cur = lim.Max
-		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-			return fmt.Errorf("raise the open-file limit: %w", err)
-		}
-		fmt.Fprintf(os.Stderr, "watchbench: raised the open-file limit from %d to %d\n", old, lim.Cur)
-	}
-	if need := uint64(n) + 256; lim.Cur < need {
-		return fmt.Errorf("%d watchers need about %d open files; the hard limit is %d (raise it with ulimit -Hn as root)", n, need, lim.Cur)
-	}
-	return nil
-}
-
-// makeStore returns the store URL for the sidecar and how to remove it.
-func makeStore(kind string) (string, func(), error) {
-	switch kind {
-	case "sqlite":
-		dir, err := os.MkdirTemp("", "watchbench-")
-		if err != nil {
-			return "", nil, err
-		}
-		return "sqlite:" + filepath.Join(dir, "leasehold.db"), func() { os.RemoveAll(dir) }, nil
-	case "postgres":
-		server := os.Getenv("LEASEHOLD_TEST_POSTGRES_URL")
-		if server == "" {
-			return "", nil, errors.New("-store postgres needs LEASEHOLD_TEST_POSTGRES_URL (run through scripts/with-postgres.sh)")
-		}
-		u, err := url.Parse(server)
-		if err != nil {
-			return "", nil, err
-		}
-		var b [4]byte
-		_, _ = rand.Read(b[:])
-		name := "watchbench_" + hex.EncodeToString(b[:])
-		if err := admin(server, "CREATE DATABASE "+name); err != nil {
-			return "", nil, fmt.Errorf("create database: %w", err)
-		}
-		u.Path = "/" + name
-		return u.String(), func() { _ = admin(server, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") }, nil
-	}
-	return "", nil, fmt.Errorf("-store %q: want sqlite or postgres", kind)
-}
-
-func admin(server, sql string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, server)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, sql)
-	return err
 }
