@@ -44,7 +44,7 @@ type chaosWatcher struct {
 	mu         sync.Mutex
 	events     []leasecheck.StoredEvent
 	connects   int
-	cuts       int // end events (slow or shutdown)
+	ends       map[string]int // end events, by reason
 	lastErrors []string
 }
 
@@ -154,7 +154,11 @@ func (cw *chaosWatcher) take(name, id, data string) error {
 	case "ready":
 		return nil
 	case "end":
-		cw.cuts++
+		var end struct {
+			Reason string `json:"reason"`
+		}
+		_ = json.Unmarshal([]byte(data), &end)
+		cw.ends[end.Reason]++
 		return fmt.Errorf("end: %s", data)
 	}
 	var ev struct {
@@ -227,7 +231,7 @@ func scanEvents(rows interface {
 // and checks what it was sent.
 func startWatchCheck(t *testing.T, f *fleet, prefix string) func() {
 	t.Helper()
-	cw := &chaosWatcher{urls: f.urls(), prefix: prefix}
+	cw := &chaosWatcher{urls: f.urls(), prefix: prefix, ends: map[string]int{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); cw.run(ctx) }()
@@ -260,8 +264,8 @@ func startWatchCheck(t *testing.T, f *fleet, prefix string) func() {
 		cw.mu.Lock()
 		defer cw.mu.Unlock()
 		breaches := leasecheck.CheckWatch(cw.events, history)
-		chaosLogf(t, "CHAOS %s: watch delivered %d of %d events over %d connections (%d ended by the sidecar), breaches %d",
-			t.Name(), len(cw.events), len(history), cw.connects, cw.cuts, len(breaches))
+		chaosLogf(t, "CHAOS %s: watch delivered %d of %d events over %d connections (ended by the sidecar, by reason: %v), breaches %d",
+			t.Name(), len(cw.events), len(history), cw.connects, cw.ends, len(breaches))
 		if last < end {
 			t.Errorf("watch check: the watcher reached event %d, not the history's last %d; its last errors: %q", last, end, cw.lastErrors)
 		}
