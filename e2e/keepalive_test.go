@@ -1,15 +1,15 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/sse"
 )
 
 // event is one server-sent event of a keepalive stream.
@@ -110,24 +110,15 @@ func (k *keepalive) nextNot(name string) event {
 }
 
 // readSSE reads server-sent events from r until it ends, handing each
-// event's id (empty when it has none), name and data to emit. Comments are
-// skipped.
+// event's id (empty when it has none), name and data to emit.
 func readSSE(r io.Reader, emit func(id, name, data string)) {
-	sc := bufio.NewScanner(r)
-	var id, name, data string
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "" && name != "":
-			emit(id, name, data)
-			id, name, data = "", "", ""
-		case strings.HasPrefix(line, "id: "):
-			id = strings.TrimPrefix(line, "id: ")
-		case strings.HasPrefix(line, "event: "):
-			name = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			data = strings.TrimPrefix(line, "data: ")
+	events := sse.NewReader(r)
+	for {
+		ev, err := events.Next()
+		if err != nil {
+			return
 		}
+		emit(ev.ID, ev.Name, ev.Data)
 	}
 }
 

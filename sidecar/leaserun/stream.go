@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/sse"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
@@ -38,9 +39,9 @@ type streamHold struct {
 	tr     *http.Transport
 	cancel context.CancelFunc // ends the request: the sidecar releases
 
-	events    chan sseEvent // from read to watch; closed when read ends
-	readErr   error         // why read ended; set before events is closed
-	closing   chan struct{} // closed by release
+	events    chan sse.Event // from read to watch; closed when read ends
+	readErr   error          // why read ended; set before events is closed
+	closing   chan struct{}  // closed by release
 	closeOnce sync.Once
 	watchDone chan struct{}
 	lostc     chan struct{}
@@ -111,18 +112,18 @@ func openStream(ctx context.Context, cfg *Config, wait time.Duration) (hold, err
 		return fail(leasecore.Unavailable("keepalive", fmt.Errorf("%s answered 200 with %q, not an event stream: is --addr a leasehold sidecar?", cfg.Addr, mt)))
 	}
 
-	r := newSSEReader(resp.Body)
+	r := sse.NewReader(resp.Body)
 	timer := time.AfterFunc(answerTimeout, cancel)
-	ev, err := r.next()
+	ev, err := r.Next()
 	if !timer.Stop() && err == nil {
 		err = errors.New("timed out")
 	}
-	if err == nil && ev.name != "acquired" {
-		err = fmt.Errorf("the first event is %q, not acquired", ev.name)
+	if err == nil && ev.Name != "acquired" {
+		err = fmt.Errorf("the first event is %q, not acquired", ev.Name)
 	}
 	var lease leasecore.Lease
 	if err == nil {
-		lease, err = decodeLease(ev.data)
+		lease, err = decodeLease(ev.Data)
 	}
 	if err == nil && (lease.Owner != cfg.Owner || lease.Token <= 0) {
 		err = fmt.Errorf("the acquired event names owner %q and token %d; asked for owner %q", lease.Owner, lease.Token, cfg.Owner)
@@ -139,11 +140,11 @@ func openStream(ctx context.Context, cfg *Config, wait time.Duration) (hold, err
 
 	h := &streamHold{
 		first: lease, body: resp.Body, tr: tr, cancel: cancel,
-		events: make(chan sseEvent), closing: make(chan struct{}),
+		events: make(chan sse.Event), closing: make(chan struct{}),
 		watchDone: make(chan struct{}), lostc: make(chan struct{}),
 	}
 	go h.read(r)
-	go h.watch(ev.at.Add(lease.TTLRemaining))
+	go h.watch(ev.At.Add(lease.TTLRemaining))
 	return h, nil
 }
 
@@ -194,10 +195,10 @@ func refusal(resp *http.Response, task string) error {
 }
 
 // read passes the stream's events to watch until the stream ends.
-func (h *streamHold) read(r *sseReader) {
+func (h *streamHold) read(r *sse.Reader) {
 	defer close(h.events)
 	for {
-		ev, err := r.next()
+		ev, err := r.Next()
 		if err != nil {
 			h.readErr = err
 			return
@@ -229,9 +230,9 @@ func (h *streamHold) watch(deadline time.Time) {
 				h.lose(fmt.Errorf("lease on %q: the keepalive stream ended: %v", h.first.Task, h.readErr))
 				return
 			}
-			switch ev.name {
+			switch ev.Name {
 			case "renewed":
-				lease, err := decodeLease(ev.data)
+				lease, err := decodeLease(ev.Data)
 				if err == nil && lease.Token != h.first.Token {
 					err = fmt.Errorf("renewed under token %d, acquired under %d", lease.Token, h.first.Token)
 				}
@@ -239,15 +240,15 @@ func (h *streamHold) watch(deadline time.Time) {
 					h.lose(fmt.Errorf("lease on %q: renewed event: %w", h.first.Task, err))
 					return
 				}
-				timer.Reset(time.Until(ev.at.Add(lease.TTLRemaining)))
+				timer.Reset(time.Until(ev.At.Add(lease.TTLRemaining)))
 			case "lost":
 				var lost api.KeepaliveLost
-				_ = json.Unmarshal([]byte(ev.data), &lost)
+				_ = json.Unmarshal([]byte(ev.Data), &lost)
 				h.lose(fmt.Errorf("lease on %q: %w (%s), says the sidecar: %s", h.first.Task, leasecore.ErrLost, lost.Reason, lost.Detail))
 				return
 			case "released":
 				var released api.KeepaliveReleased
-				_ = json.Unmarshal([]byte(ev.data), &released)
+				_ = json.Unmarshal([]byte(ev.Data), &released)
 				h.lose(fmt.Errorf("lease on %q: the sidecar released it (%s)", h.first.Task, released.Reason))
 				return
 			}

@@ -1,7 +1,6 @@
 package opcli
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/backoff"
+	"github.com/leasehold/leasehold/internal/sse"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
 
@@ -281,22 +281,22 @@ func (c *client) watchOnce(ctx context.Context, prefix string, pos *int64, conne
 		return answerError(resp.StatusCode, data)
 	}
 	*connected = true
-	r := newSSEReader(resp.Body)
+	r := sse.NewReader(resp.Body)
 	for {
-		ev, err := r.next()
+		ev, err := r.Next()
 		if errors.Is(err, io.EOF) {
 			return errStreamEnded
 		}
 		if err != nil {
 			return withCode(ExitUnavailable, "reading the watch stream: %v", err)
 		}
-		switch ev.name {
+		switch ev.Name {
 		case "ready":
 			var d struct {
 				Position int64 `json:"position"`
 			}
-			if err := json.Unmarshal([]byte(ev.data), &d); err != nil {
-				return fmt.Errorf("watch: ready event %q: %v", ev.data, err)
+			if err := json.Unmarshal([]byte(ev.Data), &d); err != nil {
+				return fmt.Errorf("watch: ready event %q: %v", ev.Data, err)
 			}
 			*pos = max(*pos, d.Position)
 			ready(d.Position)
@@ -305,12 +305,12 @@ func (c *client) watchOnce(ctx context.Context, prefix string, pos *int64, conne
 				Reason string `json:"reason"`
 				Detail string `json:"detail"`
 			}
-			_ = json.Unmarshal([]byte(ev.data), &d)
+			_ = json.Unmarshal([]byte(ev.Data), &d)
 			return fmt.Errorf("%w (%s: %s)", errStreamEnded, d.Reason, d.Detail)
 		default:
 			var e api.Event
-			if err := json.Unmarshal([]byte(ev.data), &e); err != nil {
-				return fmt.Errorf("watch: %s event %q: %v", ev.name, ev.data, err)
+			if err := json.Unmarshal([]byte(ev.Data), &e); err != nil {
+				return fmt.Errorf("watch: %s event %q: %v", ev.Name, ev.Data, err)
 			}
 			if e.Id <= *pos {
 				continue // seen before a reconnection
@@ -321,61 +321,4 @@ func (c *client) watchOnce(ctx context.Context, prefix string, pos *int64, conne
 			*pos = e.Id
 		}
 	}
-}
-
-// maxEventBytes bounds one line of the watch stream; an event is far
-// smaller.
-const maxEventBytes = 1 << 20
-
-// sseEvent is one server-sent event.
-type sseEvent struct {
-	id, name, data string
-}
-
-// sseReader reads server-sent events (text/event-stream): "field: value"
-// lines, comments starting with ':', a blank line ending each event.
-type sseReader struct{ sc *bufio.Scanner }
-
-func newSSEReader(r io.Reader) *sseReader {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 4096), maxEventBytes)
-	return &sseReader{sc: sc}
-}
-
-// next returns the next event with data, skipping comments; io.EOF at the
-// end of the stream (an unfinished event is dropped, as the format says).
-func (r *sseReader) next() (sseEvent, error) {
-	var ev sseEvent
-	var data []string
-	for r.sc.Scan() {
-		line := r.sc.Text()
-		if line == "" {
-			if data == nil {
-				ev = sseEvent{}
-				continue
-			}
-			if ev.name == "" {
-				ev.name = "message"
-			}
-			ev.data = strings.Join(data, "\n")
-			return ev, nil
-		}
-		if strings.HasPrefix(line, ":") {
-			continue
-		}
-		field, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		switch field {
-		case "id":
-			ev.id = value
-		case "event":
-			ev.name = value
-		case "data":
-			data = append(data, value)
-		}
-	}
-	if err := r.sc.Err(); err != nil {
-		return sseEvent{}, err
-	}
-	return sseEvent{}, io.EOF
 }

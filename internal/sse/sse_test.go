@@ -1,4 +1,4 @@
-package leaserun
+package sse
 
 import (
 	"io"
@@ -8,7 +8,7 @@ import (
 
 // TestSSEReader covers the parts of the event-stream format a sidecar or a
 // proxy in front of it may use.
-func TestSSEReader(t *testing.T) {
+func TestReader(t *testing.T) {
 	t.Parallel()
 	in := ": hello\n\n" +
 		"event: acquired\r\ndata: {\"a\":1}\r\n\r\n" +
@@ -17,18 +17,18 @@ func TestSSEReader(t *testing.T) {
 		": ping\n\n" +
 		"event: renewed\ndata: x\n\n" +
 		"event: unfinished\ndata: y\n"
-	r := newSSEReader(strings.NewReader(in))
-	want := []sseEvent{{name: "acquired", data: `{"a":1}`}, {name: "message", data: "line1\nline2"}, {name: "renewed", data: "x"}}
+	r := NewReader(strings.NewReader(in))
+	want := []Event{{Name: "acquired", Data: `{"a":1}`}, {ID: "7", Name: "message", Data: "line1\nline2"}, {Name: "renewed", Data: "x"}}
 	for _, w := range want {
-		ev, err := r.next()
+		ev, err := r.Next()
 		if err != nil {
 			t.Fatalf("want %+v, got error %v", w, err)
 		}
-		if ev.name != w.name || ev.data != w.data || ev.at.IsZero() {
+		if ev.ID != w.ID || ev.Name != w.Name || ev.Data != w.Data || ev.At.IsZero() {
 			t.Errorf("got %+v, want %+v", ev, w)
 		}
 	}
-	if ev, err := r.next(); err != io.EOF {
+	if ev, err := r.Next(); err != io.EOF {
 		t.Errorf("after the last event: %+v, %v; want io.EOF", ev, err)
 	}
 }
