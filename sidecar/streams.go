@@ -15,8 +15,7 @@ const DefaultMaxStreams = 20000
 // wake-up for streams waiting on a held task whenever this sidecar releases
 // a lease.
 type streams struct {
-	max     int64
-	active  atomic.Int64
+	slots
 	closing chan struct{}
 	once    sync.Once
 
@@ -30,10 +29,17 @@ func newStreams(max int) *streams {
 	if max <= 0 {
 		max = DefaultMaxStreams
 	}
-	return &streams{max: int64(max), closing: make(chan struct{}), released: make(chan struct{}), held: make(map[*stream]struct{})}
+	return &streams{slots: slots{max: int64(max)}, closing: make(chan struct{}), released: make(chan struct{}), held: make(map[*stream]struct{})}
 }
 
-func (s *streams) enter() bool {
+// slots caps how many streams of one kind run at once.
+type slots struct {
+	max    int64
+	active atomic.Int64
+}
+
+// enter takes a slot; false when all are taken.
+func (s *slots) enter() bool {
 	if s.active.Add(1) > s.max {
 		s.active.Add(-1)
 		return false
@@ -41,7 +47,8 @@ func (s *streams) enter() bool {
 	return true
 }
 
-func (s *streams) leave() { s.active.Add(-1) }
+// leave gives a slot back.
+func (s *slots) leave() { s.active.Add(-1) }
 
 // shutdown tells streams waiting for a lease to give up, and every stream
 // holding one to release it, say so and end; then it waits for them, until

@@ -33,11 +33,9 @@ const watchPingInterval = 15 * time.Second
 // watches is the sidecar's book of watch streams: a cap, and a way to end
 // them all at shutdown.
 type watches struct {
-	frames  watchFrames
-	max     int64
-	active  atomic.Int64
-	closing chan struct{}
-	once    sync.Once
+	frames watchFrames
+	slots
+	closing chan struct{} // closed by shutdown
 
 	mu       sync.Mutex // orders add against shutdown
 	shutDown bool
@@ -48,18 +46,8 @@ func newWatches(max int) *watches {
 	if max <= 0 {
 		max = DefaultMaxWatchers
 	}
-	return &watches{max: int64(max), closing: make(chan struct{})}
+	return &watches{slots: slots{max: int64(max)}, closing: make(chan struct{})}
 }
-
-func (ws *watches) enter() bool {
-	if ws.active.Add(1) > ws.max {
-		ws.active.Add(-1)
-		return false
-	}
-	return true
-}
-
-func (ws *watches) leave() { ws.active.Add(-1) }
 
 // add books a stream about to start, so that shutdown waits for it; false
 // once shutdown has begun. The stream calls running.Done when it ends.
@@ -77,9 +65,11 @@ func (ws *watches) add() bool {
 // waits for them until ctx ends.
 func (ws *watches) shutdown(ctx context.Context) error {
 	ws.mu.Lock()
-	ws.shutDown = true
+	if !ws.shutDown {
+		ws.shutDown = true
+		close(ws.closing)
+	}
 	ws.mu.Unlock()
-	ws.once.Do(func() { close(ws.closing) })
 	done := make(chan struct{})
 	go func() { ws.running.Wait(); close(done) }()
 	select {
