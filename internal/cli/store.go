@@ -42,9 +42,7 @@ const MigrateTimeout = time.Minute
 // its migrations once (no retry) and closes it.
 func Migrate(ctx context.Context, storeURL string, log *slog.Logger) error {
 	storeName := storeurl.Redact(storeURL)
-	ctx, cancel := context.WithTimeout(ctx, MigrateTimeout)
-	defer cancel()
-	store, err := openMigrated(ctx, storeURL)
+	store, err := OpenMigrated(ctx, storeURL)
 	if err != nil {
 		return err
 	}
@@ -86,14 +84,18 @@ func Prune(ctx context.Context, storeURL string, log *slog.Logger) error {
 	return nil
 }
 
-// openMigrated opens the store at storeURL and applies its migrations once
-// (no retry); the caller closes it.
-func openMigrated(ctx context.Context, storeURL string) (leasecore.Store, error) {
+// OpenMigrated opens the store at storeURL and applies its migrations once
+// (no retry, within MigrateTimeout), as `leasehold migrate` does and as the
+// verbs that write to a store do first, so that a new SQLite file works at
+// once; the caller closes the store.
+func OpenMigrated(ctx context.Context, storeURL string) (leasecore.Store, error) {
 	storeName := storeurl.Redact(storeURL)
 	store, err := storeurl.Open(ctx, storeURL)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", storeName, err)
 	}
+	ctx, cancel := context.WithTimeout(ctx, MigrateTimeout)
+	defer cancel()
 	// Straight to the store, on purpose: the CLI verbs run no Server, so
 	// there is no gate to pass and no metric to time the call with.
 	if err := store.Migrate(ctx); err != nil {
@@ -112,10 +114,8 @@ const noStoreHint = "check --store (or LEASEHOLD_STORE), or create the store wit
 // leasehold schema. The caller closes the store.
 func openExisting(ctx context.Context, storeURL, verb string) (leasecore.Store, error) {
 	storeName := storeurl.Redact(storeURL)
-	if path, ok := storeurl.SQLitePath(storeURL); ok && path != "" {
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("store %s: no database file at %s; %s works on an existing store: %s", storeName, path, verb, noStoreHint)
-		}
+	if path, missing := MissingSQLiteFile(storeURL); missing {
+		return nil, fmt.Errorf("store %s: no database file at %s; %s works on an existing store: %s", storeName, path, verb, noStoreHint)
 	}
 	store, err := storeurl.Open(ctx, storeURL)
 	if err != nil {
@@ -128,4 +128,16 @@ func openExisting(ctx context.Context, storeURL, verb string) (leasecore.Store, 
 		return nil, fmt.Errorf("store %s has no leasehold schema; %s works on an existing store: %s", storeName, verb, noStoreHint)
 	}
 	return store, nil
+}
+
+// MissingSQLiteFile reports whether storeURL names an SQLite file that does
+// not exist, and its path: a verb that only reads refuses it, since opening
+// it would create an empty store.
+func MissingSQLiteFile(storeURL string) (path string, missing bool) {
+	path, ok := storeurl.SQLitePath(storeURL)
+	if !ok || path == "" {
+		return path, false
+	}
+	_, err := os.Stat(path)
+	return path, errors.Is(err, fs.ErrNotExist)
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/leasecore"
-	"github.com/leasehold/leasehold/leasecore/storeurl"
 )
 
 // storeHold is a lease leasehold run holds itself: a Keeper renews it in
@@ -20,18 +19,11 @@ type storeHold struct {
 // acquireStore claims the task in the store cfg names (waiting while it is
 // held, up to cfg.Wait) and keeps the lease.
 func acquireStore(ctx context.Context, cfg *Config, log *slog.Logger) (hold, error) {
-	store, err := storeurl.Open(ctx, cfg.Store)
-	if err != nil {
-		return nil, leasecore.Unavailable("open", err)
-	}
 	// As serve does at start: the embedded store gets its schema wherever
 	// it is opened for writing, so a new SQLite file works at once.
-	mctx, cancel := context.WithTimeout(ctx, cli.MigrateTimeout)
-	err = store.Migrate(mctx)
-	cancel()
+	store, err := cli.OpenMigrated(ctx, cfg.Store)
 	if err != nil {
-		_ = store.Close()
-		return nil, leasecore.Unavailable("migrate", err)
+		return nil, leasecore.Unavailable("open", err)
 	}
 	svc := leasecore.New(store, leasecore.WithInterceptor(cli.MigrateHint))
 	p := leasecore.ClaimParams{Task: cfg.Task, Owner: cfg.Owner, TTL: cfg.TTL}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"text/tabwriter"
 
 	"github.com/leasehold/leasehold/internal/cli"
@@ -29,23 +27,18 @@ type storeBackend struct {
 // SQLite file that does not exist rather than create it.
 func openStore(ctx context.Context, raw string, write bool) (*storeBackend, error) {
 	name := storeurl.Redact(raw)
-	if path, ok := storeurl.SQLitePath(raw); ok && path != "" && !write {
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			return nil, withCode(ExitUnavailable, "store %s: no database file at %s (check --store, or create it with `leasehold migrate --store URL`)", name, path)
-		}
+	if path, missing := cli.MissingSQLiteFile(raw); missing && !write {
+		return nil, withCode(ExitUnavailable, "store %s: no database file at %s (check --store, or create it with `leasehold migrate --store URL`)", name, path)
 	}
-	store, err := storeurl.Open(ctx, raw)
-	if err != nil {
-		return nil, leasecore.Unavailable("open", fmt.Errorf("store %s: %w", name, err))
-	}
+	var store leasecore.Store
+	var err error
 	if write {
-		mctx, cancel := context.WithTimeout(ctx, cli.MigrateTimeout)
-		err := store.Migrate(mctx)
-		cancel()
-		if err != nil {
-			_ = store.Close()
-			return nil, leasecore.Unavailable("migrate", fmt.Errorf("store %s: %w", name, err))
-		}
+		store, err = cli.OpenMigrated(ctx, raw) // its errors name the store
+	} else if store, err = storeurl.Open(ctx, raw); err != nil {
+		err = fmt.Errorf("store %s: %w", name, err)
+	}
+	if err != nil {
+		return nil, leasecore.Unavailable("open", err)
 	}
 	return &storeBackend{store: store, svc: leasecore.New(store, leasecore.WithInterceptor(cli.MigrateHint)), name: name}, nil
 }
