@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -18,12 +17,13 @@ import (
 	_ "modernc.org/sqlite" // the history's final read on an SQLite store
 
 	"github.com/leasehold/leasehold/internal/leasecheck"
+	"github.com/leasehold/leasehold/internal/sse"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 )
 
 // The chaos run's watcher: while sidecars die, freeze and lose their store,
 // a client follows GET /v1/watch for the run's tasks, moving to the next
-// sidecar whenever its stream breaks or stalls and resuming with
+// sidecar every few seconds and whenever its stream breaks, resuming with
 // Last-Event-ID. At the end, everything it was sent is checked against the
 // history the store holds (leasecheck.CheckWatch): every event, in id order,
 // each once.
@@ -32,10 +32,6 @@ import (
 // to the next of its own accord, so that a run resumes many times, across
 // sidecars, besides when faults break its stream.
 const watchHop = 5 * time.Second
-
-// watchStall is how long the watcher waits for a byte (an event or a ping)
-// before it takes the stream for dead, as it is when its sidecar froze.
-const watchStall = 20 * time.Second
 
 type chaosWatcher struct {
 	urls   []string
@@ -77,7 +73,8 @@ func (cw *chaosWatcher) last() int64 {
 	return cw.events[len(cw.events)-1].ID
 }
 
-// follow reads one stream from base until it breaks, stalls or ctx ends.
+// follow reads one stream from base until it breaks, its hop is over, or
+// ctx ends.
 func (cw *chaosWatcher) follow(ctx context.Context, base string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -99,21 +96,23 @@ func (cw *chaosWatcher) follow(ctx context.Context, base string) error {
 	cw.mu.Lock()
 	cw.connects++
 	cw.mu.Unlock()
-	lines := make(chan string)
+	events := make(chan sse.Event)
 	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
+		defer close(events)
+		r := sse.NewReader(resp.Body)
+		for {
+			ev, err := r.Next()
+			if err != nil {
+				return
+			}
 			select {
-			case lines <- sc.Text():
+			case events <- ev:
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
-	var name, id, data string
-	stall := time.NewTimer(watchStall)
-	defer stall.Stop()
+	// A stream whose sidecar froze says nothing: the hop moves on from it.
 	hop := time.NewTimer(watchHop)
 	defer hop.Stop()
 	for {
@@ -122,25 +121,12 @@ func (cw *chaosWatcher) follow(ctx context.Context, base string) error {
 			return nil
 		case <-hop.C:
 			return nil
-		case <-stall.C:
-			return fmt.Errorf("%s: nothing for %s", base, watchStall)
-		case line, ok := <-lines:
+		case ev, ok := <-events:
 			if !ok {
 				return fmt.Errorf("%s: the stream ended", base)
 			}
-			stall.Reset(watchStall)
-			switch {
-			case strings.HasPrefix(line, "id: "):
-				id = strings.TrimPrefix(line, "id: ")
-			case strings.HasPrefix(line, "event: "):
-				name = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				data = strings.TrimPrefix(line, "data: ")
-			case line == "" && name != "":
-				if err := cw.take(name, id, data); err != nil {
-					return err
-				}
-				name, id, data = "", "", ""
+			if err := cw.take(ev.Name, ev.ID, ev.Data); err != nil {
+				return err
 			}
 		}
 	}
