@@ -23,6 +23,11 @@ var (
 	// ErrInvalid: the input broke a rule; nothing was written. The matching
 	// *ValidationError names the field and the rule.
 	ErrInvalid = errors.New("invalid input")
+	// ErrForbidden: the caller may not act on this task. A sidecar's
+	// credential whose scope does not cover it, or a PostgreSQL role whose
+	// granted prefixes do not, is refused before anything is written. The
+	// matching *ForbiddenError names who was refused and the task.
+	ErrForbidden = errors.New("not permitted")
 )
 
 // Causes of ErrUnavailable that a migration (Store.Migrate) fixes. A
@@ -136,3 +141,29 @@ func (e *ValidationError) Error() string { return fmt.Sprintf("invalid %s: %s", 
 
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+// ForbiddenError says who may not do what on which task. It names the
+// principal (a credential's name, a database role), never a secret.
+type ForbiddenError struct {
+	// Principal names who was refused, with its kind: `credential "ci"`,
+	// `database role "team_a"`.
+	Principal string
+	// Right is what was asked: read, hold or admin.
+	Right string
+	// Task is the task asked for.
+	Task string
+	// Scope says what the principal may act on, for the reader of the
+	// error (its prefixes); empty when there is nothing to add.
+	Scope string
+}
+
+func (e *ForbiddenError) Error() string {
+	msg := fmt.Sprintf("%s may not %s task %q", e.Principal, e.Right, e.Task)
+	if e.Scope != "" {
+		msg += ": " + e.Scope
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, ErrForbidden) true.
+func (e *ForbiddenError) Is(target error) bool { return target == ErrForbidden }

@@ -30,6 +30,7 @@ const (
 	problemUnavailable = "urn:leasehold:problem:unavailable"
 	problemUndeclared  = "urn:leasehold:problem:undeclared-task"
 	problemReserved    = "urn:leasehold:problem:reserved-task"
+	problemForbidden   = "urn:leasehold:problem:forbidden"
 	problemBlank       = "about:blank"
 	// Catalog outcomes the sidecar, being read-only, does not produce
 	// today; they are mapped so that one never turns into a 500.
@@ -124,6 +125,8 @@ func toProblem(err error, c echo.Context) (p *problemError, bug bool) {
 
 	case errors.As(err, &re):
 		return reserved(re), false
+	case errors.Is(err, leasecore.ErrForbidden):
+		return newProblem(http.StatusForbidden, problemForbidden, "Forbidden", err.Error()), false
 	case errors.As(err, &ue):
 		return undeclared(fmt.Sprintf("task %q is not declared, and this sidecar requires declared tasks (--require-declared); "+
 			"declare it (Terraform resource leasehold_task) or run the sidecar without --require-declared", ue.Task)), false
