@@ -381,6 +381,11 @@ func TestComposeWorkers(t *testing.T) {
 			if _, port, _ := net.SplitHostPort(cfg.Listen); u.Port() != port {
 				t.Errorf("--sidecar %s: %s listens on port %s", u, sc, port)
 			}
+			// The worker's requests carry Host: SERVICE:PORT, which the
+			// sidecar answers only when told to (--allow-host).
+			if hosts, err := sidecar.NewHostPolicy(cfg.Listen, cfg.AllowHosts); err != nil || !hosts.Allows(u.Host) {
+				t.Errorf("--sidecar %s: %s does not answer for the host %s (add --allow-host %s; err %v)", u, sc, u.Host, sc, err)
+			}
 			if dep, ok := s.DependsOn[sc]; !ok || dep.Condition != types.ServiceConditionHealthy {
 				t.Errorf("%s does not wait for %s to be healthy (depends_on %+v)", name, sc, s.DependsOn)
 			}

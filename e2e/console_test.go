@@ -116,3 +116,30 @@ func playwrightCore(t *testing.T, dir string) {
 		fail("npm ci in e2e/console: " + err.Error() + "\n" + string(out))
 	}
 }
+
+// TestCrossSiteBrowser: other web pages against a sidecar with no token, in
+// headless Chromium (e2e/console/crosssite.test.js): pages of another origin
+// try an iframe, an img, a form, fetch and EventSource on the claim and
+// keepalive routes, and a page rebound to the sidecar's address calls it as
+// same-origin. No lease, token or history event may result, and the
+// sidecar's console keeps working.
+func TestCrossSiteBrowser(t *testing.T) {
+	t.Parallel()
+	node := nodeBin(t, "the cross-site Chromium test")
+	chromium := chromiumBin(t)
+	dir := filepath.Join("console")
+	playwrightCore(t, dir)
+
+	s := startSidecar(t, "sqlite:"+filepath.Join(t.TempDir(), "crosssite.db"))
+	s.waitReady()
+	runCtx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(runCtx, node, "--test", "--test-reporter=spec", "crosssite.test.js")
+	cmd.Dir = dir
+	cmd.Env = append(cleanEnv(), "LEASEHOLD_SIDECAR_URL="+s.base, "LEASEHOLD_CHROMIUM="+chromium)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node --test crosssite.test.js: %v\n%s", err, out)
+	}
+	t.Logf("node --test:\n%s", out)
+}

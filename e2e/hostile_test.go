@@ -48,7 +48,7 @@ func hostileRows() []hostileRow {
 	keepalive := "/v1/leases/hostile/keepalive"
 	bigNote := strings.Repeat("n", 70<<10)
 	chunked := func(body string) string {
-		return "POST " + claim + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
+		return "POST " + claim + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
 			fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(body), body)
 	}
 	rows := []hostileRow{
@@ -111,7 +111,7 @@ func hostileRows() []hostileRow {
 		// Huge and deep bodies.
 		{name: "body over 64 KiB", method: "POST", path: claim, body: `{"owner":"w","note":"` + bigNote + `"}`, status: 413, typ: problemBlank, field: "body"},
 		{name: "body over 64 KiB chunked", raw: chunked(`{"owner":"w","note":"` + bigNote + `"}`), status: 413, typ: problemBlank, field: "body"},
-		{name: "Content-Length over 64 KiB", raw: "POST " + claim + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1073741824\r\nConnection: close\r\n\r\n{", status: 413, typ: problemBlank, field: "body"},
+		{name: "Content-Length over 64 KiB", raw: "POST " + claim + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1073741824\r\nConnection: close\r\n\r\n{", status: 413, typ: problemBlank, field: "body"},
 		{name: "deep object nesting", method: "POST", path: claim, body: `{"owner":` + strings.Repeat(`{"a":`, 5000) + `1` + strings.Repeat(`}`, 5000) + `}`, status: 422, typ: problemInvalid, field: "owner"},
 		{name: "deep array nesting", method: "POST", path: claim, body: strings.Repeat(`[`, 30000) + strings.Repeat(`]`, 30000), status: 422, typ: problemInvalid, field: "body"},
 		{name: "many keys", method: "POST", path: claim, body: `{"owner":"w"` + strings.Repeat(`,"k":1`, 5000) + `}`, status: 422, typ: problemInvalid, field: "k"},
@@ -130,7 +130,7 @@ func hostileRows() []hostileRow {
 		{name: "form", method: "POST", path: claim, headers: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, body: `owner=w`, status: 415, typ: problemBlank, field: "application/json"},
 		{name: "multipart", method: "POST", path: claim, headers: map[string]string{"Content-Type": "multipart/form-data; boundary=x"}, body: "--x\r\n\r\nw\r\n--x--", status: 415, typ: problemBlank, field: "application/json"},
 		{name: "xml", method: "POST", path: claim, headers: map[string]string{"Content-Type": "application/xml"}, body: `<owner>w</owner>`, status: 415, typ: problemBlank, field: "application/json"},
-		{name: "two content types", raw: "POST " + claim + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Type: text/plain\r\nContent-Length: 13\r\nConnection: close\r\n\r\n{\"owner\":\"w\"}", status: 415, typ: problemBlank, field: "Content-Type"},
+		{name: "two content types", raw: "POST " + claim + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Type: text/plain\r\nContent-Length: 13\r\nConnection: close\r\n\r\n{\"owner\":\"w\"}", status: 415, typ: problemBlank, field: "Content-Type"},
 
 		// The keepalive stream's query.
 		{name: "keepalive ttl_ms=abc", method: "GET", path: keepalive + "?owner=w&ttl_ms=abc", status: 422, typ: problemInvalid, field: "ttl_ms"},
@@ -229,19 +229,19 @@ func TestHostileInput(t *testing.T) {
 					t.Parallel()
 					// Headers and half the body, then nothing: 408 once the
 					// sidecar's ReadTimeout (30 s) runs out.
-					resp, body := exchangeRaw(t, addr, "POST /v1/leases/hostile/claim HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n{\"owner\":", false)
+					resp, body := exchangeRaw(t, addr, "POST /v1/leases/hostile/claim HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n{\"owner\":", false)
 					checkProblem(t, resp, body, hostileRow{status: 408, typ: problemBlank, field: "body"})
 				})
 				t.Run("body cut short", func(t *testing.T) {
 					t.Parallel()
-					resp, body := exchangeRaw(t, addr, "POST /v1/leases/hostile/claim HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n{\"owner\":", true)
+					resp, body := exchangeRaw(t, addr, "POST /v1/leases/hostile/claim HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n{\"owner\":", true)
 					checkProblem(t, resp, body, hostileRow{status: 400, typ: problemMalformed, field: "body"})
 				})
 				t.Run("bad percent-encoding", func(t *testing.T) {
 					t.Parallel()
 					// net/http refuses a request line it cannot parse before
 					// any handler runs: a plain-text 400, connection closed.
-					resp, body := exchangeRaw(t, addr, "GET /v1/leases/%zz HTTP/1.1\r\nHost: x\r\n\r\n", false)
+					resp, body := exchangeRaw(t, addr, "GET /v1/leases/%zz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", false)
 					if resp.StatusCode != http.StatusBadRequest {
 						t.Fatalf("answer %d, want 400: %s", resp.StatusCode, body)
 					}

@@ -24,6 +24,10 @@ type Config struct {
 	// watch LISTENs on, when the store URL does not reach PostgreSQL
 	// directly (PgBouncer in transaction mode). Empty: the store URL.
 	WatchStore string
+	// AllowHosts are the Host names the sidecar answers besides loopback
+	// names, IP addresses and the name it listens on (--allow-host):
+	// names, *.DOMAIN patterns, or * for any (NewHostPolicy).
+	AllowHosts []string
 	// TokenFile, when set, names a file whose content is the bearer token
 	// every /v1/* request must carry.
 	TokenFile string
@@ -51,6 +55,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "`address` to listen on (host:port; a non-loopback host needs --token-file)")
 	fs.StringVar(&c.Store, "store", c.Store, "store `URL`: sqlite:PATH or postgres://USER@HOST:PORT/DB")
 	fs.StringVar(&c.WatchStore, "watch-store", c.WatchStore, "PostgreSQL `URL` the watch (GET /v1/watch) listens for changes on, reaching the server directly when --store goes through PgBouncer; default: --store")
+	fs.Var((*hostList)(&c.AllowHosts), "allow-host", "a Host `name` to answer besides loopback names, IP addresses and the --listen host, as in leasehold.default.svc; *.DOMAIN matches its subdomains, * any host; repeat or separate with commas")
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "`path` of a file holding the bearer token required on /v1/*")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log `format`: text or json")
 	fs.IntVar(&c.MaxStreams, "max-streams", c.MaxStreams, "most keepalive streams held at once; more are answered 503")
@@ -84,7 +89,25 @@ func (c Config) Validate() error {
 	if c.PruneInterval < 0 || (c.PruneInterval > 0 && c.PruneInterval < time.Second) {
 		return fmt.Errorf("--prune-interval must be 0 (off) or at least 1s, not %s", c.PruneInterval)
 	}
+	if _, err := NewHostPolicy(c.Listen, c.AllowHosts); err != nil {
+		return err
+	}
 	return CheckListen(c.Listen, c.TokenFile != "")
+}
+
+// hostList is --allow-host: each use (or LEASEHOLD_ALLOW_HOST) adds its
+// comma-separated names.
+type hostList []string
+
+func (h *hostList) String() string { return strings.Join(*h, ",") }
+
+func (h *hostList) Set(v string) error {
+	for name := range strings.SplitSeq(v, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			*h = append(*h, name)
+		}
+	}
+	return nil
 }
 
 // CheckListen refuses to serve without authentication on anything but a

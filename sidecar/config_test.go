@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"flag"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -98,6 +99,7 @@ func TestServeFlagsFromEnv(t *testing.T) {
 		"LEASEHOLD_TOKEN":            "not-the-bearer-token",
 		"LEASEHOLD_REQUIRE_DECLARED": "true",
 		"LEASEHOLD_PRUNE_INTERVAL":   "30m",
+		"LEASEHOLD_ALLOW_HOST":       "leasehold.default.svc, *.svc.cluster.local",
 	}
 	cfg := DefaultConfig()
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
@@ -109,8 +111,8 @@ func TestServeFlagsFromEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{Listen: "127.0.0.1:9999", Store: "sqlite:/from/flag.db", TokenFile: "/env/token", LogFormat: "text", MaxStreams: DefaultMaxStreams, MaxWatchers: DefaultMaxWatchers,
-		RequireDeclared: true, PruneInterval: 30 * time.Minute}
-	if cfg != want {
+		RequireDeclared: true, PruneInterval: 30 * time.Minute, AllowHosts: []string{"leasehold.default.svc", "*.svc.cluster.local"}}
+	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("config %+v, want %+v (flag wins over env, env over default)", cfg, want)
 	}
 }

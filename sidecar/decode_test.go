@@ -176,7 +176,7 @@ func rawExchange(t *testing.T, addr, raw string, closeWrite bool) (*http.Respons
 func TestStalledBodyIs408(t *testing.T) {
 	t.Parallel()
 	addr := rawServer(t, 300*time.Millisecond)
-	const head = "POST /v1/leases/stall/claim HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n"
+	const head = "POST /v1/leases/stall/claim HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n"
 	for _, c := range []struct {
 		name       string
 		closeWrite bool

@@ -32,6 +32,7 @@ type metrics struct {
 	storeSeries     map[string]storeSeries // storeOps' series, resolved once; read-only
 	requests        *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
+	refusals        *prometheus.CounterVec
 }
 
 // Label values of the lease outcome counters.
@@ -88,7 +89,14 @@ func newMetrics() *metrics {
 			Buckets: prometheus.DefBuckets,
 		}, []string{"method", "route"}),
 	}
-	reg.MustRegister(m.claims, m.renewals, m.releases, m.storeDuration, m.storeErrors, m.requests, m.requestDuration,
+	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "leasehold_http_refused_total",
+		Help: "Requests refused before routing, by reason: host (a Host header this sidecar does not answer for, 421), cross_site (a browser request from another origin to /v1, 403).",
+	}, []string{"reason"})
+	for _, r := range []string{refusedHost, refusedCrossSite} {
+		m.refusals.WithLabelValues(r)
+	}
+	reg.MustRegister(m.claims, m.renewals, m.releases, m.storeDuration, m.storeErrors, m.requests, m.requestDuration, m.refusals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Start every known series at zero so that rates work from the first scrape.
 	for _, r := range []string{resultAcquired, resultRefreshed, resultHeld, resultUnavailable, resultInvalid, resultUndeclared} {
@@ -294,3 +302,12 @@ func isOutcome(err error) bool {
 	}
 	return false
 }
+
+// Label values of leasehold_http_refused_total.
+const (
+	refusedHost      = "host"
+	refusedCrossSite = "cross_site"
+)
+
+// refused counts a request refused before routing (guardOrigin).
+func (m *metrics) refused(reason string) { m.refusals.WithLabelValues(reason).Inc() }

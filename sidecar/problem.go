@@ -196,6 +196,18 @@ func writeProblem(c echo.Context, p *problemError) {
 	_ = c.Blob(p.Status, contentTypeProblem, body)
 }
 
+// writeProblemHTTP answers p outside echo (the checks that run before it).
+func writeProblemHTTP(w http.ResponseWriter, p *problemError) {
+	body, err := json.Marshal(p.Problem)
+	if err != nil { // cannot happen: api.Problem has only strings and ints
+		body = []byte(`{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"internal server error"}`)
+	}
+	w.Header().Set(echo.HeaderContentType, contentTypeProblem)
+	w.Header().Set(echo.HeaderXContentTypeOptions, "nosniff")
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(body)
+}
+
 // jsonEncoder is an encoder writing into its own buffer; jsonEncoders
 // keeps them between answers.
 type jsonEncoder struct {

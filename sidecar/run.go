@@ -58,7 +58,11 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			log.Warn("closing the store", "store", storeName, "err", err)
 		}
 	}()
-	srv, err := New(Options{Store: store, Token: token, Logger: log, MaxStreams: cfg.MaxStreams, MaxWatchers: cfg.MaxWatchers, RequireDeclared: cfg.RequireDeclared})
+	hosts, err := NewHostPolicy(cfg.Listen, cfg.AllowHosts)
+	if err != nil {
+		return err
+	}
+	srv, err := New(Options{Store: store, Token: token, Hosts: &hosts, Logger: log, MaxStreams: cfg.MaxStreams, MaxWatchers: cfg.MaxWatchers, RequireDeclared: cfg.RequireDeclared})
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,9 @@ type Options struct {
 	// Token, when non-empty, is the bearer token every /v1/* request must
 	// carry. Empty disables authentication.
 	Token []byte
+	// Hosts says which Host headers the server answers; nil means
+	// loopback names and IP addresses only (NewHostPolicy("", nil)).
+	Hosts *HostPolicy
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 	// MaxStreams caps concurrent keepalive streams; 0 means DefaultMaxStreams.
@@ -60,6 +63,7 @@ type Server struct {
 	streams  *streams
 	watches  *watches
 	started  time.Time
+	hosts    *HostPolicy
 }
 
 // New builds a Server. It is not ready (readyz answers 503) until Migrate or
@@ -83,6 +87,11 @@ func New(opts Options) (*Server, error) {
 		streams: newStreams(opts.MaxStreams),
 		watches: newWatches(opts.MaxWatchers),
 		started: time.Now(),
+		hosts:   opts.Hosts,
+	}
+	if s.hosts == nil {
+		p, _ := NewHostPolicy("", nil) // the default policy has nothing to refuse
+		s.hosts = &p
 	}
 	svc := leasecore.New(opts.Store, leasecore.WithInterceptor(s.interceptStore), leasecore.WithInterceptor(cli.MigrateHint),
 		leasecore.WithDeclarations(opts.DeclarationsMaxAge, opts.RequireDeclared))
@@ -125,8 +134,11 @@ func (s *Server) CloseStreams(ctx context.Context) error {
 }
 
 // Handler returns the HTTP handler serving every route: the web console
-// under /ui/ (package console), and the API through echo.
-func (s *Server) Handler() http.Handler { return withConsole(headAsGet(s.echo)) }
+// under /ui/ (package console), and the API through echo, behind the checks
+// that keep other web pages out (guardOrigin).
+func (s *Server) Handler() http.Handler {
+	return guardOrigin(withConsole(headAsGet(s.echo)), s.hosts, s.metrics)
+}
 
 // withConsole hands /ui and /ui/… to the console before echo routes the
 // request. The console's static files are not operations of openapi.yaml;

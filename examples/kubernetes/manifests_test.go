@@ -406,7 +406,10 @@ func TestSidecarProbes(t *testing.T) {
 			t.Errorf("%s asks port %s (%d), but leasehold listens on %d", p.kind, g.Port.String(), got, port)
 		}
 		rec := httptest.NewRecorder()
-		handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, g.Path, nil))
+		req := httptest.NewRequest(http.MethodGet, g.Path, nil)
+		// The kubelet sends Host: the probe's host, else the pod's IP.
+		req.Host = net.JoinHostPort(cmp.Or(g.Host, "10.244.0.7"), strconv.Itoa(int(port)))
+		handler.ServeHTTP(rec, req)
 		if rec.Code != http.StatusOK {
 			t.Errorf("%s: GET %s without a token answers %d, want 200: %s", p.kind, g.Path, rec.Code, rec.Body)
 		}

@@ -884,6 +884,12 @@ type ListLimit = int
 // Example: telescope:prune
 type Task = TaskName
 
+// Forbidden An RFC 9457 problem detail.
+type Forbidden = Problem
+
+// HostNotAllowed An RFC 9457 problem detail.
+type HostNotAllowed = Problem
+
 // InternalError An RFC 9457 problem detail.
 type InternalError = Problem
 
@@ -901,9 +907,6 @@ type PayloadTooLarge = Problem
 
 // RequestTimeout An RFC 9457 problem detail.
 type RequestTimeout = Problem
-
-// ReservedTask An RFC 9457 problem detail.
-type ReservedTask = Problem
 
 // StoreUnavailable An RFC 9457 problem detail.
 type StoreUnavailable = Problem

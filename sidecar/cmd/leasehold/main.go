@@ -2,7 +2,7 @@
 //
 //	leasehold serve   [--listen 127.0.0.1:7411] [--store sqlite:./leasehold.db]
 //	                  [--require-declared] [--prune-interval 10m]
-//	                  [--token-file PATH] [--log-format text|json]
+//	                  [--token-file PATH] [--log-format text|json] [--allow-host NAME]
 //	leasehold migrate [--store URL] [--log-format text|json]
 //	leasehold prune   [--store URL] [--log-format text|json]
 //	leasehold run     [--addr URL | --store URL] --task T [--ttl 30s] [--owner O]
@@ -43,7 +43,7 @@ Usage:
   leasehold serve   [--listen 127.0.0.1:7411] [--store sqlite:./leasehold.db]
                     [--require-declared] [--prune-interval 10m]
                     [--token-file PATH] [--log-format text|json] [--max-streams 20000]
-                    [--max-watchers 1000] [--watch-store postgres://…]
+                    [--max-watchers 1000] [--watch-store postgres://…] [--allow-host NAME]
                     serve the HTTP API and the web console at /ui/ (migrates the store at start)
   leasehold migrate [--store URL] [--log-format text|json]
                     create or upgrade the store's schema, then exit
