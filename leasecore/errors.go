@@ -159,6 +159,9 @@ type ForbiddenError struct {
 
 func (e *ForbiddenError) Error() string {
 	msg := fmt.Sprintf("%s may not %s task %q", e.Principal, e.Right, e.Task)
+	if e.Task == "" {
+		msg = fmt.Sprintf("%s may not %s", e.Principal, e.Right)
+	}
 	if e.Scope != "" {
 		msg += ": " + e.Scope
 	}

@@ -29,8 +29,16 @@ type Config struct {
 	// names, *.DOMAIN patterns, or * for any (NewHostPolicy).
 	AllowHosts []string
 	// TokenFile, when set, names a file whose content is the bearer token
-	// every /v1/* request must carry.
+	// every /v1/* request must carry: one credential with every right.
 	TokenFile string
+	// CredentialsFile, when set, names a credentials file (auth.File):
+	// named tokens, each with its task prefixes and rights. Exclusive with
+	// TokenFile.
+	CredentialsFile string
+	// TokenGrace is how long a token replaced in the token or credentials
+	// file under the same name is still accepted; 0 means
+	// auth.DefaultGrace, a negative value none.
+	TokenGrace time.Duration
 	// LogFormat is text or json.
 	LogFormat string
 	// MaxStreams caps concurrent keepalive streams; 0 means DefaultMaxStreams.
@@ -57,6 +65,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.WatchStore, "watch-store", c.WatchStore, "PostgreSQL `URL` the watch (GET /v1/watch) listens for changes on, reaching the server directly when --store goes through PgBouncer; default: --store")
 	fs.Var((*hostList)(&c.AllowHosts), "allow-host", "a Host `name` to answer besides loopback names, IP addresses and the --listen host, as in leasehold.default.svc; *.DOMAIN matches its subdomains, * any host; repeat or separate with commas")
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "`path` of a file holding the bearer token required on /v1/*")
+	fs.StringVar(&c.CredentialsFile, "credentials-file", c.CredentialsFile, "`path` of a credentials file: named bearer tokens (stored as SHA-256), each with the task prefixes it covers and its right (read, hold, admin); exclusive with --token-file")
+	fs.DurationVar(&c.TokenGrace, "token-grace", c.TokenGrace, "how long a token replaced in --token-file or --credentials-file stays accepted after the file changes (re-read every 2s); a removed credential is refused at once; -1s: no grace")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log `format`: text or json")
 	fs.IntVar(&c.MaxStreams, "max-streams", c.MaxStreams, "most keepalive streams held at once; more are answered 503")
 	fs.IntVar(&c.MaxWatchers, "max-watchers", c.MaxWatchers, "most watch streams (GET /v1/watch) served at once; more are answered 503")
@@ -92,7 +102,10 @@ func (c Config) Validate() error {
 	if _, err := NewHostPolicy(c.Listen, c.AllowHosts); err != nil {
 		return err
 	}
-	return CheckListen(c.Listen, c.TokenFile != "")
+	if c.TokenFile != "" && c.CredentialsFile != "" {
+		return errors.New("--token-file and --credentials-file are exclusive: a credentials file can hold the token file's token as one credential (leasehold credentials hash)")
+	}
+	return CheckListen(c.Listen, c.TokenFile != "" || c.CredentialsFile != "")
 }
 
 // hostList is --allow-host: each use (or LEASEHOLD_ALLOW_HOST) adds its
@@ -126,7 +139,7 @@ func CheckListen(addr string, hasToken bool) error {
 		shown = "every interface"
 	}
 	return fmt.Errorf("refusing to listen on %s (--listen %q) without a token file: anyone who can reach it could claim and release leases; "+
-		"pass --token-file PATH (or LEASEHOLD_TOKEN_FILE), or listen on a loopback address such as %s", shown, addr, cli.DefaultListen)
+		"pass --token-file PATH or --credentials-file PATH (or LEASEHOLD_TOKEN_FILE, LEASEHOLD_CREDENTIALS_FILE), or listen on a loopback address such as %s", shown, addr, cli.DefaultListen)
 }
 
 func isLoopback(host string) bool {

@@ -89,6 +89,10 @@ func (h *handlers) GetLease(c echo.Context, task api.Task) error {
 // leasecore.DefaultListLimit leases unless the request says otherwise.
 func (h *handlers) ListLeases(c echo.Context, params api.ListLeasesParams) error {
 	leases, next, err := h.svc.List(c.Request().Context(), listParams(params.Limit, params.After))
+	// A scoped credential's page holds its own tasks only; next_after still
+	// continues after the store's page, so a page may be short or empty
+	// while more follow.
+	leases = readable(caller(c), leases, func(l leasecore.Lease) string { return l.Task })
 	return respondList(c, leases, next, err)
 }
 
@@ -125,6 +129,7 @@ func (h *handlers) GetLeaseHistory(c echo.Context, task api.Task, params api.Get
 // ListTasks answers GET /v1/tasks: one page, as ListLeases.
 func (h *handlers) ListTasks(c echo.Context, params api.ListTasksParams) error {
 	decls, next, err := h.svc.ListTasks(c.Request().Context(), listParams(params.Limit, params.After))
+	decls = readable(caller(c), decls, func(d leasecore.TaskDecl) string { return d.Name })
 	return respondTasks(c, decls, next, err)
 }
 

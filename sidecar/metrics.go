@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/sidecar/auth"
 )
 
 // metrics are one server's Prometheus collectors, on a registry of its own so
@@ -311,3 +312,24 @@ const (
 
 // refused counts a request refused before routing (guardOrigin).
 func (m *metrics) refused(reason string) { m.refusals.WithLabelValues(reason).Inc() }
+
+// registerCredentials exports what the server's credentials book holds and
+// how its reloads went.
+func (m *metrics) registerCredentials(b *auth.Book) {
+	m.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "leasehold_credentials",
+			Help: "Credentials the sidecar accepts now (its --credentials-file's entries, or 1 for a --token-file).",
+		}, func() float64 { return float64(b.Count()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "leasehold_credentials_reloads_total",
+			Help:        "Reloads of the credentials or token file after a change, by result: ok, or error (the sidecar kept the credentials it had).",
+			ConstLabels: prometheus.Labels{"result": "ok"},
+		}, func() float64 { ok, _ := b.Reloads(); return float64(ok) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "leasehold_credentials_reloads_total",
+			Help:        "Reloads of the credentials or token file after a change, by result: ok, or error (the sidecar kept the credentials it had).",
+			ConstLabels: prometheus.Labels{"result": "error"},
+		}, func() float64 { _, failed := b.Reloads(); return float64(failed) }),
+	)
+}

@@ -10,10 +10,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/version"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
+	"github.com/leasehold/leasehold/sidecar/auth"
 )
 
 // ShutdownTimeout bounds how long Serve waits for in-flight requests after
@@ -41,12 +41,20 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	var token []byte
-	if cfg.TokenFile != "" {
-		var err error
-		if token, err = cli.ReadTokenFile(cfg.TokenFile); err != nil {
-			return err
+	var book *auth.Book
+	switch opts := (auth.BookOptions{Grace: cfg.TokenGrace}); {
+	case cfg.TokenFile != "":
+		b, err := auth.OpenTokenFile(cfg.TokenFile, opts)
+		if err != nil {
+			return fmt.Errorf("token file (--token-file): %w", err)
 		}
+		book = b
+	case cfg.CredentialsFile != "":
+		b, err := auth.OpenCredentialsFile(cfg.CredentialsFile, opts)
+		if err != nil {
+			return fmt.Errorf("credentials file (--credentials-file): %w", err)
+		}
+		book = b
 	}
 	storeName := storeurl.Redact(cfg.Store)
 	store, err := storeurl.OpenWith(ctx, cfg.Store, storeurl.Options{WatchURL: cfg.WatchStore})
@@ -62,7 +70,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv, err := New(Options{Store: store, Token: token, Hosts: &hosts, Logger: log, MaxStreams: cfg.MaxStreams, MaxWatchers: cfg.MaxWatchers, RequireDeclared: cfg.RequireDeclared})
+	srv, err := New(Options{Store: store, Credentials: book, Hosts: &hosts, Logger: log, MaxStreams: cfg.MaxStreams, MaxWatchers: cfg.MaxWatchers, RequireDeclared: cfg.RequireDeclared})
 	if err != nil {
 		return err
 	}
@@ -88,10 +96,13 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	log.Info("leasehold listening", "addr", ln.Addr().String(), "store", storeName, "auth", len(token) > 0, "version", version.String())
+	log.Info("leasehold listening", "addr", ln.Addr().String(), "store", storeName, "auth", authMode(cfg), "version", version.String())
 
 	bgCtx, stopBackground := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	if book != nil {
+		wg.Go(func() { book.Watch(bgCtx, log) })
+	}
 	wg.Go(func() {
 		if !migrated {
 			if err := srv.MigrateUntilDone(bgCtx, storeName); err != nil {
@@ -133,4 +144,15 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// authMode says in the start-up log how callers are authenticated.
+func authMode(cfg Config) string {
+	switch {
+	case cfg.CredentialsFile != "":
+		return "credentials-file"
+	case cfg.TokenFile != "":
+		return "token-file"
+	}
+	return "none"
 }

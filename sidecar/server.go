@@ -2,8 +2,6 @@ package sidecar
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +18,7 @@ import (
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar/api"
+	"github.com/leasehold/leasehold/sidecar/auth"
 	"github.com/leasehold/leasehold/sidecar/console"
 )
 
@@ -29,8 +28,12 @@ type Options struct {
 	// leasecore.Service, whose one interceptor gates and times every call
 	// (Server.interceptStore); it never closes it (whoever opened it does).
 	Store leasecore.Store
-	// Token, when non-empty, is the bearer token every /v1/* request must
-	// carry. Empty disables authentication.
+	// Credentials are the bearer tokens /v1/* requests must carry, each
+	// naming a credential with its scope; nil, with no Token, disables
+	// authentication (every caller may do everything).
+	Credentials *auth.Book
+	// Token, when non-empty and Credentials is nil, is the one bearer
+	// token every /v1/* request must carry (auth.SingleToken).
 	Token []byte
 	// Hosts says which Host headers the server answers; nil means
 	// loopback names and IP addresses only (NewHostPolicy("", nil)).
@@ -109,13 +112,21 @@ func New(opts Options) (*Server, error) {
 	e.HidePort = true
 	e.HTTPErrorHandler = errorHandler(log)
 	// Order: count every request (and render its error), turn panics into
-	// 500s, refuse unauthenticated /v1 calls, then validate what is left.
+	// 500s, refuse unauthenticated /v1 calls, validate what is left, then
+	// refuse what the caller's credential does not cover.
 	ops := operations(sp.doc)
 	e.Use(m.middleware(httpRoutes(ops)), recoverPanics(log))
-	if len(opts.Token) > 0 {
-		e.Use(requireBearer(opts.Token))
+	book := opts.Credentials
+	if book == nil && len(opts.Token) > 0 {
+		book = auth.SingleToken(opts.Token)
 	}
-	e.Use(validateRequests(sp, ops))
+	if err := checkRights(ops); err != nil {
+		return nil, err
+	}
+	if book != nil {
+		m.registerCredentials(book)
+	}
+	e.Use(authenticate(book), validateRequests(sp, ops), authorize())
 	api.RegisterHandlers(e, h)
 	if err := checkRoutes(ops, e.Routes()); err != nil {
 		return nil, err
@@ -283,39 +294,6 @@ func recoverPanics(log *slog.Logger) echo.MiddlewareFunc {
 			return next(c)
 		}
 	}
-}
-
-// requireBearer refuses /v1/* requests that do not carry the token. The
-// comparison is in constant time over fixed-length digests, so neither the
-// token's content nor its length leaks through timing.
-func requireBearer(token []byte) echo.MiddlewareFunc {
-	want := sha256.Sum256(token)
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			path := c.Request().URL.Path
-			if path != "/v1" && !strings.HasPrefix(path, "/v1/") {
-				return next(c)
-			}
-			got, ok := bearerToken(c.Request().Header.Get(echo.HeaderAuthorization))
-			sum := sha256.Sum256([]byte(got))
-			if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 || !ok {
-				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="leasehold"`)
-				return newProblem(http.StatusUnauthorized, problemBlank, "",
-					"this sidecar requires Authorization: Bearer <token>, with the content of its token file")
-			}
-			return next(c)
-		}
-	}
-}
-
-// bearerToken extracts the credentials of an "Authorization: Bearer" header.
-func bearerToken(header string) (string, bool) {
-	scheme, cred, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	cred = strings.TrimSpace(cred)
-	return cred, cred != ""
 }
 
 // errNotMigrated is the cause of every lease operation refused before the

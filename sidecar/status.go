@@ -31,6 +31,8 @@ func (h *handlers) GetStatus(c echo.Context) error {
 		Watchers:  h.status.watchers.Load(),
 		Batching:  []api.WriteCount{},
 	}
+	cred := caller(c)
+	st.Caller = &api.Caller{Name: cred.Name, Prefixes: cred.Prefixes, Right: api.CallerRight(cred.Top())}
 	if err := h.ready(c.Request().Context()); err != nil {
 		st.Store.Ready, st.Store.Detail = false, storeurl.Redact(err.Error())
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar/api"
+	"github.com/leasehold/leasehold/sidecar/auth"
 )
 
 // The watch stream: GET /v1/watch relays a leasecore.Watcher's events as
@@ -124,7 +125,7 @@ func (h *handlers) WatchLeases(c echo.Context, params api.WatchLeasesParams) err
 		defer h.watches.running.Done()
 		defer h.watches.leave()
 		defer cancel()
-		ws := &watchStream{conn: conn, w: w, closing: h.watches.closing, frames: &h.watches.frames}
+		ws := &watchStream{conn: conn, w: w, closing: h.watches.closing, frames: &h.watches.frames, cred: caller(c)}
 		ws.serve(buf.Reader)
 	}()
 	return nil
@@ -136,6 +137,7 @@ type watchStream struct {
 	w       *leasecore.Watcher
 	closing <-chan struct{}
 	frames  *watchFrames
+	cred    *auth.Credential // events of tasks it may not read are not sent
 	out     []byte
 }
 
@@ -227,6 +229,9 @@ func (ws *watchStream) serve(in *bufio.Reader) {
 // appendEvent adds one history event to the pending output: its id, its
 // kind as the event name, and the Event as data.
 func (ws *watchStream) appendEvent(ev leasecore.Event) {
+	if ws.cred != auth.Anonymous && !ws.cred.Allows(auth.Read, ev.Task) {
+		return
+	}
 	ws.out = append(ws.out, ws.frames.frame(ev)...)
 }
 

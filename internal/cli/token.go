@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,15 +24,25 @@ func ReadTokenFile(path string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("token file %s: %w", path, err)
 	}
+	tok, err := ParseToken(b)
+	if err != nil {
+		return nil, fmt.Errorf("token file %s: %w", path, err)
+	}
+	return tok, nil
+}
+
+// ParseToken reads a token file's content: one word, without the white
+// space around it. Its errors never quote the content.
+func ParseToken(b []byte) ([]byte, error) {
 	if len(b) > maxTokenBytes {
-		return nil, fmt.Errorf("token file %s: larger than %d bytes; it should hold one token", path, maxTokenBytes)
+		return nil, fmt.Errorf("larger than %d bytes; it should hold one token", maxTokenBytes)
 	}
 	tok := bytes.TrimSpace(b)
 	if len(tok) == 0 {
-		return nil, fmt.Errorf("token file %s is empty", path)
+		return nil, errors.New("it is empty")
 	}
 	if bytes.ContainsAny(tok, " \t\r\n") {
-		return nil, fmt.Errorf("token file %s: the token must be one word without white space", path)
+		return nil, errors.New("the token must be one word without white space")
 	}
 	return tok, nil
 }

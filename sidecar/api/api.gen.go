@@ -11,6 +11,27 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for CallerRight.
+const (
+	Admin CallerRight = "admin"
+	Hold  CallerRight = "hold"
+	Read  CallerRight = "read"
+)
+
+// Valid indicates whether the value is a known member of the CallerRight enum.
+func (e CallerRight) Valid() bool {
+	switch e {
+	case Admin:
+		return true
+	case Hold:
+		return true
+	case Read:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ClaimAcquiredAcquired.
 const (
 	ClaimAcquiredAcquiredTrue ClaimAcquiredAcquired = true
@@ -322,6 +343,19 @@ func (e WatchEndReason) Valid() bool {
 		return false
 	}
 }
+
+// Caller The credential the request was made with, and what it may do: its task prefixes (`*`
+// for every task) and its highest right (`read`; `hold`, which includes read; `admin`,
+// which includes both). A sidecar that requires no token answers `name` empty, every
+// task and `admin`. Never the token.
+type Caller struct {
+	Name     string      `json:"name"`
+	Prefixes []string    `json:"prefixes"`
+	Right    CallerRight `json:"right"`
+}
+
+// CallerRight defines model for Caller.Right.
+type CallerRight string
 
 // ClaimAcquired The claim succeeded; `lease` is the caller's.
 type ClaimAcquired struct {
@@ -734,6 +768,12 @@ type SidecarStatus struct {
 	// carried; operations / statements is the batching factor. Empty when the store
 	// keeps no such counts.
 	Batching []WriteCount `json:"batching"`
+
+	// Caller The credential the request was made with, and what it may do: its task prefixes (`*`
+	// for every task) and its highest right (`read`; `hold`, which includes read; `admin`,
+	// which includes both). A sidecar that requires no token answers `name` empty, every
+	// task and `admin`. Never the token.
+	Caller *Caller `json:"caller,omitempty"`
 
 	// StartedAt RFC 3339 in UTC with exactly millisecond precision.
 	//

@@ -44,6 +44,7 @@ Usage:
                     [--require-declared] [--prune-interval 10m]
                     [--token-file PATH] [--log-format text|json] [--max-streams 20000]
                     [--max-watchers 1000] [--watch-store postgres://…] [--allow-host NAME]
+                    [--credentials-file PATH] [--token-grace 2m]
                     serve the HTTP API and the web console at /ui/ (migrates the store at start)
   leasehold migrate [--store URL] [--log-format text|json]
                     create or upgrade the store's schema, then exit
@@ -57,6 +58,8 @@ Usage:
 Operator commands, against a sidecar (--addr, the default) or a store (--store);
 human-readable, or the API's JSON with --json; exit statuses as run's:
 ` + opcli.Usage + `
+  leasehold credentials new --name N --prefix P --right read|hold|admin [--file PATH]
+                    make a named, scoped token for --credentials-file (leasehold credentials -h)
   leasehold version print the version (also leasehold --version)
   leasehold help    print this help
 
@@ -97,6 +100,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return storeCommand("migrate", cli.Migrate, rest, getenv, stderr)
 	case "prune":
 		return storeCommand("prune", cli.Prune, rest, getenv, stderr)
+	case "credentials":
+		return credentials(rest, os.Stdin, stdout, stderr)
 	case "run":
 		return leaserun.Main(context.Background(), rest, getenv, os.Stdin, stdout, stderr)
 	case "status", "get", "list", "history", "claim", "release", "watch":

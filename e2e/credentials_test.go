@@ -1,0 +1,132 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestTokenRotation: a --token-file mounted the way Kubernetes mounts a
+// Secret (token → ..data/token, ..data → a timestamped directory) is
+// swapped for a new token under a running sidecar. The new token is
+// accepted without a restart, the old one for the grace period
+// (--token-grace), then refused.
+func TestTokenRotation(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	generation := func(name, token string) {
+		t.Helper()
+		d := filepath.Join(dir, name)
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "token"), []byte(token+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		tmp := filepath.Join(dir, "..data_tmp")
+		if err := os.Symlink(name, tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	generation("..2026_12_04_01", "old-secret")
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.Symlink("..data/token", tokenFile); err != nil {
+		t.Fatal(err)
+	}
+	s := startSidecar(t, "sqlite:"+filepath.Join(t.TempDir(), "rotate.db"), "--token-file", tokenFile, "--token-grace", "3s")
+	s.waitReady()
+	status := func(token string) int { return s.callWithToken(token, http.MethodGet, "/v1/leases", nil).Status }
+	if got := status("old-secret"); got != http.StatusOK {
+		t.Fatalf("old token before the rotation: %d", got)
+	}
+
+	generation("..2026_12_04_02", "new-secret")
+	waitUntil(t, "the new token to be accepted", func() bool { return status("new-secret") == http.StatusOK })
+	// Within the grace period, which began when the sidecar read the new
+	// file, the old token still works; the order of these two checks
+	// cannot race, since the grace only ends after the new token works.
+	waitUntil(t, "the old token to be refused after the grace period", func() bool { return status("old-secret") == http.StatusUnauthorized })
+	if got := status("new-secret"); got != http.StatusOK {
+		t.Errorf("new token after the grace period: %d", got)
+	}
+	if logs := s.logs.String(); !strings.Contains(logs, "credentials reloaded") || strings.Contains(logs, "old-secret") || strings.Contains(logs, "new-secret") {
+		t.Errorf("the log must say the credentials were reloaded and never show a token:\n%s", logs)
+	}
+}
+
+// TestScopedCredentialsCLI: credentials made with `leasehold credentials
+// new` into a file that a running sidecar serves: a scoped token holds its
+// own tasks, is refused another team's (403 naming the credential), and a
+// credential added to the file later works without a restart.
+func TestScopedCredentialsCLI(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "credentials.json")
+	newCred := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(leaseholdBin, append([]string{"credentials", "new", "--file", file}, args...)...)
+		cmd.Env = cleanEnv()
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("leasehold credentials new %q: %v\n%s", args, err, stderr.String())
+		}
+		token := strings.TrimSpace(string(out))
+		if strings.Contains(stderr.String(), token) {
+			t.Errorf("the token is printed twice: stderr has it too")
+		}
+		return token
+	}
+	billing := newCred("--name", "billing", "--prefix", "billing/", "--right", "hold")
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), billing) {
+		t.Fatal("the credentials file holds the token itself, not its hash")
+	}
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("credentials file mode %v (%v), want 0600", fi.Mode(), err)
+	}
+
+	s := startSidecar(t, "sqlite:"+filepath.Join(t.TempDir(), "creds.db"), "--credentials-file", file)
+	s.waitReady()
+	if r := s.callWithToken(billing, http.MethodPost, "/v1/leases/billing%2Fnightly/claim", map[string]any{"owner": "b"}); r.Status != http.StatusOK {
+		t.Fatalf("billing claims its own task: %d %v", r.Status, r.Body)
+	}
+	r := s.callWithToken(billing, http.MethodPost, "/v1/leases/payroll%2Frun/claim", map[string]any{"owner": "b"})
+	if r.Status != http.StatusForbidden || !strings.Contains(fmt.Sprint(r.Body["detail"]), `credential "billing"`) ||
+		!strings.Contains(fmt.Sprint(r.Body["detail"]), `"payroll/run"`) {
+		t.Fatalf("billing claims payroll/run: %d %v, want 403 naming the credential and the task", r.Status, r.Body)
+	}
+
+	payroll := newCred("--name", "payroll", "--prefix", "payroll/", "--right", "hold")
+	waitUntil(t, "the added credential to be accepted", func() bool {
+		return s.callWithToken(payroll, http.MethodPost, "/v1/leases/payroll%2Frun/claim", map[string]any{"owner": "p"}).Status == http.StatusOK
+	})
+	for _, tok := range []string{billing, payroll} {
+		if strings.Contains(s.logs.String(), tok) {
+			t.Errorf("a token reached the sidecar's log")
+		}
+	}
+}
+
+// waitUntil polls cond until it holds, failing the test after a minute.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,159 @@
+package sidecar
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/sidecar/auth"
+)
+
+// Who may act: every /v1 request is authenticated (authenticate: the bearer
+// token names a credential of the server's auth.Book, or, with no book, the
+// caller is auth.Anonymous), then authorised once its operation is known
+// (authorize: the route's right, on the path's task when it names one).
+// Routes that list or follow many tasks answer only the caller's tasks
+// (ListLeases, ListTasks, WatchLeases filter by the credential).
+
+// callerKey keys the caller's credential in a request's context.
+type callerKey struct{}
+
+// caller is the credential a request acts for: Anonymous on a server that
+// requires no token.
+func caller(c echo.Context) *auth.Credential {
+	if cred, ok := c.Request().Context().Value(callerKey{}).(*auth.Credential); ok {
+		return cred
+	}
+	return auth.Anonymous
+}
+
+// authenticate refuses /v1/* requests that carry no token of the book (401)
+// and hands the others on with their credential. A nil book authenticates
+// nobody: every caller is Anonymous.
+func authenticate(book *auth.Book) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if book == nil || !isAPIPath(c.Request().URL.Path) {
+				return next(c)
+			}
+			got, ok := bearerToken(c.Request().Header.Get(echo.HeaderAuthorization))
+			cred, known := book.Authenticate([]byte(got))
+			if !ok || !known {
+				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="leasehold"`)
+				return newProblem(http.StatusUnauthorized, problemBlank, "",
+					"this sidecar requires Authorization: Bearer <token>, with a token of its token file or credentials file")
+			}
+			req := c.Request()
+			c.SetRequest(req.WithContext(context.WithValue(req.Context(), callerKey{}, cred)))
+			return next(c)
+		}
+	}
+}
+
+// bearerToken extracts the credentials of an "Authorization: Bearer" header.
+func bearerToken(header string) (string, bool) {
+	scheme, cred, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	cred = strings.TrimSpace(cred)
+	return cred, cred != ""
+}
+
+// routeRights is the right each /v1 route needs: on the path's task when
+// the route has one, else on some tasks (the answer then holds only the
+// caller's). Every /v1 operation of openapi.yaml must be here (New checks).
+var routeRights = map[routeKey]auth.Right{
+	{http.MethodGet, "/v1/leases"}:                 auth.Read,
+	{http.MethodGet, "/v1/leases/:task"}:           auth.Read,
+	{http.MethodPost, "/v1/leases/:task/claim"}:    auth.Hold,
+	{http.MethodPost, "/v1/leases/:task/renew"}:    auth.Hold,
+	{http.MethodPost, "/v1/leases/:task/release"}:  auth.Hold,
+	{http.MethodGet, "/v1/leases/:task/keepalive"}: auth.Hold,
+	{http.MethodGet, "/v1/leases/:task/history"}:   auth.Read,
+	{http.MethodGet, "/v1/watch"}:                  auth.Read,
+	{http.MethodGet, "/v1/tasks"}:                  auth.Read,
+	{http.MethodGet, "/v1/tasks/:task"}:            auth.Read,
+	{http.MethodGet, "/v1/policies"}:               auth.Read,
+	{http.MethodGet, "/v1/status"}:                 auth.Read,
+}
+
+// checkRights says whether routeRights names every /v1 operation and
+// nothing else, so that no /v1 route is left unauthorised.
+func checkRights(ops map[routeKey]*operation) error {
+	for k := range ops {
+		if _, ok := routeRights[k]; isAPIPath(k.path) && !ok {
+			return fmt.Errorf("sidecar: route %s %s has no right in routeRights", k.method, k.path)
+		}
+	}
+	for k := range routeRights {
+		if ops[k] == nil {
+			return fmt.Errorf("sidecar: routeRights names %s %s, which openapi.yaml does not have", k.method, k.path)
+		}
+	}
+	return nil
+}
+
+// authorize refuses a request whose credential lacks the route's right, on
+// the path's task when the route names one (403 naming the credential and
+// the task). It runs after validation, so the task is a valid name.
+func authorize() echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			right, ok := routeRights[routeKey{c.Request().Method, c.Path()}]
+			if !ok {
+				return next(c) // not /v1, or no route: echo answers
+			}
+			cred := caller(c)
+			task, hasTask := pathTask(c)
+			switch {
+			case hasTask && !cred.Allows(right, task):
+				return forbidden(cred, right, task)
+			case !hasTask && !cred.Has(right):
+				return forbidden(cred, right, "")
+			}
+			return next(c)
+		}
+	}
+}
+
+// pathTask is the route's {task}, percent-decoded.
+func pathTask(c echo.Context) (string, bool) {
+	for i, name := range c.ParamNames() {
+		if name != "task" || i >= len(c.ParamValues()) {
+			continue
+		}
+		v := c.ParamValues()[i]
+		if c.Request().URL.RawPath != "" {
+			if dec, err := url.PathUnescape(v); err == nil {
+				v = dec
+			}
+		}
+		return v, true
+	}
+	return "", false
+}
+
+// forbidden is the 403 of a request outside its credential's scope.
+func forbidden(cred *auth.Credential, right auth.Right, task string) error {
+	return &leasecore.ForbiddenError{Principal: cred.Principal(), Right: string(right), Task: task, Scope: cred.Scope()}
+}
+
+// readable keeps the items whose task the caller may read.
+func readable[T any](cred *auth.Credential, items []T, task func(T) string) []T {
+	if cred == auth.Anonymous {
+		return items
+	}
+	out := items[:0:0]
+	for _, it := range items {
+		if cred.Allows(auth.Read, task(it)) {
+			out = append(out, it)
+		}
+	}
+	return out
+}
