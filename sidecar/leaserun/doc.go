@@ -23,8 +23,14 @@
 // It migrates the store first, as a sidecar does at start, so a new SQLite
 // file works at once.
 //
+// --addr (or LEASEHOLD_ADDR) is checked by cli.ParseAddr, as the operator
+// commands check theirs: http:// or https://, a host, a port from 1 to
+// 65535 when given, no path, query or fragment; anything else is a usage
+// error (64) naming it. A password in it is masked wherever it is printed.
 // --token-file names the sidecar's bearer token file, as for
-// `leasehold serve`.
+// `leasehold serve`. What the sidecar answers (a holder's owner, a refusal's
+// detail) is logged as a quoted value, so an escape sequence or a newline
+// in it prints as \x1b or \n.
 //
 // With --wait a held task is claimed again (the sidecar waits on its side
 // first, with wait_ms) until the wait runs out, paced as leasecore.ClaimWait

@@ -164,6 +164,13 @@ func parse(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	if set["addr"] && set["store"] {
 		return usageError("%s and %s are exclusive: a sidecar holds the lease, or leasehold run does", cli.EnvName("addr"), cli.EnvName("store"))
 	}
+	if cfg.Store == "" && !onLine["addr"] {
+		// Checked here only to name the variable it came from; check()
+		// names --addr.
+		if _, err := cli.ParseAddr(cfg.Addr); err != nil {
+			return usageError("%s=%q: %v", cli.EnvName("addr"), cli.RedactAddr(cfg.Addr), err)
+		}
+	}
 	if set["ttl"] && cfg.TTL == 0 { // zero in Config means "not given"
 		return usageError("%v", flagError("ttl", cfg.TTL, ttlRule))
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/storeurl"
 )
 
 // Defaults of the flags.
@@ -108,12 +108,11 @@ func (c *Config) check() error {
 		return flagError("grace", c.Grace, "must not be negative")
 	}
 	if c.Store == "" {
-		u, err := url.Parse(c.Addr)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-			return flagError("addr", c.Addr, "must be the sidecar's base URL, as in "+DefaultAddr)
+		if _, err := cli.ParseAddr(c.Addr); err != nil {
+			return flagError("addr", cli.RedactAddr(c.Addr), err.Error())
 		}
 	} else if !strings.HasPrefix(c.Store, "sqlite:") && !strings.HasPrefix(c.Store, "postgres://") && !strings.HasPrefix(c.Store, "postgresql://") {
-		return flagError("store", c.Store, "must be sqlite:PATH or postgres://USER@HOST:PORT/DB")
+		return flagError("store", storeurl.Redact(c.Store), "must be sqlite:PATH or postgres://USER@HOST:PORT/DB")
 	}
 	if len(c.Command) == 0 {
 		return errors.New("no command to run: put it after --, as in leasehold run --task nightly -- ./report.sh")
@@ -224,7 +223,7 @@ func acquire(ctx context.Context, cfg *Config, log *slog.Logger) (hold, int) {
 		log.Error("undeclared", "task", cfg.Task, "err", err)
 		return nil, ExitUndeclared
 	case errors.Is(err, errUnauthorized):
-		log.Error("unauthorized", "addr", cfg.Addr, "err", err)
+		log.Error("unauthorized", "addr", cli.RedactAddr(cfg.Addr), "err", err)
 		return nil, ExitNoPerm
 	default:
 		log.Error("unavailable", "task", cfg.Task, "err", err)

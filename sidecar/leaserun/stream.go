@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/sse"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar/api"
@@ -88,7 +89,11 @@ func openStream(ctx context.Context, cfg *Config, wait time.Duration) (hold, err
 
 	req, err := http.NewRequestWithContext(sctx, http.MethodGet, endpoint, nil)
 	if err != nil {
-		return fail(fmt.Errorf("%w: --addr %q: %v", leasecore.ErrInvalid, cfg.Addr, err))
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err // its URL would repeat --addr, password and all
+		}
+		return fail(fmt.Errorf("%w: --addr %q: %v", leasecore.ErrInvalid, cli.RedactAddr(cfg.Addr), err))
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	if cfg.BearerToken != "" {
@@ -100,7 +105,7 @@ func openStream(ctx context.Context, cfg *Config, wait time.Duration) (hold, err
 		if errors.As(err, &uerr) {
 			err = uerr.Err // the URL would only repeat --addr
 		}
-		return fail(leasecore.Unavailable("keepalive", fmt.Errorf("sidecar %s (is leasehold serve running there?): %w", cfg.Addr, err)))
+		return fail(leasecore.Unavailable("keepalive", fmt.Errorf("sidecar %s (is leasehold serve running there?): %w", cli.RedactAddr(cfg.Addr), err)))
 	}
 	if resp.StatusCode != http.StatusOK {
 		err := refusal(resp, cfg.Task)
@@ -109,7 +114,7 @@ func openStream(ctx context.Context, cfg *Config, wait time.Duration) (hold, err
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		resp.Body.Close()
-		return fail(leasecore.Unavailable("keepalive", fmt.Errorf("%s answered 200 with %q, not an event stream: is --addr a leasehold sidecar?", cfg.Addr, mt)))
+		return fail(leasecore.Unavailable("keepalive", fmt.Errorf("%s answered 200 with %q, not an event stream: is --addr a leasehold sidecar?", cli.RedactAddr(cfg.Addr), mt)))
 	}
 
 	r := sse.NewReader(resp.Body)
@@ -130,7 +135,7 @@ func openStream(ctx context.Context, cfg *Config, wait time.Duration) (hold, err
 	}
 	if err != nil {
 		resp.Body.Close()
-		return fail(leasecore.Unavailable("keepalive", fmt.Errorf("stream from %s: %w", cfg.Addr, err)))
+		return fail(leasecore.Unavailable("keepalive", fmt.Errorf("stream from %s: %w", cli.RedactAddr(cfg.Addr), err)))
 	}
 	if !detach() {
 		// ctx ended meanwhile, and with it the request.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/backoff"
+	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/sse"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
@@ -21,22 +22,26 @@ import (
 // client asks a sidecar over its HTTP API.
 type client struct {
 	base  string // the sidecar's base URL, without a trailing slash
+	name  string // base as messages and the output name it: its password masked
 	token string // the bearer token; empty sends none
 	http  *http.Client
 	notes io.Writer // where watch reports reconnections
 }
 
 func newClient(base, token string, notes io.Writer) *client {
-	return &client{base: base, token: token, http: &http.Client{}, notes: notes}
+	return &client{base: base, name: cli.RedactAddr(base), token: token, http: &http.Client{}, notes: notes}
 }
 
 // problemUndeclared is the problem type of a claim of an undeclared task.
 const problemUndeclared = "urn:leasehold:problem:undeclared-task"
 
-// do sends a request and decodes a 2xx answer (and, for the statuses in
-// also, that answer too) into out. Any other answer is an error with the
-// exit status it calls for. It returns the status.
-func (c *client) do(ctx context.Context, method, path string, body, out any, also ...int) (int, error) {
+// do sends a request to path, an instance of the operation (method,
+// template) of openapi.yaml, and decodes a 2xx answer (and, for the
+// statuses in also, that answer too) into out. An answer that is not one
+// the API gives there (see checkAnswer) is an error saying so, with status
+// 69; any other refusal is an error with the exit status it calls for. It
+// returns the status.
+func (c *client) do(ctx context.Context, method, template, path string, body, out any, also ...int) (int, error) {
 	var r io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -62,6 +67,9 @@ func (c *client) do(ctx context.Context, method, path string, body, out any, als
 	if err != nil {
 		return 0, withCode(ExitUnavailable, "%s %s: reading the answer: %v", method, path, err)
 	}
+	if err := checkAnswer(method, template, resp.StatusCode, resp.Header, data); err != nil {
+		return resp.StatusCode, c.notSidecar(method, path, err)
+	}
 	ok := resp.StatusCode/100 == 2
 	for _, s := range also {
 		ok = ok || resp.StatusCode == s
@@ -70,9 +78,19 @@ func (c *client) do(ctx context.Context, method, path string, body, out any, als
 		return resp.StatusCode, answerError(resp.StatusCode, data)
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return resp.StatusCode, fmt.Errorf("%s %s: answer %d is not the API's JSON: %v", method, path, resp.StatusCode, err)
+		return resp.StatusCode, c.notSidecar(method, path, &notTheAPI{fmt.Sprintf("status %d with a body that does not decode: %v", resp.StatusCode, err)})
 	}
 	return resp.StatusCode, nil
+}
+
+// notSidecar is the error of an answer that is not the API's (why): the
+// server at --addr is not a leasehold sidecar, or not one that works.
+func (c *client) notSidecar(method, path string, why error) error {
+	var n *notTheAPI
+	if !errors.As(why, &n) {
+		return why // not the answer's fault
+	}
+	return withCode(ExitUnavailable, "the server at %s did not answer like a leasehold sidecar (check --addr): %s %s: %v", c.name, method, path, why)
 }
 
 func (c *client) authorize(req *http.Request) {
@@ -81,13 +99,14 @@ func (c *client) authorize(req *http.Request) {
 	}
 }
 
-// unreachable is the error of a sidecar that could not be asked.
+// unreachable is the error of a sidecar that could not be asked; it names
+// the sidecar with its password masked.
 func unreachable(base string, err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
-	return withCode(ExitUnavailable, "sidecar %s unavailable: %v", base, err)
+	return withCode(ExitUnavailable, "sidecar %s unavailable: %v", cli.RedactAddr(base), err)
 }
 
 // answerError turns a refusal into an error with its exit status; its text
@@ -126,7 +145,7 @@ func taskPath(task string) string { return "/v1/leases/" + url.PathEscape(task) 
 
 func (c *client) status(ctx context.Context, o *options) error {
 	var st api.SidecarStatus
-	if _, err := c.do(ctx, http.MethodGet, "/v1/status", nil, &st); err != nil {
+	if _, err := c.do(ctx, http.MethodGet, "/v1/status", "/v1/status", nil, &st); err != nil {
 		return err
 	}
 	if o.json {
@@ -134,7 +153,7 @@ func (c *client) status(ctx context.Context, o *options) error {
 			return err
 		}
 	} else {
-		printSidecarStatus(o.stdout, c.base, &st)
+		printSidecarStatus(o.stdout, c.name, &st)
 	}
 	if !st.Store.Ready {
 		return &exitError{code: ExitUnavailable, told: true, err: fmt.Errorf("the sidecar's store is not ready: %s", st.Store.Detail)}
@@ -144,11 +163,15 @@ func (c *client) status(ctx context.Context, o *options) error {
 
 func (c *client) get(ctx context.Context, task string) (*api.Lease, error) {
 	var st api.LeaseState
-	if _, err := c.do(ctx, http.MethodGet, taskPath(task), nil, &st); err != nil {
+	if _, err := c.do(ctx, http.MethodGet, "/v1/leases/{task}", taskPath(task), nil, &st); err != nil {
 		return nil, err
 	}
-	if !st.Held {
-		return nil, nil
+	// What the schema cannot say: a lease exactly when held, and of the task asked about.
+	switch {
+	case st.Held != (st.Lease != nil):
+		return nil, c.notSidecar(http.MethodGet, taskPath(task), &notTheAPI{fmt.Sprintf("held is %v, but the answer has %s lease", st.Held, map[bool]string{true: "a", false: "no"}[st.Lease != nil])})
+	case st.Lease != nil && st.Lease.Task != task:
+		return nil, c.notSidecar(http.MethodGet, taskPath(task), &notTheAPI{fmt.Sprintf("the lease is of task %q", st.Lease.Task)})
 	}
 	return st.Lease, nil
 }
@@ -159,19 +182,24 @@ func (c *client) list(ctx context.Context, after string) ([]api.Lease, string, e
 		q.Set("after", after)
 	}
 	var l api.LeaseList
-	if _, err := c.do(ctx, http.MethodGet, "/v1/leases?"+q.Encode(), nil, &l); err != nil {
+	if _, err := c.do(ctx, http.MethodGet, "/v1/leases", "/v1/leases?"+q.Encode(), nil, &l); err != nil {
 		return nil, "", err
 	}
 	next := ""
 	if l.NextAfter != nil {
 		next = *l.NextAfter
+		// Pages walk forward by task: a next_after that does not would
+		// have list ask for the same page until it times out.
+		if next <= after {
+			return nil, "", c.notSidecar(http.MethodGet, "/v1/leases?"+q.Encode(), &notTheAPI{fmt.Sprintf("next_after %q does not come after %q", next, after)})
+		}
 	}
 	return l.Leases, next, nil
 }
 
 func (c *client) history(ctx context.Context, task string, limit int) ([]api.Event, error) {
 	var l api.EventList
-	_, err := c.do(ctx, http.MethodGet, taskPath(task)+"/history?limit="+strconv.Itoa(limit), nil, &l)
+	_, err := c.do(ctx, http.MethodGet, "/v1/leases/{task}/history", taskPath(task)+"/history?limit="+strconv.Itoa(limit), nil, &l)
 	return l.Events, err
 }
 
@@ -188,15 +216,19 @@ func (c *client) claim(ctx context.Context, v *verbFlags) (*api.Lease, *api.Clai
 		api.ClaimHeld
 		Lease *api.Lease `json:"lease"`
 	}
-	status, err := c.do(ctx, http.MethodPost, taskPath(v.task)+"/claim", req, &answer, http.StatusConflict)
+	path := taskPath(v.task) + "/claim"
+	status, err := c.do(ctx, http.MethodPost, "/v1/leases/{task}/claim", path, req, &answer, http.StatusConflict)
 	if err != nil {
 		return nil, nil, err
 	}
 	if status == http.StatusConflict {
 		return nil, &answer.ClaimHeld, nil
 	}
-	if answer.Lease == nil {
-		return nil, nil, errors.New("the claim's answer has no lease")
+	if l := answer.Lease; l == nil || l.Task != v.task || l.Owner != v.owner {
+		if l == nil {
+			return nil, nil, c.notSidecar(http.MethodPost, path, &notTheAPI{"the claim's answer has no lease"})
+		}
+		return nil, nil, c.notSidecar(http.MethodPost, path, &notTheAPI{fmt.Sprintf("the lease granted is of task %q to owner %q", l.Task, l.Owner)})
 	}
 	return answer.Lease, nil, nil
 }
@@ -207,7 +239,7 @@ func (c *client) release(ctx context.Context, v *verbFlags) (bool, error) {
 		req.Token = &v.token
 	}
 	var r api.ReleaseResult
-	_, err := c.do(ctx, http.MethodPost, taskPath(v.task)+"/release", req, &r)
+	_, err := c.do(ctx, http.MethodPost, "/v1/leases/{task}/release", taskPath(v.task)+"/release", req, &r)
 	return r.Released, err
 }
 

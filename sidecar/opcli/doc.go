@@ -19,11 +19,39 @@
 // what `leasehold run` hands its command, and must not turn an operator's
 // release into its command's).
 //
+// --addr must be an http:// or https:// URL with a host, a port from 1 to
+// 65535 when it has one, and no path, query or fragment (cli.ParseAddr, as
+// for `leasehold run`); anything else is a usage error (64) naming --addr
+// or LEASEHOLD_ADDR. A password in it is masked (xxxxx) wherever the
+// address is printed.
+//
 // Output is for people by default: aligned columns, expiries both relative
 // (by the store's clock, from ttl_remaining_ms) and absolute. With --json
 // each verb prints the HTTP API's JSON shape (openapi.yaml) as one
 // document, whichever mode it runs in; `watch --json` prints one event
 // object per line.
+//
+// # What the server says is not trusted
+//
+// Every string a sidecar or a store answers (task, owner, note, detail,
+// times, versions) is printed for people escaped as a Go string literal
+// would write it, without the quotes: printable characters of any script
+// as they are, a backslash doubled, and anything else as \n, \t, \x1b,
+// \x7f, \u009b, \u202e (a note "\x1b]0;title\a" cannot retitle the
+// terminal, nor a newline forge a line). Error messages escape the same
+// characters, keeping their own backslashes (they quote values with %q).
+// --json prints the same values, with every character that is not
+// printable written as a \u escape (encoding/json leaves DEL, the C1
+// controls and the bidirectional overrides raw).
+//
+// Over a sidecar, each answer to status, get, list, history, claim and
+// release must be one that openapi.yaml (as built into this binary)
+// declares for the request: a declared status, Content-Type and a body
+// matching the schema (but not its patterns: a task named under an older
+// rule still reads); a refusal may also be any problem+json. Any other answer (200 with null or
+// {}, an HTML page, another shape, another Content-Type) ends the verb
+// with 69 and a message that the server at --addr did not answer like a
+// leasehold sidecar; nothing is printed on stdout.
 //
 // # Watch
 //
@@ -46,7 +74,8 @@
 //	1   get: the task has no live lease (as grep's 1 for no match);
 //	    or any other failure
 //	64  usage: a bad flag or argument, or the sidecar refused the input (400, 422)
-//	69  the sidecar or store is unavailable (or status found its store not ready)
+//	69  the sidecar or store is unavailable (or status found its store not
+//	    ready), or the server at --addr did not answer like a sidecar
 //	70  release: the owner (and token) did not hold the task, so nothing was released
 //	75  claim: another owner holds the task
 //	77  the sidecar refused the credentials (401), or the task is reserved (403)

@@ -62,5 +62,7 @@ func exitCode(err error) int {
 	}
 }
 
-// message is err as the operator reads it, with any credential masked.
-func message(err error) string { return storeurl.Redact(err.Error()) }
+// message is err as the operator reads it: any credential masked, and any
+// character that is not printable escaped (a sidecar's or a store's text
+// may carry terminal escape sequences; see escapeControls).
+func message(err error) string { return escapeControls(storeurl.Redact(err.Error())) }

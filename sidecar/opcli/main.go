@@ -6,12 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar/api"
 	"github.com/leasehold/leasehold/sidecar/leaserun"
 )
@@ -138,7 +138,7 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 			return usageError("--token-file is for a sidecar (--addr), not with --store")
 		}
 		if !strings.HasPrefix(o.store, "sqlite:") && !strings.HasPrefix(o.store, "postgres://") && !strings.HasPrefix(o.store, "postgresql://") {
-			return usageError("--store %q: must be sqlite:PATH or postgres://USER@HOST:PORT/DB", o.store)
+			return usageError("--store %q: must be sqlite:PATH or postgres://USER@HOST:PORT/DB", storeurl.Redact(o.store))
 		}
 		sb, err := openStore(ctx, o.store, verb == "claim" || verb == "release")
 		if err != nil {
@@ -148,9 +148,11 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 		defer sb.close()
 		b = sb
 	} else {
-		u, err := url.Parse(o.addr)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-			return usageError("--addr %q: must be the sidecar's base URL, as in %s", o.addr, leaserun.DefaultAddr)
+		if _, err := cli.ParseAddr(o.addr); err != nil {
+			if !onLine["addr"] {
+				return usageError("%s=%q: %v", cli.EnvName("addr"), cli.RedactAddr(o.addr), err)
+			}
+			return usageError("--addr %q: %v", cli.RedactAddr(o.addr), err)
 		}
 		var token string
 		if o.tokenFile != "" {

@@ -1,6 +1,7 @@
 package opcli_test
 
 import (
+	"encoding/json"
 	"os"
 	"regexp"
 	"strconv"
@@ -47,6 +48,31 @@ func TestREADMESession(t *testing.T) {
 	if commands < 6 {
 		t.Errorf("the README session runs %d commands; it should show the verbs", commands)
 	}
+}
+
+// The README's example of escaping (a note given as JSON, and the line
+// `leasehold get` prints for it) is what get prints.
+func TestREADMEEscaping(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n### Operator commands\n")
+	if !ok {
+		t.Fatal("README has no ### Operator commands section")
+	}
+	m := regexp.MustCompile("claimed with the note\\s+`(\"[^`]*\")` \\(as JSON\\) shows in `leasehold get` as\\s+```text\n([^\n]*)\n```").FindStringSubmatch(section)
+	if m == nil {
+		t.Fatal("the Operator commands section has no escaping example (a note as JSON, then a ```text block)")
+	}
+	var note string
+	if err := json.Unmarshal([]byte(m[1]), &note); err != nil {
+		t.Fatalf("the README's note %s is not a JSON string: %v", m[1], err)
+	}
+	conn := []string{"--addr", sidecarOn(t, openStore(t, sqliteURL(t)), "", false).URL}
+	leasehold(t, nil, "claim", append([]string{"report", "--owner", "w1", "--note", note}, conn...)...).expect(t, 0)
+	leasehold(t, nil, "get", append([]string{"report"}, conn...)...).expect(t, 0, m[2]+"\n")
 }
 
 var (

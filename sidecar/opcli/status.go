@@ -8,29 +8,32 @@ import (
 	"github.com/leasehold/leasehold/sidecar/api"
 )
 
-// printSidecarStatus prints GET /v1/status for people.
+// printSidecarStatus prints GET /v1/status for people, its strings escaped
+// for a terminal (display); addr is the sidecar's address, its password
+// masked.
 func printSidecarStatus(w io.Writer, addr string, st *api.SidecarStatus) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "sidecar\t%s\n", addr)
-	fmt.Fprintf(tw, "version\t%s\n", st.Version)
-	fmt.Fprintf(tw, "started\t%s\n", st.StartedAt)
+	fmt.Fprintf(tw, "sidecar\t%s\n", display(addr))
+	fmt.Fprintf(tw, "version\t%s\n", display(st.Version))
+	fmt.Fprintf(tw, "started\t%s\n", display(st.StartedAt))
 	fmt.Fprintf(tw, "store\t%s\n", storeText(&st.Store))
 	fmt.Fprintf(tw, "streams\t%d open of %d\n", st.Streams.Open, st.Streams.Max)
 	fmt.Fprintf(tw, "watchers\t%d\n", st.Watchers)
 	label := "batching"
 	for _, b := range st.Batching {
-		fmt.Fprintf(tw, "%s\t%s: %d operations in %d round trips%s\n", label, b.Op, b.Operations, b.Statements, factor(b.Operations, b.Statements))
+		fmt.Fprintf(tw, "%s\t%s: %d operations in %d round trips%s\n", label, display(b.Op), b.Operations, b.Statements, factor(b.Operations, b.Statements))
 		label = ""
 	}
 	_ = tw.Flush()
 }
 
-// storeText is a store's kind and readiness in a few words.
+// storeText is a store's kind and readiness in a few words, escaped for a
+// terminal.
 func storeText(s *api.StoreStatus) string {
 	if s.Ready {
-		return fmt.Sprintf("%s, ready", s.Kind)
+		return display(string(s.Kind)) + ", ready"
 	}
-	return fmt.Sprintf("%s, not ready: %s", s.Kind, s.Detail)
+	return fmt.Sprintf("%s, not ready: %s", display(string(s.Kind)), display(s.Detail))
 }
 
 // factor is the batching factor, when there is one.

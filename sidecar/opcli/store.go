@@ -61,7 +61,7 @@ func (s *storeBackend) status(ctx context.Context, o *options) error {
 	st := StoreStatus{Version: version.String(), Store: api.StoreStatus{Kind: api.StoreStatusKind(storeurl.Kind(s.store)), Ready: true}, Schema: "current"}
 	err := s.svc.Ping(ctx)
 	if err != nil {
-		st.Store.Ready, st.Store.Detail = false, message(err)
+		st.Store.Ready, st.Store.Detail = false, storeurl.Redact(err.Error()) // as a sidecar says it; printed through display
 		switch {
 		case errors.Is(err, leasecore.ErrSchemaMissing):
 			st.Schema = "missing"
@@ -77,9 +77,9 @@ func (s *storeBackend) status(ctx context.Context, o *options) error {
 		}
 	} else {
 		tw := tabwriter.NewWriter(o.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "store\t%s\n", s.name)
+		fmt.Fprintf(tw, "store\t%s\n", display(s.name))
 		fmt.Fprintf(tw, "kind\t%s\n", st.Store.Kind)
-		fmt.Fprintf(tw, "ready\t%s\n", map[bool]string{true: "yes", false: "no: " + st.Store.Detail}[st.Store.Ready])
+		fmt.Fprintf(tw, "ready\t%s\n", map[bool]string{true: "yes", false: "no: " + display(st.Store.Detail)}[st.Store.Ready])
 		fmt.Fprintf(tw, "schema\t%s\n", st.Schema)
 		fmt.Fprintf(tw, "version\t%s (this leasehold)\n", st.Version)
 		_ = tw.Flush()

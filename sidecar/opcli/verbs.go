@@ -1,6 +1,7 @@
 package opcli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -83,7 +84,7 @@ func runList(ctx context.Context, b backend, o *options, v *verbFlags) error {
 	w := tabwriter.NewWriter(o.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "TASK\tOWNER\tTOKEN\tEXPIRES\tNOTE")
 	for _, l := range leases {
-		fmt.Fprintf(w, "%s\t%s\t%d\tin %s (%s)\t%s\n", l.Task, l.Owner, l.Token, millisText(l.TtlRemainingMs), l.ExpiresAt, l.Note)
+		fmt.Fprintf(w, "%s\t%s\t%d\tin %s (%s)\t%s\n", display(l.Task), display(l.Owner), l.Token, millisText(l.TtlRemainingMs), display(l.ExpiresAt), display(l.Note))
 	}
 	return w.Flush()
 }
@@ -110,7 +111,7 @@ func runHistory(ctx context.Context, b backend, o *options, v *verbFlags) error 
 	w := tabwriter.NewWriter(o.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tAT\tKIND\tOWNER\tTOKEN\tDETAIL")
 	for _, e := range events {
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\n", e.Id, e.At, e.Kind, e.Owner, e.Token, e.Detail)
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\n", e.Id, display(e.At), display(string(e.Kind)), display(e.Owner), e.Token, display(e.Detail))
 	}
 	return w.Flush()
 }
@@ -131,8 +132,8 @@ func runClaim(ctx context.Context, b backend, o *options, v *verbFlags) error {
 				return err
 			}
 		} else {
-			fmt.Fprintf(o.stdout, "%s is held by %s, expires in %s (%s)\n", v.task, held.Holder.Owner,
-				millisText(held.Holder.TtlRemainingMs), held.Holder.ExpiresAt)
+			fmt.Fprintf(o.stdout, "%s is held by %s, expires in %s (%s)\n", v.task, display(held.Holder.Owner),
+				millisText(held.Holder.TtlRemainingMs), display(held.Holder.ExpiresAt))
 		}
 		return &exitError{code: ExitHeld, told: true, err: fmt.Errorf("task %q is held by %q", v.task, held.Holder.Owner)}
 	}
@@ -185,7 +186,7 @@ func runWatch(ctx context.Context, b backend, o *options, v *verbFlags) error {
 			return printJSONLine(o.stdout, e)
 		}
 		// Columns aligned per line: a watch prints as events come.
-		fmt.Fprintf(w, "%d\t%s\t%-10s\t%s\t%s\ttoken %d\t%s\n", e.Id, e.At, e.Kind, e.Task, e.Owner, e.Token, e.Detail)
+		fmt.Fprintf(w, "%d\t%s\t%-10s\t%s\t%s\ttoken %d\t%s\n", e.Id, display(e.At), display(string(e.Kind)), display(e.Task), display(e.Owner), e.Token, display(e.Detail))
 		return w.Flush()
 	}
 	ready := func(pos int64) {
@@ -200,18 +201,19 @@ func runWatch(ctx context.Context, b backend, o *options, v *verbFlags) error {
 	return err
 }
 
-// printLease prints a lease as label and value lines.
+// printLease prints a lease as label and value lines, its strings escaped
+// for a terminal (display).
 func printLease(w io.Writer, l *api.Lease) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "task\t%s\n", l.Task)
-	fmt.Fprintf(tw, "owner\t%s\n", l.Owner)
+	fmt.Fprintf(tw, "task\t%s\n", display(l.Task))
+	fmt.Fprintf(tw, "owner\t%s\n", display(l.Owner))
 	fmt.Fprintf(tw, "token\t%d\n", l.Token)
-	fmt.Fprintf(tw, "expires\tin %s (%s)\n", millisText(l.TtlRemainingMs), l.ExpiresAt)
+	fmt.Fprintf(tw, "expires\tin %s (%s)\n", millisText(l.TtlRemainingMs), display(l.ExpiresAt))
 	fmt.Fprintf(tw, "ttl\t%s\n", millisText(l.TtlMs))
-	fmt.Fprintf(tw, "acquired\t%s\n", l.AcquiredAt)
-	fmt.Fprintf(tw, "renewed\t%s (%d renewals)\n", l.RenewedAt, l.RenewCount)
+	fmt.Fprintf(tw, "acquired\t%s\n", display(l.AcquiredAt))
+	fmt.Fprintf(tw, "renewed\t%s (%d renewals)\n", display(l.RenewedAt), l.RenewCount)
 	if l.Note != "" {
-		fmt.Fprintf(tw, "note\t%s\n", l.Note)
+		fmt.Fprintf(tw, "note\t%s\n", display(l.Note))
 	}
 	_ = tw.Flush()
 }
@@ -226,17 +228,26 @@ func millisText(ms int64) string {
 	return d.Round(100 * time.Millisecond).String()
 }
 
-// printJSON prints v as one indented JSON document.
+// printJSON prints v as one indented JSON document, with no character a
+// terminal would act on (jsonText).
 func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	return writeJSON(w, v, "  ")
 }
 
-// printJSONLine prints v as one line of JSON.
+// printJSONLine prints v as one line of JSON, with no character a terminal
+// would act on (jsonText).
 func printJSONLine(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	return writeJSON(w, v, "")
+}
+
+func writeJSON(w io.Writer, v any, indent string) error {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", indent)
 	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(jsonText(b.Bytes()))
+	return err
 }
