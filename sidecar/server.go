@@ -102,7 +102,7 @@ func New(opts Options) (*Server, error) {
 	// Order: count every request (and render its error), turn panics into
 	// 500s, refuse unauthenticated /v1 calls, then validate what is left.
 	ops := operations(sp.doc)
-	e.Use(m.middleware(httpRoutes(ops)), recoverPanics(log))
+	e.Use(m.middleware(httpRoutes(ops), newHTTPLabels(ops)), recoverPanics(log))
 	if len(opts.Token) > 0 {
 		e.Use(requireBearer(opts.Token))
 	}
