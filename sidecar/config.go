@@ -29,9 +29,12 @@ type Config struct {
 	TokenFile string
 	// LogFormat is text or json.
 	LogFormat string
-	// MaxStreams caps concurrent keepalive streams; 0 means DefaultMaxStreams.
+	// MaxStreams caps concurrent keepalive streams; 0 means
+	// DefaultMaxStreams, lowered when the open-file limit cannot hold it. A
+	// cap given that the limit cannot hold fails Serve (see FileReserve).
 	MaxStreams int
-	// MaxWatchers caps concurrent watch streams; 0 means DefaultMaxWatchers.
+	// MaxWatchers caps concurrent watch streams; 0 means
+	// DefaultMaxWatchers, lowered as MaxStreams is.
 	MaxWatchers int
 	// RequireDeclared refuses claims of tasks that are not declared.
 	RequireDeclared bool
@@ -42,8 +45,7 @@ type Config struct {
 
 // DefaultConfig returns the configuration of `leasehold serve` with no flags.
 func DefaultConfig() Config {
-	return Config{Listen: cli.DefaultListen, Store: storeurl.Default, LogFormat: "text", MaxStreams: DefaultMaxStreams,
-		MaxWatchers: DefaultMaxWatchers, PruneInterval: leasecore.DefaultPruneInterval}
+	return Config{Listen: cli.DefaultListen, Store: storeurl.Default, LogFormat: "text", PruneInterval: leasecore.DefaultPruneInterval}
 }
 
 // RegisterFlags defines the serve flags on fs, with c's values as defaults.
@@ -53,8 +55,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.WatchStore, "watch-store", c.WatchStore, "PostgreSQL `URL` the watch (GET /v1/watch) listens for changes on, reaching the server directly when --store goes through PgBouncer; default: --store")
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "`path` of a file holding the bearer token required on /v1/*")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log `format`: text or json")
-	fs.IntVar(&c.MaxStreams, "max-streams", c.MaxStreams, "most keepalive streams held at once; more are answered 503")
-	fs.IntVar(&c.MaxWatchers, "max-watchers", c.MaxWatchers, "most watch streams (GET /v1/watch) served at once; more are answered 503")
+	fs.IntVar(&c.MaxStreams, "max-streams", c.MaxStreams, fmt.Sprintf("most keepalive streams held at once; more are answered 503. Each holds a file descriptor: "+
+		"unset (or 0) means %d, lowered to fit the open-file limit; a value set that the limit cannot hold is refused at start", DefaultMaxStreams))
+	fs.IntVar(&c.MaxWatchers, "max-watchers", c.MaxWatchers, fmt.Sprintf("most watch streams (GET /v1/watch) served at once; more are answered 503. "+
+		"Unset (or 0) means %d, lowered or refused as --max-streams is", DefaultMaxWatchers))
 	fs.BoolVar(&c.RequireDeclared, "require-declared", c.RequireDeclared, "refuse claims of tasks that are not declared (leasehold_task in Terraform)")
 	fs.DurationVar(&c.PruneInterval, "prune-interval", c.PruneInterval, "how often to prune lease history by the tasks' retention policies; 0 disables pruning in this sidecar")
 }

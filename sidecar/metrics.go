@@ -32,6 +32,7 @@ type metrics struct {
 	storeSeries     map[string]storeSeries // storeOps' series, resolved once; read-only
 	requests        *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
+	shed            prometheus.Counter // connections fdListener answered for want of a descriptor
 }
 
 // Label values of the lease outcome counters.
@@ -90,7 +91,11 @@ func newMetrics() *metrics {
 			Buckets: prometheus.DefBuckets,
 		}, []string{"method", "route"}),
 	}
-	reg.MustRegister(m.claims, m.renewals, m.releases, m.storeDuration, m.storeErrors, m.requests, m.requestDuration,
+	m.shed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "leasehold_connections_shed_total",
+		Help: "Connections answered 503 unavailable and closed, unserved, because the process had no file descriptor left (its open-file limit, RLIMIT_NOFILE, was reached).",
+	})
+	reg.MustRegister(m.claims, m.renewals, m.releases, m.storeDuration, m.storeErrors, m.requests, m.requestDuration, m.shed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Start every known series at zero so that rates work from the first scrape.
 	for _, r := range []string{resultAcquired, resultRefreshed, resultHeld, resultUnavailable, resultInvalid, resultUndeclared} {
