@@ -75,8 +75,16 @@ func startSidecar(t *testing.T, store string, extra ...string) *sidecar {
 // launchSidecar is startSidecar reporting failure as an error, for callers
 // outside the test's goroutine (a fault that restarts a sidecar).
 func launchSidecar(t *testing.T, store string, extra ...string) (*sidecar, error) {
+	return launchWrapped(t, nil, store, extra...)
+}
+
+// launchWrapped is launchSidecar running `leasehold serve` through wrapper:
+// a command and its first arguments, to which leasehold's path and
+// arguments are appended, and which runs them (say, after setting a limit).
+func launchWrapped(t *testing.T, wrapper []string, store string, extra ...string) (*sidecar, error) {
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--store", store}, extra...)
-	cmd := exec.Command(leaseholdBin, args...)
+	argv := append(append(append([]string(nil), wrapper...), leaseholdBin), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = cleanEnv()
 	logs := &lockedbuf.Buffer{}
 	pr, pw := io.Pipe()

@@ -41,9 +41,12 @@ type Config struct {
 	TokenGrace time.Duration
 	// LogFormat is text or json.
 	LogFormat string
-	// MaxStreams caps concurrent keepalive streams; 0 means DefaultMaxStreams.
+	// MaxStreams caps concurrent keepalive streams; 0 means
+	// DefaultMaxStreams, lowered when the open-file limit cannot hold it. A
+	// cap given that the limit cannot hold fails Serve (see FileReserve).
 	MaxStreams int
-	// MaxWatchers caps concurrent watch streams; 0 means DefaultMaxWatchers.
+	// MaxWatchers caps concurrent watch streams; 0 means
+	// DefaultMaxWatchers, lowered as MaxStreams is.
 	MaxWatchers int
 	// RequireDeclared refuses claims of tasks that are not declared.
 	RequireDeclared bool
@@ -54,8 +57,7 @@ type Config struct {
 
 // DefaultConfig returns the configuration of `leasehold serve` with no flags.
 func DefaultConfig() Config {
-	return Config{Listen: cli.DefaultListen, Store: storeurl.Default, LogFormat: "text", MaxStreams: DefaultMaxStreams,
-		MaxWatchers: DefaultMaxWatchers, PruneInterval: leasecore.DefaultPruneInterval}
+	return Config{Listen: cli.DefaultListen, Store: storeurl.Default, LogFormat: "text", PruneInterval: leasecore.DefaultPruneInterval}
 }
 
 // RegisterFlags defines the serve flags on fs, with c's values as defaults.
@@ -68,8 +70,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.CredentialsFile, "credentials-file", c.CredentialsFile, "`path` of a credentials file: named bearer tokens (stored as SHA-256), each with the task prefixes it covers and its right (read, hold, admin); exclusive with --token-file")
 	fs.DurationVar(&c.TokenGrace, "token-grace", c.TokenGrace, "how long a token replaced in --token-file or --credentials-file stays accepted after the file changes (re-read every 2s); a removed credential is refused at once; -1s: no grace")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log `format`: text or json")
-	fs.IntVar(&c.MaxStreams, "max-streams", c.MaxStreams, "most keepalive streams held at once; more are answered 503")
-	fs.IntVar(&c.MaxWatchers, "max-watchers", c.MaxWatchers, "most watch streams (GET /v1/watch) served at once; more are answered 503")
+	fs.IntVar(&c.MaxStreams, "max-streams", c.MaxStreams, fmt.Sprintf("most keepalive streams held at once; more are answered 503. Each holds a file descriptor: "+
+		"unset (or 0) means %d, lowered to fit the open-file limit; a value set that the limit cannot hold is refused at start", DefaultMaxStreams))
+	fs.IntVar(&c.MaxWatchers, "max-watchers", c.MaxWatchers, fmt.Sprintf("most watch streams (GET /v1/watch) served at once; more are answered 503. "+
+		"Unset (or 0) means %d, lowered or refused as --max-streams is", DefaultMaxWatchers))
 	fs.BoolVar(&c.RequireDeclared, "require-declared", c.RequireDeclared, "refuse claims of tasks that are not declared (leasehold_task in Terraform)")
 	fs.DurationVar(&c.PruneInterval, "prune-interval", c.PruneInterval, "how often to prune lease history by the tasks' retention policies; 0 disables pruning in this sidecar")
 }

@@ -110,7 +110,7 @@ func TestServeFlagsFromEnv(t *testing.T) {
 	if err := cli.ApplyEnv(fs, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
-	want := Config{Listen: "127.0.0.1:9999", Store: "sqlite:/from/flag.db", TokenFile: "/env/token", LogFormat: "text", MaxStreams: DefaultMaxStreams, MaxWatchers: DefaultMaxWatchers,
+	want := Config{Listen: "127.0.0.1:9999", Store: "sqlite:/from/flag.db", TokenFile: "/env/token", LogFormat: "text",
 		RequireDeclared: true, PruneInterval: 30 * time.Minute, AllowHosts: []string{"leasehold.default.svc", "*.svc.cluster.local"}}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("config %+v, want %+v (flag wins over env, env over default)", cfg, want)

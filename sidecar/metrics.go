@@ -34,6 +34,7 @@ type metrics struct {
 	requests        *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
 	refusals        *prometheus.CounterVec
+	shed            prometheus.Counter // connections fdListener answered for want of a descriptor
 }
 
 // Label values of the lease outcome counters.
@@ -82,11 +83,13 @@ func newMetrics() *metrics {
 		}, []string{"operation"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leasehold_http_requests_total",
-			Help: "HTTP requests answered, by method, route template (\"unmatched\" for 404/405) and status code.",
+			Help: "HTTP requests answered, by method, route and code, each from a fixed set: method GET, POST or HEAD (HEAD on a GET route counts as GET), \"other\" for any other; " +
+				"route a path template of openapi.yaml (/v1/leases/:task/claim), \"unmatched\" for a request routed to none and for every 404 and 405; " +
+				"code a status code openapi.yaml lists, or 405, any other as its class (\"2xx\").",
 		}, []string{"method", "route", "code"}),
 		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "leasehold_http_request_duration_seconds",
-			Help:    "Time to answer HTTP requests, by method and route template.",
+			Help:    "Time to answer HTTP requests, by method and route, folded as in leasehold_http_requests_total.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"method", "route"}),
 	}
@@ -97,7 +100,11 @@ func newMetrics() *metrics {
 	for _, r := range []string{refusedHost, refusedCrossSite} {
 		m.refusals.WithLabelValues(r)
 	}
-	reg.MustRegister(m.claims, m.renewals, m.releases, m.storeDuration, m.storeErrors, m.requests, m.requestDuration, m.refusals,
+	m.shed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "leasehold_connections_shed_total",
+		Help: "Connections answered 503 unavailable and closed, unserved, because the process had no file descriptor left (its open-file limit, RLIMIT_NOFILE, was reached).",
+	})
+	reg.MustRegister(m.claims, m.renewals, m.releases, m.storeDuration, m.storeErrors, m.requests, m.requestDuration, m.refusals, m.shed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Start every known series at zero so that rates work from the first scrape.
 	for _, r := range []string{resultAcquired, resultRefreshed, resultHeld, resultUnavailable, resultInvalid, resultUndeclared} {
@@ -200,16 +207,69 @@ func (m *metrics) released(released bool, err error) {
 	m.releases.WithLabelValues(strconv.FormatBool(released)).Inc()
 }
 
+// Label values of the request metrics that stand for everything outside
+// their fixed sets, so that nothing a client sends (a made-up method, a
+// path no route has) adds a series.
+const (
+	labelOther     = "other"     // a method no operation takes; a status outside 100–599
+	routeUnmatched = "unmatched" // routed to no operation, or answered 404 or 405
+)
+
+// httpLabels are the fixed label sets of the request metrics, taken from
+// openapi.yaml once: the methods its operations take (and HEAD, answered on
+// every GET route), and the status codes it lists (and 405, which echo
+// answers for a method a path does not take).
+type httpLabels struct {
+	methods map[string]bool
+	codes   map[int]bool
+}
+
+func newHTTPLabels(ops map[routeKey]*operation) httpLabels {
+	l := httpLabels{methods: map[string]bool{http.MethodHead: true}, codes: map[int]bool{http.StatusMethodNotAllowed: true}}
+	for k, op := range ops {
+		l.methods[k.method] = true
+		if op.route.Operation.Responses == nil {
+			continue
+		}
+		for code := range op.route.Operation.Responses.Map() {
+			if n, err := strconv.Atoi(code); err == nil {
+				l.codes[n] = true
+			}
+		}
+	}
+	return l
+}
+
+// method is the label of a request's method.
+func (l httpLabels) method(m string) string {
+	if l.methods[m] {
+		return m
+	}
+	return labelOther
+}
+
+// code is the label of a status: itself when listed, else its class.
+func (l httpLabels) code(status int) string {
+	switch {
+	case l.codes[status]:
+		return strconv.Itoa(status)
+	case status >= 100 && status <= 599:
+		return strconv.Itoa(status/100) + "xx"
+	default:
+		return labelOther
+	}
+}
+
 // routeMetrics are the request metrics of one route (method and route
 // template), resolved from their vectors on the route's first request and
 // then used without a label lookup: the duration's observer, and a counter
-// per status code answered so far.
+// per code label answered so far.
 type routeMetrics struct {
 	method, route string
 	once          sync.Once
 	duration      prometheus.Observer
-	codes         atomic.Pointer[map[int]prometheus.Counter] // copied on write
-	mu            sync.Mutex                                 // serialises writers of codes
+	codes         atomic.Pointer[map[string]prometheus.Counter] // copied on write
+	mu            sync.Mutex                                    // serialises writers of codes
 }
 
 // httpRoutes returns a routeMetrics for each route, for middleware.
@@ -217,23 +277,23 @@ func httpRoutes[V any](routes map[routeKey]V) map[routeKey]*routeMetrics {
 	out := make(map[routeKey]*routeMetrics, len(routes))
 	for k := range routes {
 		rm := &routeMetrics{method: k.method, route: k.path}
-		rm.codes.Store(&map[int]prometheus.Counter{})
+		rm.codes.Store(&map[string]prometheus.Counter{})
 		out[k] = rm
 	}
 	return out
 }
 
-func (m *metrics) observe(rm *routeMetrics, status int, elapsed time.Duration) {
+func (m *metrics) observe(rm *routeMetrics, code string, elapsed time.Duration) {
 	rm.once.Do(func() { rm.duration = m.requestDuration.WithLabelValues(rm.method, rm.route) })
 	codes := rm.codes.Load()
-	counter, ok := (*codes)[status]
+	counter, ok := (*codes)[code]
 	if !ok {
 		rm.mu.Lock()
 		codes = rm.codes.Load()
-		if counter, ok = (*codes)[status]; !ok {
-			counter = m.requests.WithLabelValues(rm.method, rm.route, strconv.Itoa(status))
+		if counter, ok = (*codes)[code]; !ok {
+			counter = m.requests.WithLabelValues(rm.method, rm.route, code)
 			grown := maps.Clone(*codes)
-			grown[status] = counter
+			grown[code] = counter
 			rm.codes.Store(&grown)
 		}
 		rm.mu.Unlock()
@@ -244,9 +304,10 @@ func (m *metrics) observe(rm *routeMetrics, status int, elapsed time.Duration) {
 
 // middleware counts and times every request, and renders its error (through
 // the error handler) first so that the status recorded is the one sent.
-// routes are the routes whose metrics are resolved once (httpRoutes); any
-// other request is counted by label lookup.
-func (m *metrics) middleware(routes map[routeKey]*routeMetrics) echo.MiddlewareFunc {
+// routes are the operations' routes, whose metrics are resolved once
+// (httpRoutes); every other request, and every 404 or 405, is counted under
+// the route "unmatched", its method and code folded into labels' sets.
+func (m *metrics) middleware(routes map[routeKey]*routeMetrics, labels httpLabels) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			start := time.Now()
@@ -254,16 +315,17 @@ func (m *metrics) middleware(routes map[routeKey]*routeMetrics) echo.MiddlewareF
 				c.Error(err)
 			}
 			status := c.Response().Status
-			route := c.Path()
-			method := c.Request().Method
-			if status == http.StatusNotFound || status == http.StatusMethodNotAllowed || route == "" {
-				route = "unmatched"
-			} else if rm := routes[routeKey{method, route}]; rm != nil {
-				m.observe(rm, status, time.Since(start))
+			// c.Path() is a route template, or a prefix of one for a path
+			// no route has; the method is the client's own. Only an
+			// operation's pair of them is a label.
+			rm := routes[routeKey{c.Request().Method, c.Path()}]
+			if rm != nil && status != http.StatusNotFound && status != http.StatusMethodNotAllowed {
+				m.observe(rm, labels.code(status), time.Since(start))
 				return nil
 			}
-			m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
-			m.requestDuration.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
+			method := labels.method(c.Request().Method)
+			m.requests.WithLabelValues(method, routeUnmatched, labels.code(status)).Inc()
+			m.requestDuration.WithLabelValues(method, routeUnmatched).Observe(time.Since(start).Seconds())
 			return nil
 		}
 	}

@@ -37,8 +37,19 @@ const StartupMigrateTimeout = 15 * time.Second
 // 503 meanwhile. When ctx ends Serve stops accepting connections, lets
 // in-flight requests finish, and closes the store. A clean stop returns nil.
 // No credential in cfg.Store reaches the log or the error.
+//
+// Before it opens anything, Serve raises the soft open-file limit to the
+// hard one and fits the stream caps to it, with FileReserve descriptors to
+// spare: a cap given that does not fit fails Serve, naming its flag and the
+// limit; a cap left at its default is lowered to fit, with a warning.
+// Connections that arrive when no descriptor is left anyway are answered
+// 503 at once.
 func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	maxStreams, maxWatchers, err := fitFileLimit(cfg, log)
+	if err != nil {
 		return err
 	}
 	var book *auth.Book
@@ -70,7 +81,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv, err := New(Options{Store: store, Credentials: book, Hosts: &hosts, Logger: log, MaxStreams: cfg.MaxStreams, MaxWatchers: cfg.MaxWatchers, RequireDeclared: cfg.RequireDeclared})
+	srv, err := New(Options{Store: store, Credentials: book, Hosts: &hosts, Logger: log, MaxStreams: maxStreams, MaxWatchers: maxWatchers, RequireDeclared: cfg.RequireDeclared})
 	if err != nil {
 		return err
 	}
@@ -94,6 +105,11 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	// Connections that arrive when the process has no descriptor left are
+	// answered 503 instead of waiting in the backlog (fdListener).
+	if ln, err = newFDListener(ln, log, srv.metrics.shed); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	log.Info("leasehold listening", "addr", ln.Addr().String(), "store", storeName, "auth", authMode(cfg), "version", version.String())

@@ -115,7 +115,7 @@ func New(opts Options) (*Server, error) {
 	// 500s, refuse unauthenticated /v1 calls, validate what is left, then
 	// refuse what the caller's credential does not cover.
 	ops := operations(sp.doc)
-	e.Use(m.middleware(httpRoutes(ops)), recoverPanics(log))
+	e.Use(m.middleware(httpRoutes(ops), newHTTPLabels(ops)), recoverPanics(log))
 	book := opts.Credentials
 	if book == nil && len(opts.Token) > 0 {
 		book = auth.SingleToken(opts.Token)
