@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/internal/version"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
@@ -36,6 +37,10 @@ const StartupMigrateTimeout = 15 * time.Second
 // background, retrying until it succeeds; readyz and lease operations answer
 // 503 meanwhile. When ctx ends Serve stops accepting connections, lets
 // in-flight requests finish, and closes the store. A clean stop returns nil.
+// On a Unix socket (cfg.Listen unix:PATH) it first removes a stale socket
+// file that a sidecar which did not stop cleanly left at PATH (never
+// anything else), publishes the socket with cfg.ListenMode already set, and
+// removes it as it stops.
 // No credential in cfg.Store reaches the log or the error.
 func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
@@ -58,7 +63,9 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			log.Warn("closing the store", "store", storeName, "err", err)
 		}
 	}()
-	srv, err := New(Options{Store: store, Token: token, Logger: log, MaxStreams: cfg.MaxStreams, MaxWatchers: cfg.MaxWatchers, RequireDeclared: cfg.RequireDeclared})
+	socketPath, _ := endpoint.SocketPath(cfg.Listen)
+	srv, err := New(Options{Store: store, Token: token, Logger: log, MaxStreams: cfg.MaxStreams, MaxWatchers: cfg.MaxWatchers, RequireDeclared: cfg.RequireDeclared,
+		UnixSocket: socketPath})
 	if err != nil {
 		return err
 	}
@@ -80,11 +87,33 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			"store", storeName, "err", err)
 	}
 
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+	var ln net.Listener
+	listening := []any{"store", storeName, "auth", len(token) > 0, "version", version.String()}
+	unpublish := func() {}
+	if socketPath != "" {
+		mode := cfg.ListenMode
+		if mode == 0 {
+			mode = DefaultListenMode
+		}
+		sock, err := listenUnix(socketPath, mode, log)
+		if err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+		ln = sock
+		listening = append([]any{"addr", endpoint.UnixPrefix + socketPath, "mode", fmt.Sprintf("%04o", uint32(mode))}, listening...)
+		unpublish = func() {
+			if err := sock.unpublish(); err != nil {
+				log.Warn("removing the socket", "path", socketPath, "err", err)
+			}
+		}
+		defer unpublish() // whatever ends Serve; once done, a second call finds nothing
+	} else {
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+		listening = append([]any{"addr", ln.Addr().String()}, listening...)
 	}
-	log.Info("leasehold listening", "addr", ln.Addr().String(), "store", storeName, "auth", len(token) > 0, "version", version.String())
+	log.Info("leasehold listening", listening...)
 
 	bgCtx, stopBackground := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -115,6 +144,9 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	// The socket file goes first: new clients find no sidecar there, and a
+	// successor may listen on the path while this one finishes.
+	unpublish()
 	log.Info("shutting down: finishing in-flight requests", "timeout", ShutdownTimeout.String())
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 	defer cancel()

@@ -46,6 +46,13 @@ type Options struct {
 	// start this long after the change. Zero or less means
 	// leasecore.DefaultDeclarationsMaxAge.
 	DeclarationsMaxAge time.Duration
+	// UnixSocket, when set, is the path of the Unix socket the server is
+	// served on (serve --listen unix:PATH) rather than a TCP address. Only
+	// local processes that the socket file's mode and directory admit can
+	// reach it, and no browser can: checks meant for callers over the
+	// network (the Host names answered, a token required off loopback)
+	// need not apply to it.
+	UnixSocket string
 }
 
 // Server is the sidecar's HTTP API over one lease store: the routes of
