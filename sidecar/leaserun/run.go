@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/leasecore"
 )
 
@@ -32,8 +32,9 @@ const (
 // Config is what Run needs: where the lease lives, which lease, and the
 // command to run under it.
 type Config struct {
-	// Addr is the sidecar's base URL, as in http://127.0.0.1:7411; used
-	// when Store is empty.
+	// Addr is the sidecar's base URL, as in http://127.0.0.1:7411, or
+	// unix:PATH for a sidecar serving on a Unix socket; used when Store is
+	// empty.
 	Addr string
 	// Store, when set, is the store URL (sqlite:PATH or postgres://…):
 	// leasehold run holds the lease itself, with no cli.
@@ -108,9 +109,8 @@ func (c *Config) check() error {
 		return flagError("grace", c.Grace, "must not be negative")
 	}
 	if c.Store == "" {
-		u, err := url.Parse(c.Addr)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-			return flagError("addr", c.Addr, "must be the sidecar's base URL, as in "+DefaultAddr)
+		if _, err := endpoint.Parse(c.Addr); err != nil {
+			return flagError("addr", c.Addr, err.Error())
 		}
 	} else if !strings.HasPrefix(c.Store, "sqlite:") && !strings.HasPrefix(c.Store, "postgres://") && !strings.HasPrefix(c.Store, "postgresql://") {
 		return flagError("store", c.Store, "must be sqlite:PATH or postgres://USER@HOST:PORT/DB")

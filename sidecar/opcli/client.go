@@ -14,20 +14,23 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/backoff"
+	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/internal/sse"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
 
 // client asks a sidecar over its HTTP API.
 type client struct {
-	base  string // the sidecar's base URL, without a trailing slash
+	base  string // the base URL of requests, without a trailing slash
+	name  string // the sidecar's address as given (--addr), for messages
 	token string // the bearer token; empty sends none
 	http  *http.Client
 	notes io.Writer // where watch reports reconnections
 }
 
-func newClient(base, token string, notes io.Writer) *client {
-	return &client{base: base, token: token, http: &http.Client{}, notes: notes}
+// newClient asks the sidecar at ep, over TCP or its Unix socket.
+func newClient(ep endpoint.Endpoint, token string, notes io.Writer) *client {
+	return &client{base: ep.Base(), name: ep.String(), token: token, http: &http.Client{Transport: ep.Transport()}, notes: notes}
 }
 
 // problemUndeclared is the problem type of a claim of an undeclared task.
@@ -55,7 +58,7 @@ func (c *client) do(ctx context.Context, method, path string, body, out any, als
 	c.authorize(req)
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, unreachable(c.base, err)
+		return 0, unreachable(c.name, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
@@ -82,12 +85,12 @@ func (c *client) authorize(req *http.Request) {
 }
 
 // unreachable is the error of a sidecar that could not be asked.
-func unreachable(base string, err error) error {
+func unreachable(addr string, err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
-	return withCode(ExitUnavailable, "sidecar %s unavailable: %v", base, err)
+	return withCode(ExitUnavailable, "sidecar %s unavailable: %v", addr, err)
 }
 
 // answerError turns a refusal into an error with its exit status; its text
@@ -134,7 +137,7 @@ func (c *client) status(ctx context.Context, o *options) error {
 			return err
 		}
 	} else {
-		printSidecarStatus(o.stdout, c.base, &st)
+		printSidecarStatus(o.stdout, c.name, &st)
 	}
 	if !st.Store.Ready {
 		return &exitError{code: ExitUnavailable, told: true, err: fmt.Errorf("the sidecar's store is not ready: %s", st.Store.Detail)}
@@ -273,7 +276,7 @@ func (c *client) watchOnce(ctx context.Context, prefix string, pos *int64, conne
 	c.authorize(req)
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return unreachable(c.base, err)
+		return unreachable(c.name, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
