@@ -163,10 +163,20 @@ func bindPrivate(dir string, mode os.FileMode) (net.Listener, string, error) {
 			return nil, "", err
 		}
 	}
-	// The umask may have taken bits from 0700; the owner needs them all.
-	if err := os.Chmod(private, 0o700); err != nil {
+	// The umask may have taken bits from 0700, which the owner needs all of.
+	// A chmod then keeps the setgid bit the directory got from dir (an
+	// emptyDir volume of a pod with an fsGroup has it): it gives the socket
+	// dir's group, as binding in dir itself would.
+	fi, err := os.Lstat(private)
+	if err != nil {
 		_ = os.Remove(private)
 		return nil, "", err
+	}
+	if fi.Mode().Perm() != 0o700 {
+		if err := os.Chmod(private, 0o700|fi.Mode()&os.ModeSetgid); err != nil {
+			_ = os.Remove(private)
+			return nil, "", err
+		}
 	}
 	sock := filepath.Join(private, "s")
 	ln, err := net.Listen("unix", sock)

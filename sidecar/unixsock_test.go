@@ -114,8 +114,8 @@ func serveUntilStopped(t *testing.T, cfg Config) (addr string, logs *lockedbuf.B
 }
 
 // serveErr runs Serve, which must fail before listening, and returns its
-// error and log.
-func serveErr(t *testing.T, cfg Config) (error, string) {
+// log and error.
+func serveErr(t *testing.T, cfg Config) (string, error) {
 	t.Helper()
 	var logs lockedbuf.Buffer
 	log, _ := cli.NewLogger("text", &logs)
@@ -128,7 +128,7 @@ func serveErr(t *testing.T, cfg Config) (error, string) {
 	if strings.Contains(logs.String(), "leasehold listening") {
 		t.Errorf("Serve listened before refusing:\n%s", logs.String())
 	}
-	return err, logs.String()
+	return logs.String(), err
 }
 
 // A sidecar on a Unix socket: the log names the socket, the file has the
@@ -321,7 +321,7 @@ func TestServeLeavesAloneWhatIsNotAStaleSocket(t *testing.T) {
 			t.Parallel()
 			path := filepath.Join(socketDir(t), "l.sock")
 			intact := c.put(t, path)
-			err, _ := serveErr(t, Config{Listen: "unix:" + path, Store: sqliteStoreURL(t), LogFormat: "text"})
+			_, err := serveErr(t, Config{Listen: "unix:" + path, Store: sqliteStoreURL(t), LogFormat: "text"})
 			if !strings.Contains(err.Error(), c.reason) || !strings.Contains(err.Error(), "unix:"+path) {
 				t.Errorf("Serve = %v, want an error naming unix:%s and saying %q", err, path, c.reason)
 			}
