@@ -118,7 +118,16 @@ type unixSocket struct {
 // listenUnix serves on a Unix socket at path with mode (see above). It logs
 // the removal of a stale socket.
 func listenUnix(path string, mode os.FileMode, log *slog.Logger) (*unixSocket, error) {
-	unlock, err := lockDir(filepath.Dir(path))
+	dir := filepath.Dir(path)
+	switch fi, err := os.Stat(dir); {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("unix:%s: the socket's directory %s does not exist; leasehold does not create it", path, dir)
+	case err != nil:
+		return nil, fmt.Errorf("unix:%s: the socket's directory: %w", path, err)
+	case !fi.IsDir():
+		return nil, fmt.Errorf("unix:%s: %s is not a directory", path, dir)
+	}
+	unlock, err := lockDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("unix:%s: locking its directory: %w", path, err)
 	}
@@ -126,9 +135,9 @@ func listenUnix(path string, mode os.FileMode, log *slog.Logger) (*unixSocket, e
 	if err := removeStale(path, log); err != nil {
 		return nil, err
 	}
-	ln, private, err := bindPrivate(filepath.Dir(path), mode)
+	ln, private, err := bindPrivate(dir, mode)
 	if err != nil {
-		return nil, fmt.Errorf("unix:%s: %w", path, err)
+		return nil, fmt.Errorf("unix:%s: cannot create a socket in %s: %w", path, dir, err)
 	}
 	defer os.RemoveAll(filepath.Dir(private)) // the socket's second name and its directory
 	if err := os.Link(private, path); err != nil {

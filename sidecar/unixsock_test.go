@@ -17,6 +17,7 @@ import (
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/internal/lockedbuf"
+	"github.com/leasehold/leasehold/internal/readonly"
 )
 
 // socketDir is a new directory with a short path, removed when t ends: a
@@ -330,6 +331,26 @@ func TestServeLeavesAloneWhatIsNotAStaleSocket(t *testing.T) {
 				t.Errorf("Serve left files beside the path: %v", entries)
 			}
 		})
+	}
+}
+
+// A directory that is not there, or that cannot be written, is an error
+// naming the path, and nothing is left behind.
+func TestServeOnASocketInAnUnusableDirectory(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(socketDir(t), "missing", "l.sock")
+	_, err := serveErr(t, Config{Listen: "unix:" + missing, Store: sqliteStoreURL(t), LogFormat: "text"})
+	if want := "unix:" + missing + ": the socket's directory " + filepath.Dir(missing) + " does not exist"; !strings.Contains(err.Error(), want) {
+		t.Errorf("Serve in a missing directory = %v, want %q", err, want)
+	}
+	dir := socketDir(t)
+	readonly.Make(t, dir)
+	_, err = serveErr(t, Config{Listen: "unix:" + filepath.Join(dir, "l.sock"), Store: sqliteStoreURL(t), LogFormat: "text"})
+	if want := "cannot create a socket in " + dir; !strings.Contains(err.Error(), want) {
+		t.Errorf("Serve in a read-only directory = %v, want %q", err, want)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("Serve left %v in the read-only directory", entries)
 	}
 }
 
