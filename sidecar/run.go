@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -87,33 +86,12 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			"store", storeName, "err", err)
 	}
 
-	var ln net.Listener
-	listening := []any{"store", storeName, "auth", len(token) > 0, "version", version.String()}
-	unpublish := func() {}
-	if socketPath != "" {
-		mode := cfg.ListenMode
-		if mode == 0 {
-			mode = DefaultListenMode
-		}
-		sock, err := listenUnix(socketPath, mode, log)
-		if err != nil {
-			return fmt.Errorf("listen: %w", err)
-		}
-		ln = sock
-		listening = append([]any{"addr", endpoint.UnixPrefix + socketPath, "mode", fmt.Sprintf("%04o", uint32(mode))}, listening...)
-		unpublish = func() {
-			if err := sock.unpublish(); err != nil {
-				log.Warn("removing the socket", "path", socketPath, "err", err)
-			}
-		}
-		defer unpublish() // whatever ends Serve; once done, a second call finds nothing
-	} else {
-		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
-			return fmt.Errorf("listen: %w", err)
-		}
-		listening = append([]any{"addr", ln.Addr().String()}, listening...)
+	ln, where, unpublish, err := listen(cfg, log)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
 	}
-	log.Info("leasehold listening", listening...)
+	defer unpublish() // whatever ends Serve; once done, a second call finds nothing
+	log.Info("leasehold listening", append(where, "store", storeName, "auth", len(token) > 0, "version", version.String())...)
 
 	bgCtx, stopBackground := context.WithCancel(ctx)
 	var wg sync.WaitGroup

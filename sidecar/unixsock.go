@@ -108,6 +108,35 @@ func (f listenModeFlag) Set(s string) error {
 	return nil
 }
 
+// listen opens the listener cfg.Listen names: TCP, or a Unix socket
+// published by listenUnix. It returns the log attributes that say where it
+// listens (the address, and a socket's mode), and what removes the socket
+// file at shutdown (nothing, for TCP).
+func listen(cfg Config, log *slog.Logger) (net.Listener, []any, func(), error) {
+	path, ok := endpoint.SocketPath(cfg.Listen)
+	if !ok {
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return ln, []any{"addr", ln.Addr().String()}, func() {}, nil
+	}
+	mode := cfg.ListenMode
+	if mode == 0 {
+		mode = DefaultListenMode
+	}
+	sock, err := listenUnix(path, mode, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	unpublish := func() {
+		if err := sock.unpublish(); err != nil {
+			log.Warn("removing the socket", "path", path, "err", err)
+		}
+	}
+	return sock, []any{"addr", endpoint.UnixPrefix + path, "mode", fmt.Sprintf("%04o", uint32(mode))}, unpublish, nil
+}
+
 // unixSocket is the listener of a sidecar serving on a Unix socket.
 type unixSocket struct {
 	net.Listener
