@@ -321,8 +321,14 @@ func (f *fleet) freeze(i int) chaos.Fault {
 
 // awaitReady polls base's /readyz until it answers 200, for up to d.
 func awaitReady(base string, d time.Duration) error {
+	return awaitReadyVia(http.DefaultClient, base, d)
+}
+
+// awaitReadyVia is awaitReady asking through client (its transport: over a
+// Unix socket, for a sidecar serving on one).
+func awaitReadyVia(client *http.Client, base string, d time.Duration) error {
 	deadline := time.Now().Add(d)
-	hc := &http.Client{Timeout: time.Second}
+	hc := &http.Client{Transport: client.Transport, Timeout: time.Second}
 	for {
 		resp, err := hc.Get(base + "/readyz")
 		status := 0

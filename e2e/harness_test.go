@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/internal/lockedbuf"
 	"github.com/leasehold/leasehold/leasecore"
 )
@@ -49,15 +50,19 @@ func TestMain(m *testing.M) {
 
 // sidecar is one running `leasehold serve` process.
 type sidecar struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	base string // http://127.0.0.1:PORT
-	logs *lockedbuf.Buffer
-	done chan struct{}
-	err  error // Wait's result, valid after done is closed
+	t      *testing.T
+	cmd    *exec.Cmd
+	base   string // http://127.0.0.1:PORT; http://localhost on a Unix socket
+	addr   string // what clients are given (--addr): base, or unix:PATH
+	socket string // the Unix socket's path, when it serves on one
+	hc     *http.Client
+	logs   *lockedbuf.Buffer
+	done   chan struct{}
+	err    error // Wait's result, valid after done is closed
 }
 
-var listenRE = regexp.MustCompile(`127\.0\.0\.1:(\d+)`)
+// listenRE finds the address in the "leasehold listening" line.
+var listenRE = regexp.MustCompile(`127\.0\.0\.1:(\d+)|unix:\S+`)
 
 // startSidecar runs `leasehold serve --listen 127.0.0.1:0 --store store` and
 // returns once the process has printed the address it listens on (extra
@@ -127,7 +132,19 @@ func launchWrapped(t *testing.T, wrapper []string, store string, extra ...string
 	}()
 	select {
 	case a := <-addr:
-		s.base = "http://" + a
+		ep, err := endpoint.Parse(a)
+		if _, unix := endpoint.SocketPath(a); !unix {
+			ep, err = endpoint.Parse("http://" + a)
+		}
+		if err != nil {
+			_ = cmd.Process.Kill()
+			return nil, fmt.Errorf("leasehold serve listens on %q: %w", a, err)
+		}
+		s.base, s.addr, s.socket = ep.Base(), ep.String(), ep.Socket()
+		s.hc = http.DefaultClient
+		if s.socket != "" {
+			s.hc = &http.Client{Transport: ep.Transport()}
+		}
 		return s, nil
 	case <-s.done:
 		return nil, fmt.Errorf("leasehold serve exited before listening (%v):\n%s", s.err, logs.String())
@@ -140,7 +157,7 @@ func launchWrapped(t *testing.T, wrapper []string, store string, extra ...string
 // waitReady polls /readyz until it answers 200.
 func (s *sidecar) waitReady() {
 	s.t.Helper()
-	if err := awaitReady(s.base, 30*time.Second); err != nil {
+	if err := awaitReadyVia(s.hc, s.base, 30*time.Second); err != nil {
 		s.t.Fatalf("sidecar %v:\n%s", err, s.logs.String())
 	}
 }
@@ -212,7 +229,7 @@ func (s *sidecar) callWithToken(token, method, path string, body any) response {
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.hc.Do(req)
 	if err != nil {
 		s.t.Fatalf("%s %s: %v", method, path, err)
 	}

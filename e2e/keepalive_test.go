@@ -55,7 +55,7 @@ func openEventStream[E any](s *sidecar, path string, header http.Header, buf int
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.hc.Do(req)
 	if err != nil {
 		cancel()
 		s.t.Fatalf("GET %s: %v", path, err)

@@ -18,7 +18,7 @@ var unittestRanRE = regexp.MustCompile(`(?m)^Ran (\d+) tests? in `)
 
 // The Python client's own unittest suite (clients/python/tests) runs against
 // real sidecars: one open (with a declared task), one that wants a bearer
-// token. Every test must run
+// token, one on a Unix socket over the open one's store. Every test must run
 // (a skip means the suite did not get its sidecars) and pass.
 func TestPythonClientPackage(t *testing.T) {
 	t.Parallel()
@@ -37,8 +37,12 @@ func TestPythonClientPackage(t *testing.T) {
 	}
 	open := startSidecar(t, openStore)
 	auth := startSidecar(t, "sqlite:"+filepath.Join(dir, "auth.db"), "--token-file", tokenFile)
+	// A third sidecar, on a Unix socket, shares the open one's store: what
+	// a client does over the socket shows over TCP.
+	sock := startSidecar(t, openStore, "--listen", "unix:"+socketPath(t))
 	open.waitReady()
 	auth.waitReady()
+	sock.waitReady()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -47,6 +51,7 @@ func TestPythonClientPackage(t *testing.T) {
 	cmd.Env = append(cleanEnv(),
 		"PYTHONDONTWRITEBYTECODE=1",
 		"LEASEHOLD_CLIENT_TEST_URL="+open.base,
+		"LEASEHOLD_CLIENT_TEST_UNIX_URL="+sock.addr,
 		"LEASEHOLD_CLIENT_TEST_AUTH_URL="+auth.base,
 		"LEASEHOLD_CLIENT_TEST_TOKEN_FILE="+tokenFile,
 		fmt.Sprintf("LEASEHOLD_CLIENT_TEST_DECLARED=%s=%d", decl.Name, decl.TTL.Milliseconds()),

@@ -15,9 +15,10 @@ import (
 )
 
 // The TypeScript client (clients/typescript) passes its own node --test suite
-// against real sidecars: one on each store behind a bearer token, one whose
-// store is down (every lease call 503), and a spare one the suite stops with
-// SIGTERM to see a keepalive holder told of the shutdown.
+// against real sidecars: one on each store behind a bearer token, another on
+// a Unix socket over the same store, one whose store is down (every lease
+// call 503), and a spare one the suite stops with SIGTERM to see a keepalive
+// holder told of the shutdown.
 func TestTypeScriptClient(t *testing.T) {
 	t.Parallel()
 	node := nodeBin(t, "the TypeScript client's tests")
@@ -29,10 +30,14 @@ func TestTypeScriptClient(t *testing.T) {
 			if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			main := startSidecar(t, kind.url(t), "--token-file", tokenFile)
+			store := kind.url(t)
+			main := startSidecar(t, store, "--token-file", tokenFile)
+			// On a Unix socket, over main's store, with its token.
+			unix := startSidecar(t, store, "--token-file", tokenFile, "--listen", "unix:"+socketPath(t))
 			down := startSidecar(t, pgtest.ClosedURL(t))
 			spare := startSidecar(t, "sqlite:"+filepath.Join(t.TempDir(), "spare.db"))
 			main.waitReady()
+			unix.waitReady()
 			spare.waitReady()
 
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -45,6 +50,7 @@ func TestTypeScriptClient(t *testing.T) {
 				"LEASEHOLD_TEST_DOWN_URL="+down.base,
 				"LEASEHOLD_TEST_SPARE_URL="+spare.base,
 				"LEASEHOLD_TEST_SPARE_PID="+strconv.Itoa(spare.cmd.Process.Pid),
+				"LEASEHOLD_TEST_UNIX_URL="+unix.addr,
 			)
 			out, err := cmd.CombinedOutput()
 			if err != nil {

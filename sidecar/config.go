@@ -6,18 +6,24 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 )
 
 // Config is what `leasehold serve` runs with.
 type Config struct {
-	// Listen is the TCP address to serve on (host:port; port 0 picks one).
+	// Listen is the address to serve on: a TCP host:port (port 0 picks
+	// one), or unix:PATH for a Unix socket at PATH.
 	Listen string
+	// ListenMode is the file mode of the socket of a unix: Listen; 0 means
+	// DefaultListenMode. It must be 0 for a TCP Listen.
+	ListenMode os.FileMode
 	// Store is the store URL: sqlite:PATH or postgres://…
 	Store string
 	// WatchStore, for a PostgreSQL store, is the URL of the connection the
@@ -62,7 +68,8 @@ func DefaultConfig() Config {
 
 // RegisterFlags defines the serve flags on fs, with c's values as defaults.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Listen, "listen", c.Listen, "`address` to listen on (host:port; a non-loopback host needs --token-file)")
+	fs.StringVar(&c.Listen, "listen", c.Listen, "`address` to listen on: host:port (a non-loopback host needs --token-file), or unix:PATH for a Unix socket")
+	fs.Var(listenModeFlag{&c.ListenMode}, "listen-mode", "file `mode` of a unix:PATH socket, in octal (default 0660: its owner and group may connect)")
 	fs.StringVar(&c.Store, "store", c.Store, "store `URL`: sqlite:PATH or postgres://USER@HOST:PORT/DB")
 	fs.StringVar(&c.WatchStore, "watch-store", c.WatchStore, "PostgreSQL `URL` the watch (GET /v1/watch) listens for changes on, reaching the server directly when --store goes through PgBouncer; default: --store")
 	fs.Var((*hostList)(&c.AllowHosts), "allow-host", "a Host `name` to answer besides loopback names, IP addresses and the --listen host, as in leasehold.default.svc; *.DOMAIN matches its subdomains, * any host; repeat or separate with commas")
@@ -103,6 +110,9 @@ func (c Config) Validate() error {
 	if c.PruneInterval < 0 || (c.PruneInterval > 0 && c.PruneInterval < time.Second) {
 		return fmt.Errorf("--prune-interval must be 0 (off) or at least 1s, not %s", c.PruneInterval)
 	}
+	if _, unix := endpoint.SocketPath(c.Listen); !unix && c.ListenMode != 0 {
+		return fmt.Errorf("--listen-mode is the file mode of a Unix socket: it applies to --listen unix:PATH only, not to %q", c.Listen)
+	}
 	if _, err := NewHostPolicy(c.Listen, c.AllowHosts); err != nil {
 		return err
 	}
@@ -129,11 +139,16 @@ func (h *hostList) Set(v string) error {
 
 // CheckListen refuses to serve without authentication on anything but a
 // loopback address: 127.0.0.0/8, ::1 or localhost. An empty host means every
-// interface, so it needs a token too.
+// interface, so it needs a token too. A Unix socket (unix:PATH) needs none:
+// the socket file's mode and its directory decide who may connect, and no
+// browser can; its path must fit a socket address.
 func CheckListen(addr string, hasToken bool) error {
+	if path, ok := endpoint.SocketPath(addr); ok {
+		return checkSocketPath(addr, path)
+	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("--listen %q: must be host:port, as in %s: %w", addr, cli.DefaultListen, err)
+		return fmt.Errorf("--listen %q: must be host:port, as in %s, or unix:PATH: %w", addr, cli.DefaultListen, err)
 	}
 	if hasToken || isLoopback(host) {
 		return nil
@@ -143,7 +158,7 @@ func CheckListen(addr string, hasToken bool) error {
 		shown = "every interface"
 	}
 	return fmt.Errorf("refusing to listen on %s (--listen %q) without a token file: anyone who can reach it could claim and release leases; "+
-		"pass --token-file PATH or --credentials-file PATH (or LEASEHOLD_TOKEN_FILE, LEASEHOLD_CREDENTIALS_FILE), or listen on a loopback address such as %s", shown, addr, cli.DefaultListen)
+		"pass --token-file PATH or --credentials-file PATH (or LEASEHOLD_TOKEN_FILE, LEASEHOLD_CREDENTIALS_FILE), or listen on a loopback address such as %s or on a Unix socket (unix:PATH)", shown, addr, cli.DefaultListen)
 }
 
 func isLoopback(host string) bool {

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/internal/version"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
@@ -36,6 +36,10 @@ const StartupMigrateTimeout = 15 * time.Second
 // background, retrying until it succeeds; readyz and lease operations answer
 // 503 meanwhile. When ctx ends Serve stops accepting connections, lets
 // in-flight requests finish, and closes the store. A clean stop returns nil.
+// On a Unix socket (cfg.Listen unix:PATH) it first removes a stale socket
+// file that a sidecar which did not stop cleanly left at PATH (never
+// anything else), publishes the socket with cfg.ListenMode already set, and
+// removes it as it stops.
 // No credential in cfg.Store reaches the log or the error.
 //
 // Before it opens anything, Serve raises the soft open-file limit to the
@@ -77,11 +81,18 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			log.Warn("closing the store", "store", storeName, "err", err)
 		}
 	}()
-	hosts, err := NewHostPolicy(cfg.Listen, cfg.AllowHosts)
-	if err != nil {
-		return err
+	// A Unix socket answers every Host: no browser reaches it.
+	socketPath, _ := endpoint.SocketPath(cfg.Listen)
+	var hosts *HostPolicy
+	if socketPath == "" {
+		p, err := NewHostPolicy(cfg.Listen, cfg.AllowHosts)
+		if err != nil {
+			return err
+		}
+		hosts = &p
 	}
-	srv, err := New(Options{Store: store, Credentials: book, Hosts: &hosts, Logger: log, MaxStreams: maxStreams, MaxWatchers: maxWatchers, RequireDeclared: cfg.RequireDeclared})
+	srv, err := New(Options{Store: store, Credentials: book, Hosts: hosts, Logger: log, MaxStreams: maxStreams, MaxWatchers: maxWatchers, RequireDeclared: cfg.RequireDeclared,
+		UnixSocket: socketPath})
 	if err != nil {
 		return err
 	}
@@ -103,16 +114,17 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			"store", storeName, "err", err)
 	}
 
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, where, unpublish, err := listen(cfg, log)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	defer unpublish() // whatever ends Serve; once done, a second call finds nothing
 	// Connections that arrive when the process has no descriptor left are
 	// answered 503 instead of waiting in the backlog (fdListener).
 	if ln, err = newFDListener(ln, log, srv.metrics.shed); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	log.Info("leasehold listening", "addr", ln.Addr().String(), "store", storeName, "auth", authMode(cfg), "version", version.String())
+	log.Info("leasehold listening", append(where, "store", storeName, "auth", authMode(cfg), "version", version.String())...)
 
 	bgCtx, stopBackground := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -146,6 +158,9 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	// The socket file goes first: new clients find no sidecar there, and a
+	// successor may listen on the path while this one finishes.
+	unpublish()
 	log.Info("shutting down: finishing in-flight requests", "timeout", ShutdownTimeout.String())
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 	defer cancel()

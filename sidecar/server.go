@@ -36,7 +36,8 @@ type Options struct {
 	// token every /v1/* request must carry (auth.SingleToken).
 	Token []byte
 	// Hosts says which Host headers the server answers; nil means
-	// loopback names and IP addresses only (NewHostPolicy("", nil)).
+	// loopback names and IP addresses only (NewHostPolicy("", nil)), or
+	// any Host on a UnixSocket.
 	Hosts *HostPolicy
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
@@ -52,6 +53,13 @@ type Options struct {
 	// start this long after the change. Zero or less means
 	// leasecore.DefaultDeclarationsMaxAge.
 	DeclarationsMaxAge time.Duration
+	// UnixSocket, when set, is the path of the Unix socket the server is
+	// served on (serve --listen unix:PATH) rather than a TCP address. Only
+	// local processes that the socket file's mode and directory admit can
+	// reach it, and no browser can: checks meant for callers over the
+	// network (the Host names answered, a token required off loopback)
+	// need not apply to it.
+	UnixSocket string
 }
 
 // Server is the sidecar's HTTP API over one lease store: the routes of
@@ -93,7 +101,11 @@ func New(opts Options) (*Server, error) {
 		hosts:   opts.Hosts,
 	}
 	if s.hosts == nil {
-		p, _ := NewHostPolicy("", nil) // the default policy has nothing to refuse
+		var allow []string
+		if opts.UnixSocket != "" {
+			allow = []string{"*"} // no browser reaches a Unix socket
+		}
+		p, _ := NewHostPolicy("", allow) // these policies have nothing to refuse
 		s.hosts = &p
 	}
 	svc := leasecore.New(opts.Store, leasecore.WithInterceptor(s.interceptStore), leasecore.WithInterceptor(cli.MigrateHint),

@@ -55,13 +55,16 @@ export type RunResult<T> =
   | Unavailable;
 
 export interface ClientOptions {
-  /** The sidecar's address, e.g. http://127.0.0.1:7411. */
+  /**
+   * The sidecar's address, e.g. http://127.0.0.1:7411, or unix:PATH for a sidecar serving on a
+   * Unix socket (asked through node:http with socketPath, not fetch).
+   */
   baseUrl: string;
   /** Sent as `Authorization: Bearer <token>` when set. */
   token?: string;
   /** Per-request timeout (for a keepalive stream: until its headers); default 10000. */
   timeoutMs?: number;
-  /** A fetch to use instead of the global one. */
+  /** A fetch to use instead of the global one; not with a unix: baseUrl. */
   fetch?: typeof fetch;
 }
 

@@ -1,6 +1,8 @@
 // leasehold client for Node >= 20: the sidecar's HTTP API over the global fetch, with no
 // runtime dependencies. Plain ES modules with JSDoc types (index.d.ts declares them for
-// TypeScript), so that it runs as written, with no build step.
+// TypeScript), so that it runs as written, with no build step. A sidecar serving on a Unix
+// socket (baseUrl unix:PATH) is asked through node:http with socketPath instead, since the
+// global fetch cannot dial one.
 //
 // Outcomes the caller must tell apart are values, not exceptions: a claim is
 // {kind: "acquired"} | {kind: "held"} | {kind: "unavailable"}. Only a request the sidecar
@@ -10,6 +12,8 @@
 
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
+import { request as httpRequest } from "node:http";
+import { Readable } from "node:stream";
 
 /**
  * A request the sidecar refused as wrong: bad input (400, 422, with invalidParams naming
@@ -95,28 +99,89 @@ function describe(err) {
   return String(err);
 }
 
+/**
+ * A fetch that sends every request to the sidecar on the Unix socket at socketPath, through
+ * node:http (whose socketPath option dials it), whatever host the URL names: Host is
+ * localhost, as `curl --unix-socket PATH http://localhost/…` sends it. It answers a standard
+ * Response whose body streams (a keepalive stream's events arrive as they are sent); the
+ * request's signal aborts the request, or, once answered, the body.
+ * @param {string} socketPath
+ * @returns {typeof fetch}
+ */
+function unixSocketFetch(socketPath) {
+  return (input, init = {}) =>
+    new Promise((resolve, reject) => {
+      const url = new URL(String(input));
+      const signal = init.signal ?? undefined;
+      if (signal?.aborted) {
+        reject(signal.reason);
+        return;
+      }
+      const req = httpRequest({
+        socketPath,
+        method: init.method ?? "GET",
+        path: url.pathname + url.search,
+        headers: { ...(/** @type {Record<string, string>} */ (init.headers ?? {})), Host: "localhost" },
+      });
+      const onAbort = () => req.destroy(signal?.reason ?? new Error("aborted"));
+      signal?.addEventListener("abort", onAbort, { once: true });
+      req.on("error", (err) => {
+        signal?.removeEventListener("abort", onAbort);
+        reject(err);
+      });
+      req.on("response", (res) => {
+        res.on("close", () => signal?.removeEventListener("abort", onAbort));
+        const headers = new Headers();
+        for (const [k, v] of Object.entries(res.headers)) {
+          for (const one of Array.isArray(v) ? v : v === undefined ? [] : [v]) headers.append(k, one);
+        }
+        const status = res.statusCode ?? 0;
+        // A Response refuses a body with these statuses, and a HEAD answer has none.
+        const bodiless = [101, 204, 205, 304].includes(status) || init.method === "HEAD";
+        const body = bodiless ? null : /** @type {ReadableStream<Uint8Array>} */ (Readable.toWeb(res));
+        if (bodiless) res.resume();
+        resolve(new Response(body, { status, statusText: res.statusMessage, headers }));
+      });
+      req.end(/** @type {string | undefined} */ (init.body ?? undefined));
+    });
+}
+
 export class LeaseholdClient {
   /**
    * @param {{baseUrl: string, token?: string, timeoutMs?: number, fetch?: typeof fetch}} options
    */
   constructor(options) {
     if (!options || typeof options.baseUrl !== "string" || options.baseUrl === "") {
-      throw new TypeError("baseUrl: required, the sidecar's address, e.g. http://127.0.0.1:7411");
+      throw new TypeError("baseUrl: required, the sidecar's address, e.g. http://127.0.0.1:7411 or unix:/run/leasehold/leasehold.sock");
     }
-    /** @type {string} */
-    this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+    if (options.baseUrl.startsWith("unix:")) {
+      // unix:///abs/path and unix://rel read as paths too, as the store's sqlite: does.
+      const socketPath = options.baseUrl.slice("unix:".length).replace(/^\/\//, "");
+      if (socketPath === "" || socketPath.includes("\0")) {
+        throw new TypeError("baseUrl: unix: needs the socket's path, as in unix:/run/leasehold/leasehold.sock");
+      }
+      if (options.fetch) throw new TypeError("fetch: not with a unix: baseUrl, which is reached through node:http");
+      /** @type {string} */
+      this.baseUrl = options.baseUrl;
+      /** @private */
+      this.origin = "http://localhost";
+      /** @private */
+      this.fetch = unixSocketFetch(socketPath);
+    } else {
+      this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+      this.origin = this.baseUrl;
+      this.fetch = options.fetch ?? globalThis.fetch;
+    }
     /** @private */
     this.token = options.token;
     /** @private */
     this.timeoutMs = options.timeoutMs ?? 10_000;
-    /** @private */
-    this.fetch = options.fetch ?? globalThis.fetch;
   }
 
   /** @private @param {string} task @param {string} [verb] */
   path(task, verb) {
     if (typeof task !== "string" || task === "") throw new TypeError("task: required, a non-empty string");
-    return `${this.baseUrl}/v1/leases/${encodeURIComponent(task)}${verb ? "/" + verb : ""}`;
+    return `${this.origin}/v1/leases/${encodeURIComponent(task)}${verb ? "/" + verb : ""}`;
   }
 
   /** @private @param {boolean} json */

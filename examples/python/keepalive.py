@@ -2,6 +2,7 @@
 """Hold a leasehold lease from Python with a keepalive stream, using clients/python.
 
     python3 keepalive.py http://127.0.0.1:7411 nightly-report 10 [--ttl-ms N] [--token-file PATH]
+    python3 keepalive.py unix:/run/leasehold/leasehold.sock nightly-report 10   # a sidecar on a Unix socket
 
 claims the task `nightly-report` through the sidecar's keepalive stream, does "work" for 10
 seconds while the sidecar renews the lease on its own, and lets go by hanging up (the sidecar

@@ -7,12 +7,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 )
 
 // AddrRule is what a sidecar address (--addr, LEASEHOLD_ADDR) must be, as
 // the error of ParseAddr states it.
-const AddrRule = "must be the sidecar's base URL: http:// or https://, a host, a port from 1 to 65535 when given, and no path, query or fragment, as in http://" + DefaultListen
+const AddrRule = "must be the sidecar's base URL: http:// or https://, a host, a port from 1 to 65535 when given, and no path, query or fragment, as in http://" + DefaultListen +
+	"; or unix:PATH for a sidecar on a Unix socket"
 
 // ParseAddr checks the address of a sidecar, the --addr of `leasehold run`
 // and of the operator commands, and returns it parsed. Its error says what
@@ -22,6 +24,12 @@ const AddrRule = "must be the sidecar's base URL: http:// or https://, a host, a
 // Each kind of address is one case of the scheme switch: a new one (a Unix
 // socket, say) is a case of its own with its own rule.
 func ParseAddr(raw string) (*url.URL, error) {
+	if path, ok := endpoint.SocketPath(raw); ok {
+		if err := endpoint.CheckSocketPath(path); err != nil {
+			return nil, addrError("%v", err)
+		}
+		return &url.URL{Scheme: "unix", Path: path}, nil
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		var ue *url.Error

@@ -6,7 +6,8 @@
 //
 // # Two ways to hold a lease
 //
-// With --addr (the default, http://127.0.0.1:7411) it asks a sidecar: it opens
+// With --addr (the default, http://127.0.0.1:7411; unix:PATH for a sidecar
+// serving on a Unix socket) it asks a sidecar: it opens
 // the keepalive stream GET /v1/leases/{task}/keepalive?owner=O&ttl_ms=N and
 // holds it open while the command runs. The sidecar renews the lease and
 // reports each renewal as an `event: renewed`; closing the connection is the

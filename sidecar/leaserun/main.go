@@ -52,8 +52,9 @@ SIGTERM to its process group, SIGKILL after --grace. COMMAND gets LEASEHOLD_TASK
 LEASEHOLD_OWNER and LEASEHOLD_TOKEN (the fencing token) in its environment. SIGINT,
 SIGTERM and SIGHUP are forwarded to COMMAND; the lease is released when it exits.
 
-With --addr (the default) a sidecar holds the lease over a keepalive stream; with
---store (sqlite:PATH or postgres://...) leasehold run holds it itself, with no cli.
+With --addr (the default; http://HOST:PORT, or unix:PATH for a sidecar on a Unix socket)
+a sidecar holds the lease over a keepalive stream; with --store (sqlite:PATH or
+postgres://...) leasehold run holds it itself, with no sidecar.
 
 Flags (each also read from LEASEHOLD_<FLAG>, e.g. LEASEHOLD_STORE; the command line wins),
 except --task and --owner: LEASEHOLD_TASK and LEASEHOLD_OWNER are what leasehold run gives
@@ -102,7 +103,7 @@ func parse(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {} // printed below, to stdout for -h
-	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "sidecar base `URL`; exclusive with --store")
+	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "sidecar base `URL`, or unix:PATH for its Unix socket; exclusive with --store")
 	fs.StringVar(&cfg.Store, "store", "", "store `URL` (sqlite:PATH or postgres://USER@HOST:PORT/DB) to hold the lease with no sidecar; exclusive with --addr")
 	fs.StringVar(&cfg.Task, "task", "", "`task` to hold (required)")
 	fs.DurationVar(&cfg.TTL, "ttl", 0, "lease `ttl`, from 100ms to 24h; renewed every ttl × 0.4 (default: the task's declared ttl, else 30s)")

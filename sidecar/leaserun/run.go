@@ -32,8 +32,9 @@ const (
 // Config is what Run needs: where the lease lives, which lease, and the
 // command to run under it.
 type Config struct {
-	// Addr is the sidecar's base URL, as in http://127.0.0.1:7411; used
-	// when Store is empty.
+	// Addr is the sidecar's base URL, as in http://127.0.0.1:7411, or
+	// unix:PATH for a sidecar serving on a Unix socket; used when Store is
+	// empty.
 	Addr string
 	// Store, when set, is the store URL (sqlite:PATH or postgres://…):
 	// leasehold run holds the lease itself, with no cli.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/internal/sse"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar/api"
@@ -70,14 +71,18 @@ func openStream(ctx context.Context, cfg *Config, wait time.Duration) (hold, err
 	if waitMs > 0 {
 		q.Set("wait_ms", strconv.FormatInt(waitMs, 10))
 	}
-	endpoint := strings.TrimRight(cfg.Addr, "/") + "/v1/leases/" + url.PathEscape(cfg.Task) + "/keepalive?" + q.Encode()
+	ep, err := endpoint.Parse(cfg.Addr)
+	if err != nil { // Config.check refused it already
+		return nil, fmt.Errorf("%w: --addr %q: %v", leasecore.ErrInvalid, cfg.Addr, err)
+	}
+	target := ep.URL("/v1/leases/" + url.PathEscape(cfg.Task) + "/keepalive?" + q.Encode())
 
 	// The stream outlives ctx, which ends with a signal: the lease is held
 	// until the command has exited. Until the stream is ours, ctx ending
 	// abandons the request.
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	detach := context.AfterFunc(ctx, cancel)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr := ep.Transport() // over TCP, or the sidecar's Unix socket
 	tr.ResponseHeaderTimeout = time.Duration(waitMs)*time.Millisecond + answerTimeout
 	tr.DisableCompression = true // a compressor could hold events back
 	fail := func(err error) (hold, error) {
@@ -87,7 +92,7 @@ func openStream(ctx context.Context, cfg *Config, wait time.Duration) (hold, err
 		return nil, err
 	}
 
-	req, err := http.NewRequestWithContext(sctx, http.MethodGet, endpoint, nil)
+	req, err := http.NewRequestWithContext(sctx, http.MethodGet, target, nil)
 	if err != nil {
 		var uerr *url.Error
 		if errors.As(err, &uerr) {

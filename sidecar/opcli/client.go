@@ -15,21 +15,23 @@ import (
 
 	"github.com/leasehold/leasehold/internal/backoff"
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/internal/sse"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
 
 // client asks a sidecar over its HTTP API.
 type client struct {
-	base  string // the sidecar's base URL, without a trailing slash
-	name  string // base as messages and the output name it: its password masked
+	base  string // the base URL of requests, without a trailing slash
+	name  string // the sidecar's address as given (--addr), its password masked, for messages
 	token string // the bearer token; empty sends none
 	http  *http.Client
 	notes io.Writer // where watch reports reconnections
 }
 
-func newClient(base, token string, notes io.Writer) *client {
-	return &client{base: base, name: cli.RedactAddr(base), token: token, http: &http.Client{}, notes: notes}
+// newClient asks the sidecar at ep, over TCP or its Unix socket.
+func newClient(ep endpoint.Endpoint, token string, notes io.Writer) *client {
+	return &client{base: ep.Base(), name: cli.RedactAddr(ep.String()), token: token, http: &http.Client{Transport: ep.Transport()}, notes: notes}
 }
 
 // problemUndeclared is the problem type of a claim of an undeclared task.
@@ -60,7 +62,7 @@ func (c *client) do(ctx context.Context, method, template, path string, body, ou
 	c.authorize(req)
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, unreachable(c.base, err)
+		return 0, unreachable(c.name, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
@@ -305,7 +307,7 @@ func (c *client) watchOnce(ctx context.Context, prefix string, pos *int64, conne
 	c.authorize(req)
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return unreachable(c.base, err)
+		return unreachable(c.name, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

@@ -9,8 +9,9 @@
 //	leasehold release TASK --owner O [--token N]
 //	leasehold watch [--prefix P] [--since N]
 //
-// each against a sidecar (--addr URL, the default http://127.0.0.1:7411,
-// with the bearer token read from --token-file) or straight against a store
+// each against a sidecar (--addr URL, the default http://127.0.0.1:7411, or
+// --addr unix:PATH for one serving on a Unix socket, with the bearer token
+// read from --token-file) or straight against a store
 // (--store URL, through a leasecore.Service), never both. --addr, --store
 // and --token-file are also read from LEASEHOLD_ADDR, LEASEHOLD_STORE and
 // LEASEHOLD_TOKEN_FILE, as `leasehold run` reads them: a mode chosen on the

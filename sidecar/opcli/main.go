@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar/api"
@@ -30,7 +31,8 @@ const Usage = `  leasehold status  [CONN]            the sidecar's build, store,
                                       release (70 when O did not hold it)
   leasehold watch   [--prefix P] [--since N] [CONN]
                                       every change of holder as it happens, until interrupted
-                    CONN: [--addr http://127.0.0.1:7411 | --store URL] [--token-file PATH] [--json]
+                    CONN: [--addr http://127.0.0.1:7411 | --addr unix:PATH | --store URL]
+                          [--token-file PATH] [--json]
 `
 
 // requestTimeout bounds each request of a verb other than watch.
@@ -52,7 +54,7 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 	o := options{addr: leaserun.DefaultAddr, stdout: stdout, stderr: stderr}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.addr, "addr", o.addr, "sidecar base `URL`; exclusive with --store")
+	fs.StringVar(&o.addr, "addr", o.addr, "sidecar base `URL`, or unix:PATH for its Unix socket; exclusive with --store")
 	fs.StringVar(&o.store, "store", "", "store `URL` (sqlite:PATH or postgres://USER@HOST:PORT/DB) to use with no sidecar; exclusive with --addr")
 	fs.StringVar(&o.tokenFile, "token-file", "", "`path` of a file holding the sidecar's bearer token (--addr only)")
 	fs.BoolVar(&o.json, "json", false, "print the API's JSON (watch: one event per line)")
@@ -154,6 +156,10 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 			}
 			return usageError("--addr %q: %v", cli.RedactAddr(o.addr), err)
 		}
+		ep, err := endpoint.Parse(o.addr)
+		if err != nil { // cli.ParseAddr is the stricter: it let nothing through that this refuses
+			return usageError("--addr %q: %v", cli.RedactAddr(o.addr), err)
+		}
 		var token string
 		if o.tokenFile != "" {
 			tok, err := cli.ReadTokenFile(o.tokenFile)
@@ -162,7 +168,7 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 			}
 			token = string(tok)
 		}
-		b = newClient(strings.TrimSuffix(o.addr, "/"), token, stderr)
+		b = newClient(ep, token, stderr)
 	}
 	err := run(ctx, b, &o, &v)
 	var ee *exitError

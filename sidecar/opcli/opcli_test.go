@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -77,6 +79,34 @@ func sidecarOn(t *testing.T, store leasecore.Store, token string, requireDeclare
 	return hs
 }
 
+// sidecarOnSocket is sidecarOn, serving on a Unix socket; it returns the
+// sidecar's address, unix:PATH.
+func sidecarOnSocket(t *testing.T, store leasecore.Store) string {
+	t.Helper()
+	srv, err := sidecar.New(sidecar.Options{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "lh") // short: a socket's path must fit in about 100 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	path := filepath.Join(dir, "leasehold.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewUnstartedServer(srv.Handler())
+	hs.Listener = ln
+	hs.Start()
+	t.Cleanup(hs.Close)
+	return "unix:" + path
+}
+
 // openStore opens the store at url, closed when t ends.
 func openStore(t *testing.T, url string) leasecore.Store {
 	t.Helper()
@@ -108,12 +138,16 @@ type target struct {
 }
 
 // targets are every way to reach a store: a sidecar over SQLite, SQLite
-// directly, a sidecar over PostgreSQL, PostgreSQL directly.
+// directly, a sidecar over SQLite on a Unix socket, a sidecar over
+// PostgreSQL, PostgreSQL directly.
 var targets = []target{
 	{"sidecar/sqlite", api.Sqlite, func(t *testing.T) []string {
 		return []string{"--addr", sidecarOn(t, openStore(t, sqliteURL(t)), "", false).URL}
 	}},
 	{"store/sqlite", api.Sqlite, func(t *testing.T) []string { return []string{"--store", migrated(t, sqliteURL(t))} }},
+	{"socket/sqlite", api.Sqlite, func(t *testing.T) []string {
+		return []string{"--addr", sidecarOnSocket(t, openStore(t, sqliteURL(t)))}
+	}},
 	{"sidecar/postgres", api.Postgres, func(t *testing.T) []string {
 		return []string{"--addr", sidecarOn(t, openStore(t, pgtest.NewDatabase(t)), "", false).URL}
 	}},

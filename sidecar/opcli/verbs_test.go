@@ -231,6 +231,7 @@ func TestUsage(t *testing.T) {
 		{"get", []string{"t", "--addr", "http://127.0.0.1:1", "--store", store}, nil, "exclusive"},
 		{"get", []string{"t"}, map[string]string{"LEASEHOLD_ADDR": "http://127.0.0.1:1", "LEASEHOLD_STORE": store}, "LEASEHOLD_ADDR and LEASEHOLD_STORE are exclusive"},
 		{"get", []string{"t", "--addr", "127.0.0.1:7411"}, nil, "--addr"},
+		{"get", []string{"t", "--addr", "unix:"}, nil, `--addr "unix:": unix: needs the socket's path`},
 		{"get", []string{"t", "--store", "mysql://x"}, nil, "--store"},
 		{"get", []string{"t", "--store", store, "--token-file", "/x"}, nil, "--token-file is for a sidecar"},
 		{"get", []string{"t", "--token-file", filepath.Join(dir, "none")}, nil, "--token-file"},

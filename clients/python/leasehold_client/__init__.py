@@ -3,6 +3,7 @@
     from leasehold_client import Client, Acquired, Held, Unavailable
 
     client = Client("http://127.0.0.1:7411")            # token_file="/run/secrets/leasehold"
+    client = Client("unix:/run/leasehold/leasehold.sock")  # a sidecar on a Unix socket
     match client.claim("nightly-report", ttl_ms=30000):
         case Acquired(lease):   ...  # pass lease.token to whatever the work writes to
         case Held(holder):      ...  # another owner has it: holder.owner, holder.ttl_remaining_ms
@@ -133,17 +134,47 @@ def _task_path(task: str, verb: str = "") -> str:
     return f"{path}/{verb}" if verb else path
 
 
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    """An HTTPConnection over a Unix socket; its requests carry Host: localhost, as
+    `curl --unix-socket PATH http://localhost/...` sends them."""
+
+    def __init__(self, path: str, timeout: float | None):
+        super().__init__("localhost", timeout=timeout)
+        self._socket_path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(self.timeout)
+            sock.connect(self._socket_path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
 class Client:
-    """A client of one sidecar. `owner` defaults to default_owner(); `token_file` names a
-    file holding the sidecar's bearer token (read once, here). Safe to share between threads."""
+    """A client of one sidecar, at `base_url`: http://HOST:PORT, https://HOST:PORT, or
+    unix:PATH for a sidecar serving on a Unix socket (`leasehold serve --listen unix:PATH`).
+    `owner` defaults to default_owner(); `token_file` names a file holding the sidecar's bearer
+    token (read once, here). Safe to share between threads."""
 
     def __init__(self, base_url: str, *, owner: str | None = None, token_file: str | None = None,
                  timeout: float = 30.0):
-        u = urllib.parse.urlsplit(base_url)
-        if u.scheme not in ("http", "https") or not u.hostname:
-            raise ValueError(f"base_url: want http://HOST:PORT or https://HOST:PORT, got {base_url!r}")
-        self.base_url = base_url.rstrip("/")
-        self._scheme, self._netloc, self._prefix = u.scheme, u.netloc, u.path.rstrip("/")
+        self._socket: str | None = None
+        if base_url.startswith("unix:"):
+            # unix:///abs/path and unix://rel read as paths too, as the store's sqlite: does.
+            path = base_url[len("unix:"):].removeprefix("//")
+            if not path or "\0" in path:
+                raise ValueError(f"base_url: unix: needs the socket's path, as in unix:/run/leasehold/leasehold.sock, got {base_url!r}")
+            self.base_url = base_url
+            self._socket, self._scheme, self._netloc, self._prefix = path, "http", "localhost", ""
+        else:
+            u = urllib.parse.urlsplit(base_url)
+            if u.scheme not in ("http", "https") or not u.hostname:
+                raise ValueError(f"base_url: want http://HOST:PORT, https://HOST:PORT or unix:PATH, got {base_url!r}")
+            self.base_url = base_url.rstrip("/")
+            self._scheme, self._netloc, self._prefix = u.scheme, u.netloc, u.path.rstrip("/")
         self.owner = owner or default_owner()
         self.timeout = timeout
         self._auth = None
@@ -157,6 +188,8 @@ class Client:
     # --- HTTP ---
 
     def _connect(self, timeout: float | None) -> http.client.HTTPConnection:
+        if self._socket is not None:
+            return _UnixHTTPConnection(self._socket, timeout)
         cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
         return cls(self._netloc, timeout=timeout)
 

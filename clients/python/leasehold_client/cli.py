@@ -13,7 +13,7 @@ EXIT_LOST, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_HELD, EXIT_REFUSED = 1, 2, 69, 75,
 
 def _parser(prog: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description="Hold a leasehold lease over a keepalive stream while working.")
-    p.add_argument("url", help="the sidecar's base URL, e.g. http://127.0.0.1:7411")
+    p.add_argument("url", help="the sidecar's base URL, e.g. http://127.0.0.1:7411, or unix:PATH for its Unix socket")
     p.add_argument("task", help="the task to hold, e.g. nightly-report")
     p.add_argument("seconds", type=float, help="how long to work while holding the lease")
     p.add_argument("--ttl-ms", type=int, help="lease ttl in ms (default: the task's declared ttl, else the sidecar's)")

@@ -1,9 +1,10 @@
 """leasehold_client against a real sidecar.
 
 The sidecar's URL comes from LEASEHOLD_CLIENT_TEST_URL; LEASEHOLD_CLIENT_TEST_AUTH_URL and
-LEASEHOLD_CLIENT_TEST_TOKEN_FILE name a second sidecar that wants that bearer token, and
-LEASEHOLD_CLIENT_TEST_DECLARED (TASK=TTL_MS) a task declared on the first one's store. The Go test
-e2e/TestPythonClientPackage starts both and runs this suite (make test); by hand:
+LEASEHOLD_CLIENT_TEST_TOKEN_FILE name a second sidecar that wants that bearer token,
+LEASEHOLD_CLIENT_TEST_UNIX_URL (unix:PATH) a third one on a Unix socket over the first one's store,
+and LEASEHOLD_CLIENT_TEST_DECLARED (TASK=TTL_MS) a task declared on the first one's store. The Go
+test e2e/TestPythonClientPackage starts them and runs this suite (make test); by hand:
 
     LEASEHOLD_CLIENT_TEST_URL=http://127.0.0.1:7411 python3 -m unittest discover -s tests
 """
@@ -22,6 +23,8 @@ from leasehold_client import (Acquired, Client, Held, Keepalive, LeaseholdError,
 URL = os.environ.get("LEASEHOLD_CLIENT_TEST_URL", "")
 AUTH_URL = os.environ.get("LEASEHOLD_CLIENT_TEST_AUTH_URL", "")
 TOKEN_FILE = os.environ.get("LEASEHOLD_CLIENT_TEST_TOKEN_FILE", "")
+# unix:PATH: a sidecar on a Unix socket, sharing URL's store.
+UNIX_URL = os.environ.get("LEASEHOLD_CLIENT_TEST_UNIX_URL", "")
 # TASK=TTL_MS: a task declared on URL's store with that ttl (and a max_ttl above it).
 DECLARED = os.environ.get("LEASEHOLD_CLIENT_TEST_DECLARED", "")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -276,6 +279,75 @@ class BearerToken(unittest.TestCase):
     def test_missing_token_file(self):
         with self.assertRaises(FileNotFoundError):
             Client(AUTH_URL, token_file=os.path.join(HERE, "no-such-token-file"))
+
+
+class UnixSocket(unittest.TestCase):
+    """A sidecar on a Unix socket (unix:PATH) that shares URL's store: what a client does over
+    the socket, a client over TCP sees."""
+
+    def setUp(self):
+        if not (UNIX_URL and URL):
+            raise unittest.SkipTest("LEASEHOLD_CLIENT_TEST_UNIX_URL / _URL are not set")
+        self.sock = Client(UNIX_URL, owner="py-sock#" + uuid.uuid4().hex[:6])
+        self.tcp = Client(URL, owner="py-tcp#" + uuid.uuid4().hex[:6])
+
+    def test_claim_renew_release(self):
+        task = task_name("unix")
+        r = self.sock.claim(task, ttl_ms=60000)
+        self.assertIsInstance(r, Acquired)
+        self.assertEqual(self.tcp.get(task).token, r.lease.token)  # the same store, over TCP
+        held = self.tcp.claim(task, ttl_ms=60000)
+        self.assertIsInstance(held, Held)
+        self.assertEqual(held.holder.owner, self.sock.owner)
+        self.assertIsInstance(self.sock.renew(task, token=r.lease.token), Renewed)
+        self.assertEqual(self.sock.get(task).renew_count, 1)
+        self.assertEqual(self.sock.release(task, token=r.lease.token), Released(True))
+        self.assertIsNone(self.tcp.get(task))
+
+    def test_unix_triple_slash(self):
+        # unix:///abs/path reads as the path, as sqlite:///abs/path does.
+        path = UNIX_URL[len("unix:"):]
+        self.assertTrue(path.startswith("/"), UNIX_URL)
+        self.assertIsNone(Client("unix://" + path).get(task_name("slashes")))
+
+    def test_keepalive_holds_and_hangup_releases(self):
+        task = task_name("unix-ka")
+        renewed = threading.Event()
+        ka = self.sock.keepalive(task, ttl_ms=1000, on_event=lambda name, data: name == "renewed" and renewed.set())
+        self.assertIsInstance(ka, Keepalive)
+        with ka:
+            self.assertTrue(renewed.wait(PATIENCE), "no renewed event over the socket")
+            self.assertFalse(ka.lost.is_set(), ka.lost_reason)
+            self.assertEqual(self.tcp.get(task).token, ka.token)
+        eventually(lambda: self.tcp.get(task) is None, "the lease is released after the holder hangs up")
+
+    def test_run(self):
+        task = task_name("unix-run")
+        r = self.sock.run(task, lambda lease, lost: self.tcp.get(task).owner, ttl_ms=2000)
+        self.assertIsInstance(r, Ran)
+        self.assertEqual(r.result, self.sock.owner)
+
+    def test_example_script(self):
+        task = task_name("unix-example")
+        p = subprocess.run([sys.executable, EXAMPLE, UNIX_URL, task, "0.2", "--owner", "ex-unix"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("working as ex-unix with fencing token", p.stdout)
+        self.assertTrue(p.stdout.rstrip().endswith("done"), p.stdout)
+
+    def test_socket_nobody_serves_on_is_unavailable(self):
+        missing = UNIX_URL + ".missing"
+        c = Client(missing, owner="nobody")
+        task = task_name("unix-down")
+        for r in (c.claim(task), c.get(task), c.keepalive(task)):
+            self.assertIsInstance(r, Unavailable)
+            self.assertIsNone(r.status)
+            self.assertIn(f"cannot reach the sidecar at {missing}", r.detail)
+
+    def test_bad_unix_url(self):
+        for bad in ("unix:", "unix://"):
+            with self.assertRaisesRegex(ValueError, "needs the socket's path"):
+                Client(bad)
 
 
 class ExampleScript(unittest.TestCase):

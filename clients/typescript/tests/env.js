@@ -20,6 +20,8 @@ export const downUrl = need("LEASEHOLD_TEST_DOWN_URL");
 /** A sidecar of its own the suite may stop (SIGSTOP/SIGCONT, SIGTERM). */
 export const spareUrl = need("LEASEHOLD_TEST_SPARE_URL");
 export const sparePid = Number(need("LEASEHOLD_TEST_SPARE_PID"));
+/** unix:PATH: a sidecar on a Unix socket over url's store, wanting the same token. */
+export const unixUrl = need("LEASEHOLD_TEST_UNIX_URL");
 
 /** @returns {Promise<string>} the address of a port nobody listens on. */
 export function closedUrl() {

@@ -1,6 +1,7 @@
 // Command leasehold is the leasehold sidecar and its command-line tools:
 //
-//	leasehold serve   [--listen 127.0.0.1:7411] [--store sqlite:./leasehold.db]
+//	leasehold serve   [--listen 127.0.0.1:7411 | --listen unix:PATH [--listen-mode 0660]]
+//	                  [--store sqlite:./leasehold.db]
 //	                  [--require-declared] [--prune-interval 10m]
 //	                  [--token-file PATH] [--log-format text|json] [--allow-host NAME]
 //	leasehold migrate [--store URL] [--log-format text|json]
@@ -10,6 +11,9 @@
 //	leasehold status | get TASK | list | history TASK | claim TASK | release TASK | watch
 //	                  [--addr URL | --store URL] [--token-file PATH] [--json]
 //	leasehold version
+//
+// --addr is the sidecar's base URL (http://127.0.0.1:7411 by default), or
+// unix:PATH for a sidecar serving on a Unix socket (serve --listen unix:PATH).
 //
 // Every flag is also read from LEASEHOLD_<FLAG> (LEASEHOLD_LISTEN,
 // LEASEHOLD_STORE, LEASEHOLD_TOKEN_FILE, LEASEHOLD_LOG_FORMAT); the command
@@ -40,12 +44,14 @@ import (
 const usage = `leasehold hands named tasks to one owner at a time, for a TTL, with a fencing token.
 
 Usage:
-  leasehold serve   [--listen 127.0.0.1:7411] [--store sqlite:./leasehold.db]
+  leasehold serve   [--listen 127.0.0.1:7411 | --listen unix:PATH [--listen-mode 0660]]
+                    [--store sqlite:./leasehold.db]
                     [--require-declared] [--prune-interval 10m]
                     [--token-file PATH] [--log-format text|json] [--max-streams 20000]
                     [--max-watchers 1000] [--watch-store postgres://…] [--allow-host NAME]
                     [--credentials-file PATH] [--token-grace 2m]
-                    serve the HTTP API and the web console at /ui/ (migrates the store at start)
+                    serve the HTTP API and the web console at /ui/ (migrates the store at start);
+                    on unix:PATH, a Unix socket whose file mode decides who may connect
   leasehold migrate [--store URL] [--log-format text|json]
                     create or upgrade the store's schema, then exit
   leasehold prune   [--store URL] [--log-format text|json]
@@ -64,6 +70,7 @@ human-readable, or the API's JSON with --json; exit statuses as run's:
   leasehold help    print this help
 
 Stores: sqlite:PATH (the default, sqlite:./leasehold.db) or postgres://USER@HOST:PORT/DB.
+Sidecars (--addr): http://HOST:PORT (the default, http://127.0.0.1:7411) or unix:PATH.
 Every flag is also read from LEASEHOLD_<FLAG>, e.g. LEASEHOLD_STORE, LEASEHOLD_TOKEN_FILE;
 the command line wins (the operator commands read only LEASEHOLD_ADDR, LEASEHOLD_STORE and
 LEASEHOLD_TOKEN_FILE). Run 'leasehold COMMAND -h' for a command's flags.
