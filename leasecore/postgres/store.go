@@ -640,8 +640,8 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err := s.pool.QueryRow(ctx, schemaSQL).Scan(&version, &leases); err != nil {
 		return interpretError(op, err)
 	}
-	if int(version) < len(want) {
-		return interpretError(op, fmt.Errorf("%w (version %d, needs %d)", leasecore.ErrSchemaBehind, version, len(want)))
+	if need := want[len(want)-1].Version; int(version) < need {
+		return interpretError(op, fmt.Errorf("%w (version %d, needs %d)", leasecore.ErrSchemaBehind, version, need))
 	}
 	return nil
 }
