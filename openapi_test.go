@@ -188,3 +188,51 @@ func TestListAfterRuleAgrees(t *testing.T) {
 		t.Errorf("%d of 5000 random names were valid: the generator does not exercise both sides of the rule", valid)
 	}
 }
+
+// TestCredentialRuleAgrees: openapi.yaml's EventCredential, which
+// Event.credential refers to, accepts the empty string (no credential) and
+// exactly the names leasecore.ValidateCredential accepts.
+func TestCredentialRuleAgrees(t *testing.T) {
+	t.Parallel()
+	doc, err := openapi3.NewLoader().LoadFromData(leasehold.OpenAPI)
+	if err != nil {
+		t.Fatalf("load openapi.yaml: %v", err)
+	}
+	const ref = "#/components/schemas/EventCredential"
+	if r := doc.Components.Schemas["Event"].Value.Properties["credential"]; r == nil || r.Ref != ref {
+		t.Fatalf("schemas/Event.credential does not refer to %s", ref)
+	}
+	schema := doc.Components.Schemas["EventCredential"].Value
+	if err := schema.VisitJSON(""); err != nil {
+		t.Errorf("EventCredential refuses the empty string (no credential): %v", err)
+	}
+	names := []string{"ci", "team-a/deploy_bot.v2:eu@prod", strings.Repeat("c", 64), strings.Repeat("c", 65),
+		"deploy bot", "ci\n", "crédit", "ci?x", "ci%20", `ci"x`, "ci\x00"}
+	const alphabet = "a-Z9._:/@ é%?\n"
+	rng := rand.New(rand.NewPCG(5, 11))
+	for range 5000 {
+		n := 1 + rng.IntN(8)
+		if rng.IntN(20) == 0 {
+			n = 60 + rng.IntN(8) // around the length bound
+		}
+		var b strings.Builder
+		for range n {
+			b.WriteByte(alphabet[rng.IntN(len(alphabet))])
+		}
+		names = append(names, b.String())
+	}
+	valid := 0
+	for _, name := range names {
+		specErr := schema.VisitJSON(name)
+		coreErr := leasecore.ValidateCredential(name)
+		if coreErr == nil {
+			valid++
+		}
+		if (specErr == nil) != (coreErr == nil) {
+			t.Errorf("credential %q: openapi.yaml says %v, leasecore.ValidateCredential says %v", name, errText(specErr), errText(coreErr))
+		}
+	}
+	if valid < 100 || valid > len(names)-100 {
+		t.Errorf("%d of %d names were valid: the generator does not exercise both sides of the rule", valid, len(names))
+	}
+}

@@ -46,6 +46,15 @@ func TestConsole(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// History recorded for a named credential, as a sidecar's requests
+	// are: the console's history shows whose it was.
+	invoices, err := svc.Claim(ctx, leasecore.ClaimParams{Task: "billing/invoices", Owner: "billing-7f9c#1#q1", TTL: time.Minute, Credential: "billing-ci"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := svc.Release(ctx, leasecore.ReleaseParams{Task: "billing/invoices", Owner: invoices.Owner, Token: invoices.Token, Credential: "billing-ci"}); !ok || err != nil {
+		t.Fatalf("release billing/invoices = %v, %v", ok, err)
+	}
 	s := startSidecar(t, store, "--token-file", tokenFile)
 	// A second sidecar on the same file, without a token: the page asks for none.
 	open := startSidecar(t, store)

@@ -106,6 +106,14 @@ type Event struct {
 	Token  int64
 	At     time.Time // the store's clock
 	Detail string
+	// Credential names the credential of the operation that recorded the
+	// event (ClaimParams.Credential and its like): the claimer's for
+	// acquired, and for the expired or taken_over a claim records; the
+	// refused renewer's for lost; the releaser's for released. Empty when
+	// that operation acted for none, for an expired recorded by an expiry
+	// sweep (HistoryFeed.RecordExpiries), which acts for nobody, and for
+	// events recorded before the store kept credentials.
+	Credential string
 }
 
 // Catalog outcomes: what a catalog operation may answer besides success,

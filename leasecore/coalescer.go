@@ -16,8 +16,8 @@ import (
 // that use a Coalescer set KeeperConfig.Lead to its Window: they hand each
 // renewal over that much before it is due, so waiting in the Coalescer never
 // makes a renewal later than the keeper's cadence promises. Each renewal is
-// still owner-, token- and expiry-checked on its own, and each caller gets
-// its own answer.
+// still owner-, token- and expiry-checked on its own, acts for its own
+// RenewParams.Credential, and each caller gets its own answer.
 //
 // Batches do not wait for each other: a slow batch does not hold back the
 // next window's renewals.

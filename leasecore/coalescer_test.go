@@ -86,7 +86,7 @@ func TestCoalescerGathersOneWindow(t *testing.T) {
 			owner = "b"
 		}
 		go func() {
-			l, err := co.Renew(context.Background(), RenewParams{Task: fmt.Sprintf("t%d", i), Owner: owner, Token: int64(i + 1)})
+			l, err := co.Renew(context.Background(), RenewParams{Task: fmt.Sprintf("t%d", i), Owner: owner, Token: int64(i + 1), Credential: fmt.Sprintf("cred-%d", i)})
 			results <- result{i, l, err}
 		}()
 	}
@@ -116,6 +116,14 @@ func TestCoalescerGathersOneWindow(t *testing.T) {
 	}
 	if got := store.sizes(); len(got) != 1 || got[0] != n {
 		t.Fatalf("batches %v, want one of %d", got, n)
+	}
+	// Each renewal in the batch acts for its own caller's credential.
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	for _, p := range store.batches[0] {
+		if want := "cred-" + p.Task[1:]; p.Credential != want {
+			t.Errorf("renewal of %s went in the batch for credential %q, want its caller's %q", p.Task, p.Credential, want)
+		}
 	}
 }
 

@@ -6,7 +6,8 @@
 // # What it holds
 //
 //   - Lease and the parameters of each operation (ClaimParams, RenewParams,
-//     ReleaseParams, ListParams), with their rules (Validate, ValidateTask).
+//     ReleaseParams, ListParams), with their rules (Validate, ValidateTask,
+//     ValidateCredential).
 //   - The outcomes: ErrHeld (*HeldError, naming the holder), ErrLost
 //     (*LostError, with a LostReason), ErrUnavailable (*UnavailableError),
 //     ErrInvalid (*ValidationError, naming the field and the rule).

@@ -38,6 +38,12 @@ type KeeperConfig struct {
 	// OnRenew, if set, is called after each confirmed renewal, from the
 	// keeper's goroutine; it must not block for long.
 	OnRenew func(Lease)
+	// Credential is the credential the keeper's renewals and its Release
+	// act for (RenewParams.Credential, ReleaseParams.Credential), so that
+	// the "lost" or "released" event ending the lease names it: a
+	// keepalive stream's credential. Empty: none. It must pass
+	// ValidateCredential when set.
+	Credential string
 }
 
 // withDefaults fills zero fields and checks the timing relationships:
@@ -67,6 +73,9 @@ func (c KeeperConfig) withDefaults(lease *Lease) (KeeperConfig, error) {
 	}
 	if c.Clock == nil {
 		c.Clock = SystemClock
+	}
+	if err := validateActor(c.Credential); err != nil {
+		return c, fmt.Errorf("keeper: %w", err)
 	}
 	return c, nil
 }
@@ -209,7 +218,7 @@ func (k *Keeper) Release() (bool, error) {
 	_ = k.Stop()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(k.ctx), DefaultOpTimeout)
 	defer cancel()
-	return k.renewer.Release(ctx, ReleaseParams{Task: k.task, Owner: k.owner, Token: k.token})
+	return k.renewer.Release(ctx, ReleaseParams{Task: k.task, Owner: k.owner, Token: k.token, Credential: k.cfg.Credential})
 }
 
 // schedule sets the timer for the next renewal in d, never past the
@@ -270,7 +279,7 @@ func (k *Keeper) renew() {
 	// The renewal may take until the deadline and no longer: an answer
 	// after it could not be trusted anyway.
 	rctx, cancel := context.WithTimeout(k.ctx, deadline.Sub(sent))
-	lease, err := k.renewer.Renew(rctx, RenewParams{Task: k.task, Owner: k.owner, TTL: k.renewTTL, Token: k.token})
+	lease, err := k.renewer.Renew(rctx, RenewParams{Task: k.task, Owner: k.owner, TTL: k.renewTTL, Token: k.token, Credential: k.cfg.Credential})
 	cancel()
 
 	k.mu.Lock()
@@ -334,7 +343,18 @@ func (k *Keeper) lose(err error) {
 // is doing the job. An unavailable store or invalid input is (false, err).
 // When body ran, err is body's error, or the loss if body succeeded after
 // the lease was lost (its work may have overlapped another holder's).
+//
+// The claim, the renewals and the release all act for p.Credential:
+// cfg.Credential must be empty or the same (the first is checked before
+// anything is claimed).
 func Run(ctx context.Context, svc *Service, p ClaimParams, cfg KeeperConfig, body func(ctx context.Context) error) (ran bool, err error) {
+	switch cfg.Credential {
+	case "":
+		cfg.Credential = p.Credential
+	case p.Credential:
+	default:
+		return false, fmt.Errorf("keeper: credential %q differs from the claim's %q: Run acts for one credential", cfg.Credential, p.Credential)
+	}
 	lease, err := svc.Claim(ctx, p)
 	if errors.Is(err, ErrHeld) {
 		return false, nil
@@ -347,7 +367,7 @@ func Run(ctx context.Context, svc *Service, p ClaimParams, cfg KeeperConfig, bod
 		// Give back what we just took; the configuration was at fault.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultOpTimeout)
 		defer cancel()
-		_, _ = svc.Release(rctx, ReleaseParams{Task: lease.Task, Owner: lease.Owner, Token: lease.Token})
+		_, _ = svc.Release(rctx, ReleaseParams{Task: lease.Task, Owner: lease.Owner, Token: lease.Token, Credential: p.Credential})
 		return false, err
 	}
 	bodyErr := body(k.Context())

@@ -3,6 +3,7 @@ package leasecore
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -368,6 +369,9 @@ func TestKeeperConfigTimingRules(t *testing.T) {
 		{"lead negative", KeeperConfig{Lead: -time.Millisecond}, false},
 		{"ttl below minimum", KeeperConfig{TTL: 50 * time.Millisecond}, false},
 		{"ttl above maximum", KeeperConfig{TTL: 25 * time.Hour}, false},
+		{"credential", KeeperConfig{Credential: "deploy-bot"}, true},
+		{"credential with a space", KeeperConfig{Credential: "deploy bot"}, false},
+		{"credential of 65 bytes", KeeperConfig{Credential: strings.Repeat("c", MaxCredentialLen+1)}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -379,5 +383,30 @@ func TestKeeperConfigTimingRules(t *testing.T) {
 				t.Fatalf("defaults = %+v, want renew 4s, retry 1s, ttl 10s", cfg)
 			}
 		})
+	}
+}
+
+// A keeper acts for its configured credential: every renewal and its
+// release carry it, so the lost or released event that ends the lease
+// names the credential of the stream that held it.
+func TestKeeperActsForItsCredential(t *testing.T) {
+	t.Parallel()
+	k, clk, r := startKeeper(t, KeeperConfig{Credential: "stream-cred"})
+	for i := range 2 {
+		clk.Advance(clk.nextWait(t))
+		call := r.nextRenew(t)
+		if call.p.Credential != "stream-cred" {
+			t.Fatalf("renewal %d carries credential %q, want the keeper's stream-cred", i, call.p.Credential)
+		}
+		call.reply <- renewReply{lease: heldLease(10 * time.Second)}
+	}
+	clk.nextWait(t)
+	if ok, err := k.Release(); !ok || err != nil {
+		t.Fatalf("Release = %v, %v", ok, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.releases) != 1 || r.releases[0].Credential != "stream-cred" {
+		t.Fatalf("releases %+v, want one for credential stream-cred", r.releases)
 	}
 }

@@ -47,6 +47,11 @@ type ClaimParams struct {
 	// TTL of the lease; zero means DefaultTTL. Whole milliseconds are kept.
 	TTL  time.Duration
 	Note string
+	// Credential names the credential the claim acts for (a sidecar's
+	// named credential; see ValidateCredential). The history events the
+	// claim records carry it. Empty: none, as for a Go program calling
+	// leasecore directly, the pruner, or the Terraform provider.
+	Credential string
 }
 
 // RenewParams are the inputs of a renewal.
@@ -57,6 +62,10 @@ type RenewParams struct {
 	TTL time.Duration
 	// Token, when non-zero, must equal the lease's token.
 	Token int64
+	// Credential names the credential the renewal acts for, as
+	// ClaimParams.Credential does: a refused renewal's "lost" event carries
+	// it.
+	Credential string
 }
 
 // ReleaseParams are the inputs of a release.
@@ -65,6 +74,9 @@ type ReleaseParams struct {
 	Owner string
 	// Token, when non-zero, must equal the lease's token.
 	Token int64
+	// Credential names the credential the release acts for, as
+	// ClaimParams.Credential does: the "released" event carries it.
+	Credential string
 }
 
 // ValidateTask checks a task name: 1–200 characters of A–Z a–z 0–9 . _ : / @ -,
@@ -146,6 +158,42 @@ func validateNote(note string) error {
 	return nil
 }
 
+// MaxCredentialLen bounds a credential's name, in bytes.
+const MaxCredentialLen = 64
+
+// CredentialRule is the rule of a credential's name, as ValidateCredential
+// states it: 1 to MaxCredentialLen characters of the task names' charset.
+// A name of that charset needs no escaping in a log line, a terminal, an
+// HTTP header or a problem's detail.
+const CredentialRule = "must be 1 to 64 characters of " + taskCharsetMsg
+
+// ValidateCredential checks the name of a credential: 1 to
+// MaxCredentialLen characters of A–Z a–z 0–9 . _ : / @ - (CredentialRule).
+// It is the one rule for credential names: the parameters' Validate
+// applies it to a Credential that is not empty (empty means none), and a
+// sidecar's credential file, whose credentials must have names, applies it
+// as it is. A refusal names the field "Credential".
+func ValidateCredential(name string) error {
+	if name == "" || len(name) > MaxCredentialLen {
+		return &ValidationError{Field: "Credential", Rule: CredentialRule}
+	}
+	for i := 0; i < len(name); i++ {
+		if !isTaskChar(name[i]) {
+			return &ValidationError{Field: "Credential", Rule: fmt.Sprintf("%s; %q at position %d is not", CredentialRule, rune(name[i]), i+1)}
+		}
+	}
+	return nil
+}
+
+// validateActor checks the Credential of an operation's parameters: none
+// (empty), or a name by ValidateCredential.
+func validateActor(credential string) error {
+	if credential == "" {
+		return nil
+	}
+	return ValidateCredential(credential)
+}
+
 func validateToken(token int64) error {
 	if token < 0 {
 		return &ValidationError{Field: "Token", Rule: "must be a positive integer when given"}
@@ -155,17 +203,17 @@ func validateToken(token int64) error {
 
 // Validate checks every input rule of a claim; nil means the store may be asked.
 func (p ClaimParams) Validate() error {
-	return firstError(ValidateTask(p.Task), ValidateOwner(p.Owner), ValidateTTL(p.TTL), validateNote(p.Note))
+	return firstError(ValidateTask(p.Task), ValidateOwner(p.Owner), ValidateTTL(p.TTL), validateNote(p.Note), validateActor(p.Credential))
 }
 
 // Validate checks every input rule of a renewal.
 func (p RenewParams) Validate() error {
-	return firstError(ValidateTask(p.Task), ValidateOwner(p.Owner), ValidateTTL(p.TTL), validateToken(p.Token))
+	return firstError(ValidateTask(p.Task), ValidateOwner(p.Owner), ValidateTTL(p.TTL), validateToken(p.Token), validateActor(p.Credential))
 }
 
 // Validate checks every input rule of a release.
 func (p ReleaseParams) Validate() error {
-	return firstError(ValidateTask(p.Task), ValidateOwner(p.Owner), validateToken(p.Token))
+	return firstError(ValidateTask(p.Task), ValidateOwner(p.Owner), validateToken(p.Token), validateActor(p.Credential))
 }
 
 func firstError(errs ...error) error {

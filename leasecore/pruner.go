@@ -35,7 +35,8 @@ const (
 // by the lease PruneTask (ttl three intervals, so a pruner that dies holding
 // it delays the next pass by at most that): held by another pruner → skip
 // the pass quietly; unavailable → prune anyway, warning once per streak of
-// such passes; acquired → prune, then release in a deferred step.
+// such passes; acquired → prune, then release in a deferred step. Its
+// claims and releases act for no credential: leasehold's own work.
 type Pruner struct {
 	svc      *Service
 	interval time.Duration

@@ -96,3 +96,34 @@ func TestRunUnavailableStore(t *testing.T) {
 		t.Fatalf("Run = %v, %v; want false and ErrUnavailable", ran, err)
 	}
 }
+
+// Run acts for the claim's credential throughout: the acquired event, and
+// the released one that its deferred release records, name it; a keeper
+// configured for another credential is refused before anything is claimed.
+func TestRunActsForTheClaimsCredential(t *testing.T) {
+	t.Parallel()
+	svc := newService(t)
+	p := leasecore.ClaimParams{Task: "report", Owner: "a", TTL: time.Minute, Credential: "cron-eu"}
+	ran, err := leasecore.Run(t.Context(), svc, p, leasecore.KeeperConfig{}, func(context.Context) error { return nil })
+	if !ran || err != nil {
+		t.Fatalf("Run = %v, %v", ran, err)
+	}
+	evs, err := svc.History(t.Context(), "report", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 2 || evs[0].Kind != leasecore.EventReleased || evs[1].Kind != leasecore.EventAcquired ||
+		evs[0].Credential != "cron-eu" || evs[1].Credential != "cron-eu" {
+		t.Fatalf("history %+v, want released and acquired, both by credential cron-eu", evs)
+	}
+
+	ran, err = leasecore.Run(t.Context(), svc, leasecore.ClaimParams{Task: "other", Owner: "a", TTL: time.Minute, Credential: "cron-eu"},
+		leasecore.KeeperConfig{Credential: "cron-us"},
+		func(context.Context) error { t.Error("the body ran with two credentials"); return nil })
+	if ran || err == nil {
+		t.Fatalf("Run with a keeper credential other than the claim's = %v, %v; want refused", ran, err)
+	}
+	if evs, err := svc.History(t.Context(), "other", 10); err != nil || len(evs) != 0 {
+		t.Fatalf("history of the refused Run: %+v, %v; want nothing claimed", evs, err)
+	}
+}

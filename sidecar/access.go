@@ -32,6 +32,10 @@ func caller(c echo.Context) *auth.Credential {
 	return auth.Anonymous
 }
 
+// credentialName is what the history records of the caller: its name, or
+// nothing for the anonymous caller.
+func credentialName(c echo.Context) string { return caller(c).Name }
+
 // authenticate refuses /v1/* requests that carry no token of the book (401)
 // and hands the others on with their credential. A nil book authenticates
 // nobody: every caller is Anonymous.

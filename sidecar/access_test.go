@@ -118,6 +118,14 @@ func TestScopedCredentials(t *testing.T) {
 			t.Errorf("billing/nightly after refused calls: %+v", l)
 		}
 
+		// The history names the credential that acted, never its token.
+		expect(t, billing.post("/v1/leases/billing%2Fnightly/release", map[string]any{"owner": "b1"}), http.StatusOK)
+		events := decode[api.EventList](t, dash.get("/v1/leases/billing%2Fnightly/history")).Events
+		if len(events) != 2 || events[0].Kind != "released" || events[0].Credential != "billing" || events[1].Credential != "billing" {
+			t.Errorf("billing/nightly's history %+v, want acquired and released by credential billing", events)
+		}
+		expect(t, billing.post("/v1/leases/billing%2Fnightly/claim", map[string]any{"owner": "b1"}), http.StatusOK)
+
 		// Lists hold the caller's tasks only.
 		tasksOf := func(r response) []string {
 			var out []string

@@ -41,7 +41,7 @@ func (h *handlers) ClaimLease(c echo.Context, task api.Task) error {
 		return err
 	}
 	lease, err := h.svc.Claim(c.Request().Context(), leasecore.ClaimParams{
-		Task: task, Owner: req.Owner, TTL: duration(req.TtlMs), Note: deref(req.Note),
+		Task: task, Owner: req.Owner, TTL: duration(req.TtlMs), Note: deref(req.Note), Credential: credentialName(c),
 	})
 	h.metrics.claimed(lease, err)
 	return respondClaim(c, lease, err)
@@ -57,7 +57,7 @@ func (h *handlers) RenewLease(c echo.Context, task api.Task) error {
 		return err
 	}
 	lease, err := h.svc.Renew(c.Request().Context(), leasecore.RenewParams{
-		Task: task, Owner: req.Owner, TTL: duration(req.TtlMs), Token: deref(req.Token),
+		Task: task, Owner: req.Owner, TTL: duration(req.TtlMs), Token: deref(req.Token), Credential: credentialName(c),
 	})
 	h.metrics.renewed(err)
 	return respondRenew(c, lease, err)
@@ -73,7 +73,7 @@ func (h *handlers) ReleaseLease(c echo.Context, task api.Task) error {
 		return err
 	}
 	released, err := h.svc.Release(c.Request().Context(), leasecore.ReleaseParams{
-		Task: task, Owner: req.Owner, Token: deref(req.Token),
+		Task: task, Owner: req.Owner, Token: deref(req.Token), Credential: credentialName(c),
 	})
 	h.metrics.released(released, err)
 	return respondRelease(c, released, err)

@@ -34,7 +34,8 @@ func (h *handlers) KeepaliveLease(c echo.Context, task api.Task, params api.Keep
 	if owner == "" {
 		owner = leasecore.NewOwner()
 	}
-	p := leasecore.ClaimParams{Task: task, Owner: owner, TTL: duration(params.TtlMs), Note: deref(params.Note)}
+	cred := credentialName(c)
+	p := leasecore.ClaimParams{Task: task, Owner: owner, TTL: duration(params.TtlMs), Note: deref(params.Note), Credential: cred}
 	lease, err := h.claimWaiting(c.Request().Context(), p, duration(params.WaitMs))
 	h.metrics.claimed(lease, err)
 	if err != nil {
@@ -43,9 +44,9 @@ func (h *handlers) KeepaliveLease(c echo.Context, task api.Task, params api.Keep
 
 	// Book the stream before anything is written, so that a shutdown from
 	// here on waits for it and its release.
-	st := &stream{h: h, task: lease.Task, started: make(chan struct{})}
+	st := &stream{h: h, task: lease.Task, credential: cred, started: make(chan struct{})}
 	if !h.streams.add(st) {
-		h.release(lease)
+		h.release(lease, cred)
 		return newProblem(http.StatusServiceUnavailable, problemUnavailable, "Shutting down",
 			"this sidecar is shutting down; the lease was released: try another sidecar")
 	}
@@ -62,7 +63,7 @@ func (h *handlers) KeepaliveLease(c echo.Context, task api.Task, params api.Keep
 		if conn != nil {
 			conn.Close()
 		}
-		h.release(lease)
+		h.release(lease, cred)
 		h.streams.remove(st)
 		if conn != nil {
 			// The response is the connection's now: nothing more to answer.
@@ -85,10 +86,11 @@ func (h *handlers) claimWaiting(ctx context.Context, p leasecore.ClaimParams, wa
 	})
 }
 
-// release gives back a lease that could not be kept, best effort.
-func (h *handlers) release(l *leasecore.Lease) {
+// release gives back a lease that could not be kept, best effort, acting
+// for the credential that claimed it.
+func (h *handlers) release(l *leasecore.Lease, credential string) {
 	ctx, cancel := context.WithTimeout(context.Background(), leasecore.DefaultOpTimeout)
 	defer cancel()
-	released, err := h.svc.Release(ctx, leasecore.ReleaseParams{Task: l.Task, Owner: l.Owner, Token: l.Token})
+	released, err := h.svc.Release(ctx, leasecore.ReleaseParams{Task: l.Task, Owner: l.Owner, Token: l.Token, Credential: credential})
 	h.metrics.released(released, err)
 }

@@ -30,6 +30,9 @@ type stream struct {
 	conn   net.Conn
 	task   string
 	keeper *leasecore.Keeper
+	// credential names the credential the stream acts for: its renewals'
+	// and its release's history events carry it.
+	credential string
 
 	started     chan struct{} // closed when start returns; keeper is set if it succeeded
 	releaseOnce sync.Once
@@ -55,7 +58,7 @@ func (st *stream) start(conn net.Conn, lease *leasecore.Lease) error {
 		return err
 	}
 	renewer, lead := st.h.renewerFor(lease.TTL)
-	k, err := leasecore.Keep(context.Background(), renewer, lease, leasecore.KeeperConfig{Lead: lead, OnRenew: st.renewed})
+	k, err := leasecore.Keep(context.Background(), renewer, lease, leasecore.KeeperConfig{Lead: lead, OnRenew: st.renewed, Credential: st.credential})
 	if err != nil {
 		return err
 	}

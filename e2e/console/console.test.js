@@ -175,6 +175,8 @@ test('the console: token prompt, leases with countdowns, history, policies, heal
     assert.match(await expired.textContent(), /expired/);
     assert.equal(await expired.locator('.owner').textContent(), 'pruner-1#7#aa');
     assert.equal(await expired.locator('.token').textContent(), String(short.token));
+    // Recorded by the sidecar when the lease ran out, for no credential.
+    assert.equal(await expired.locator('td[data-label="Credential"]').textContent(), '—');
     await row(page, 'lease-rows', 'telescope:prune').waitFor({ state: 'detached', ...WAIT });
 
     const next = await claim('telescope:prune', 'pruner-2#9#bb', 90000, 'entries older than 30 d');
@@ -182,6 +184,17 @@ test('the console: token prompt, leases with countdowns, history, policies, heal
     const held = row(page, 'lease-rows', 'telescope:prune');
     assert.equal(await held.locator('.owner').textContent(), 'pruner-2#9#bb');
     assert.equal(await held.locator('.token').textContent(), String(next.token));
+  });
+
+  await t.test('the history names the credential each event was recorded for', async () => {
+    // e2e/console_test.go claimed and released billing/invoices for the credential billing-ci.
+    await row(page, 'task-rows', 'billing/invoices').getByRole('button', { name: 'billing/invoices' }).click();
+    await page.waitForFunction(() => document.getElementById('history-task').textContent === 'billing/invoices', null, WAIT);
+    for (const kind of ['acquired', 'released']) {
+      const ev = page.locator(`#history-rows tr[data-kind="${kind}"]`);
+      await ev.waitFor(WAIT);
+      assert.equal(await ev.locator('td[data-label="Credential"] .credential').textContent(), 'billing-ci');
+    }
   });
 
   await t.test('a screenshot of the console, when asked for', async (st) => {

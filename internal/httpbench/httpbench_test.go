@@ -98,7 +98,7 @@ func TestParseProcStat(t *testing.T) {
 func TestClaimStatement(t *testing.T) {
 	t.Parallel()
 	sql := postgres.LoneClaimSQL()
-	for _, want := range []string{"INSERT INTO leasehold_leases", "ON CONFLICT (task) DO UPDATE", "INSERT INTO leasehold_history", "$1", "$4"} {
+	for _, want := range []string{"INSERT INTO leasehold_leases", "ON CONFLICT (task) DO UPDATE", "INSERT INTO leasehold_history", "$1", "$5"} {
 		if !strings.Contains(sql, want) {
 			t.Errorf("claimSQL lacks %q:\n%s", want, sql)
 		}

@@ -93,7 +93,7 @@ func BenchmarkRawClaimNewStatement(b *testing.B) {
 					acq, ren, exp         time.Time
 					note                  string
 				)
-				err := pool.QueryRow(ctx, claimSQL, task, "client", ttlMS, "").
+				err := pool.QueryRow(ctx, claimSQL, task, "client", ttlMS, "", "").
 					Scan(&tsk, &own, &token, &acq, &ren, &exp, &ttl, &n, &note, &remain)
 				if err == nil && token != 1 {
 					err = fmt.Errorf("claim of new task %s: token %d, want 1", task, token)
@@ -198,7 +198,7 @@ func BenchmarkRawClaimStatement(b *testing.B) {
 					acq, ren, exp         time.Time
 					note                  string
 				)
-				return pool.QueryRow(ctx, claimSQL, task, owner, ttlMS, "").
+				return pool.QueryRow(ctx, claimSQL, task, owner, ttlMS, "", "").
 					Scan(&tsk, &own, &token, &acq, &ren, &exp, &ttl, &n, &note, &remain)
 			})
 		})

@@ -229,7 +229,7 @@ func (s *Store) History(ctx context.Context, task string, limit int) ([]leasecor
 	}
 	evs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (leasecore.Event, error) {
 		var e leasecore.Event
-		err := row.Scan(&e.ID, &e.Task, &e.Kind, &e.Owner, &e.Token, &e.At, &e.Detail)
+		err := row.Scan(&e.ID, &e.Task, &e.Kind, &e.Owner, &e.Token, &e.At, &e.Detail, &e.Credential)
 		e.At = e.At.UTC()
 		return e, err
 	})

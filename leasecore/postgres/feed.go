@@ -181,17 +181,17 @@ func (c *cursor) Next(ctx context.Context, limit int) ([]leasecore.Event, error)
 	)
 	for rows.Next() {
 		var (
-			id, token              *int64
-			task, kind, who, about *string
-			at                     *time.Time
+			id, token                     *int64
+			task, kind, who, about, actor *string
+			at                            *time.Time
 		)
-		if err := rows.Scan(&xmin, &bound, &id, &task, &kind, &who, &token, &at, &about); err != nil {
+		if err := rows.Scan(&xmin, &bound, &id, &task, &kind, &who, &token, &at, &about, &actor); err != nil {
 			rows.Close()
 			return nil, interpretError(op, err)
 		}
 		if id != nil {
 			evs = append(evs, leasecore.Event{ID: *id, Task: *task, Kind: leasecore.EventKind(*kind),
-				Owner: *who, Token: *token, At: at.UTC(), Detail: *about})
+				Owner: *who, Token: *token, At: at.UTC(), Detail: *about, Credential: *actor})
 		}
 	}
 	rows.Close()

@@ -180,13 +180,15 @@ func TestHistoryBatched(t *testing.T) {
 	for i := range tasks {
 		tasks[i] = fmt.Sprintf("hist/%03d", i)
 	}
-	claimAll := func(owner func(i int) string, ttl time.Duration) []*leasecore.Lease {
+	// Every call acts for a credential of its own: a batch statement
+	// records each one's with its events.
+	claimAll := func(owner func(i int) string, ttl time.Duration, credential string) []*leasecore.Lease {
 		unblock := blockClaims(t, url, st)
 		done := make([]chan result, n)
 		for i, task := range tasks {
 			done[i] = make(chan result, 1)
 			go func() {
-				l, err := st.Claim(t.Context(), leasecore.ClaimParams{Task: task, Owner: owner(i), TTL: ttl})
+				l, err := st.Claim(t.Context(), leasecore.ClaimParams{Task: task, Owner: owner(i), TTL: ttl, Credential: fmt.Sprintf("%s-%d", credential, i)})
 				done[i] <- result{owner(i), l, err}
 			}()
 		}
@@ -203,9 +205,9 @@ func TestHistoryBatched(t *testing.T) {
 		return leases
 	}
 
-	first := claimAll(func(i int) string { return fmt.Sprintf("owner-%d", i) }, leasecore.MinTTL)
+	first := claimAll(func(i int) string { return fmt.Sprintf("owner-%d", i) }, leasecore.MinTTL, "first")
 	waitExpired(t, st, tasks...)
-	second := claimAll(func(int) string { return "successor" }, time.Minute)
+	second := claimAll(func(int) string { return "successor" }, time.Minute, "second")
 
 	mustClaim(t, st, "gate", "gatekeeper", time.Minute)
 	unblock := blockFlushers(t, url, `SELECT FROM leasehold_leases WHERE task = 'gate' FOR UPDATE`, func(int) {
@@ -215,7 +217,7 @@ func TestHistoryBatched(t *testing.T) {
 	for i, task := range tasks {
 		released[i] = make(chan error, 1)
 		go func() {
-			ok, err := st.Release(t.Context(), leasecore.ReleaseParams{Task: task, Owner: "successor", Token: second[i].Token})
+			ok, err := st.Release(t.Context(), leasecore.ReleaseParams{Task: task, Owner: "successor", Token: second[i].Token, Credential: fmt.Sprintf("release-%d", i)})
 			if err == nil && !ok {
 				err = errors.New("not released")
 			}
@@ -253,6 +255,14 @@ func TestHistoryBatched(t *testing.T) {
 		if len(evs) == 4 && (!evs[0].At.Equal(first[i].AcquiredAt) || !evs[2].At.Equal(second[i].AcquiredAt)) {
 			t.Errorf("%s: acquired at %v and %v, want the grants' instants %v and %v",
 				task, evs[0].At, evs[2].At, first[i].AcquiredAt, second[i].AcquiredAt)
+		}
+		if len(evs) == 4 {
+			want := []string{fmt.Sprintf("first-%d", i), fmt.Sprintf("second-%d", i), fmt.Sprintf("second-%d", i), fmt.Sprintf("release-%d", i)}
+			for k, e := range evs {
+				if e.Credential != want[k] {
+					t.Errorf("%s: %s event by credential %q, want its operation's %q", task, e.Kind, e.Credential, want[k])
+				}
+			}
 		}
 	}
 }
@@ -319,9 +329,11 @@ func TestHistoryLostInRenewBatch(t *testing.T) {
 	}
 	waitExpired(t, st, expired...)
 
+	// Each lease's loss names its owner's renewal's credential, not that
+	// of another owner's refused renewal of the task in the same batch.
 	var ps []leasecore.RenewParams
 	for _, task := range expired {
-		ps = append(ps, leasecore.RenewParams{Task: task, Owner: "o"}, leasecore.RenewParams{Task: task, Owner: "other"})
+		ps = append(ps, leasecore.RenewParams{Task: task, Owner: "other", Credential: "stranger"}, leasecore.RenewParams{Task: task, Owner: "o", Credential: "renewer-" + task})
 	}
 	ps = append(ps,
 		leasecore.RenewParams{Task: "lost/held", Owner: "o", Token: held.Token + 1}, // token_mismatch
@@ -340,10 +352,13 @@ func TestHistoryLostInRenewBatch(t *testing.T) {
 		}
 	}
 	for _, task := range expired {
-		checkHistory(t, st, task,
+		evs := checkHistory(t, st, task,
 			event{leasecore.EventAcquired, "o", 1, ""},
 			event{leasecore.EventLost, "o", 1, ""},
 		)
+		if len(evs) == 2 && (evs[0].Credential != "" || evs[1].Credential != "renewer-"+task) {
+			t.Errorf("%s: events by credentials %q and %q, want none (the claim named none) and the renewal's %q", task, evs[0].Credential, evs[1].Credential, "renewer-"+task)
+		}
 	}
 	checkHistory(t, st, "lost/held", event{leasecore.EventAcquired, "o", 1, ""})
 	checkHistory(t, st, "lost/released",
@@ -371,7 +386,7 @@ func TestHistoryLostRacingTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-	if _, err := tx.Exec(ctx, claimSQL, task, "b", int64(60000), ""); err != nil {
+	if _, err := tx.Exec(ctx, claimSQL, task, "b", int64(60000), "", ""); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)

@@ -16,8 +16,14 @@ var migrationFiles embed.FS
 
 // loadMigrations reads the embedded migrations once.
 var loadMigrations = sync.OnceValues(func() ([]migration.Migration, error) {
-	return migration.Load(migrationFiles, "migrations")
+	return migration.Load(migrationFiles, "migrations", reservedVersions...)
 })
+
+// reservedVersions are migration numbers taken by work that is not merged
+// on this line yet (0005, the role scopes), which later migrations skip
+// over (0006_credential). Drop a number when its migration arrives:
+// migration.Load refuses the reservation then.
+var reservedVersions = []int{5}
 
 // migrationLockKey is the pg_advisory_xact_lock key that serialises
 // migrators of one database: the bytes of "leasehol".

@@ -83,12 +83,22 @@ const endUnrecordedOnClaim = `(l.released_at IS NULL AND l.lost_at IS NULL)`
 // the claim's transaction and at its instant (the new renewed_at, which is
 // rowNow): first the end of the lease it replaced, if that lease expired
 // unreleased ("expired" when its owner claimed again, "taken_over" naming
-// the new owner otherwise), then "acquired". It answers the claimed leases.
+// the new owner otherwise), then "acquired", both with the claim's
+// credential. It answers the claimed leases.
+//
+// The credential comes from the claim's input, not from the lease row:
+// RETURNING gives only the row's columns, so each claim statement names
+// its claims' credentials in a CTE actors(task, credential) before
+// claimed (a lone claim's parameter; a batch's array), joined back here on
+// the task, which is unique in a statement. Keeping the credential on the
+// lease row instead would write a column into every claim's row version,
+// refreshes included, that nothing but this statement reads.
 const claimEventsSQL = `
 , events AS (
-    INSERT INTO leasehold_history (task, kind, owner, token, at, detail)
-    SELECT c.task, e.kind, e.owner, e.token, c.renewed_at, e.detail
+    INSERT INTO leasehold_history (task, kind, owner, token, at, detail, credential)
+    SELECT c.task, e.kind, e.owner, e.token, c.renewed_at, e.detail, a.credential
       FROM claimed AS c
+      JOIN actors AS a ON a.task = c.task
      CROSS JOIN LATERAL (VALUES
            (1, CASE WHEN c.replaced_owner = c.owner THEN 'expired' ELSE 'taken_over' END,
                c.replaced_owner, c.replaced_token,
@@ -102,20 +112,23 @@ SELECT ` + leaseNames + `
   FROM claimed`
 
 // LoneClaimSQL returns the statement this driver sends for a claim that
-// goes out alone ($1 task, $2 owner, $3 ttl in ms, $4 note; it returns the
-// lease row when granted). Benchmarks outside the package compare the store
-// against this very statement rather than a copy of it.
+// goes out alone ($1 task, $2 owner, $3 ttl in ms, $4 note, $5 credential,
+// empty for none; it returns the lease row when granted). Benchmarks outside
+// the package compare the store against this very statement rather than a
+// copy of it.
 func LoneClaimSQL() string { return claimSQL }
 
 // claimSQL is one claim on its own: it acquires a free task, re-acquires a
 // released or expired one with the next token, or refreshes the caller's own
 // live lease; it returns no row when another owner holds a live lease.
-// $1 task, $2 owner, $3 ttl in ms, $4 note. It is claimBatchSQL for a batch
-// of one claim, which it decides the same way at a lower cost (no arrays to
-// unnest, no sort), so a lone claim is as fast as before batching. A new
-// grant writes its history in the same statement (claimEventsSQL).
+// $1 task, $2 owner, $3 ttl in ms, $4 note, $5 credential (empty for none). It
+// is claimBatchSQL for a batch of one claim, which it decides the same way
+// at a lower cost (no arrays to unnest, no sort), so a lone claim is as fast
+// as before batching. A new grant writes its history in the same statement
+// (claimEventsSQL).
 const claimSQL = `
-WITH claimed AS (
+WITH actors AS (SELECT $1::text AS task, $5::text AS credential),
+claimed AS (
 INSERT INTO leasehold_leases AS l
        (task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note, released_at)
 VALUES ($1, $2, 1, now(), now(), now() + $3::bigint * interval '1 millisecond', $3::bigint, 0,
@@ -123,9 +136,9 @@ VALUES ($1, $2, 1, now(), now(), now() + $3::bigint * interval '1 millisecond', 
 )` + claimEventsSQL
 
 // claimBatchSQL is claimSQL for many claims of distinct tasks at once, in one
-// transaction: $1 tasks, $2 owners, $3 ttls in ms, $4 notes, element i of
-// each array being claim i. It returns a row for each claim that acquired,
-// none for a refused one.
+// transaction: $1 tasks, $2 owners, $3 ttls in ms, $4 notes, $5 credentials,
+// element i of each array being claim i. It returns a row for each claim
+// that acquired, none for a refused one.
 //
 // The rows are inserted in task order (bytewise, as the primary key sorts),
 // so every batch statement of every sidecar locks the rows it decides on in
@@ -135,7 +148,8 @@ VALUES ($1, $2, 1, now(), now(), now() + $3::bigint * interval '1 millisecond', 
 // grants is written by the same statement (claimEventsSQL), which locks no
 // lease row.
 const claimBatchSQL = `
-WITH claimed AS (
+WITH actors AS (SELECT * FROM unnest($1::text[], $5::text[]) AS a(task, credential)),
+claimed AS (
 INSERT INTO leasehold_leases AS l
        (task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note, released_at)
 SELECT r.task, r.owner, 1, now(), now(), now() + r.ttl_ms * interval '1 millisecond', r.ttl_ms, 0,
@@ -205,7 +219,8 @@ RETURNING ` + leaseColumns
 // row's lock, so a claim replacing the lease either comes first (and the row
 // no longer matches) or sees the mark and records no end of its own: a lease
 // ends once in the history, however often its owner's renewals are refused.
-// $1 task, $2 the renewal's owner.
+// $1 task, $2 the renewal's owner, $3 its credential (empty for none), which
+// the "lost" event carries.
 //
 // The state is read from the statement's snapshot, and the mark matches the
 // latest version of the row; if the two differ (a claim committed in
@@ -216,23 +231,30 @@ WITH ended AS (
     UPDATE leasehold_leases AS l
        SET lost_at = ` + rowNow + `
      WHERE l.task = $1 AND l.owner = $2::text AND ` + endUnrecorded + `
-    RETURNING l.task, l.owner, l.token, l.lost_at AS at
+    RETURNING l.task, l.owner, l.token, l.lost_at AS at, $3::text AS credential
 )` + lostEventSQL + `
 SELECT l.owner, l.token, l.released_at IS NOT NULL, ` + live + `
   FROM leasehold_leases AS l
  WHERE l.task = $1`
 
 // renewStatesSQL is renewStateSQL for many tasks at once, for the refused
-// renewals of a RenewBatch: $1 tasks, $2 owners, element i of each being
-// refused renewal i. It answers one row per task, with its task first. The
-// rows it marks are locked in task order first, as in renewBatchSQL.
+// renewals of a RenewBatch: $1 tasks, $2 owners, $3 credentials, element i
+// of each being refused renewal i. It answers one row per task, with its
+// task first. The rows it marks are locked in task order first, as in
+// renewBatchSQL. A task may be named more than once (a RenewBatch may
+// renew a task twice): a lease's "lost" event carries the credential of
+// the first of its owner's refused renewals.
 const renewStatesSQL = `
 WITH locked AS MATERIALIZED (
-    SELECT l.task
+    SELECT l.task, r.credential
       FROM leasehold_leases AS l
+     CROSS JOIN LATERAL (
+           SELECT r.credential
+             FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS r(task, owner, credential, n)
+            WHERE r.task = l.task AND r.owner = l.owner
+            ORDER BY r.n
+            LIMIT 1) AS r
      WHERE l.task = ANY($1::text[]) AND ` + endUnrecorded + `
-       AND EXISTS (SELECT FROM unnest($1::text[], $2::text[]) AS r(task, owner)
-                    WHERE r.task = l.task AND r.owner = l.owner)
      ORDER BY l.task
        FOR UPDATE OF l
 ), ended AS (
@@ -240,7 +262,7 @@ WITH locked AS MATERIALIZED (
        SET lost_at = ` + rowNow + `
       FROM locked AS k
      WHERE l.task = k.task AND ` + endUnrecorded + `
-    RETURNING l.task, l.owner, l.token, l.lost_at AS at
+    RETURNING l.task, l.owner, l.token, l.lost_at AS at, k.credential
 )` + lostEventSQL + `
 SELECT l.task, l.owner, l.token, l.released_at IS NOT NULL, ` + live + `
   FROM leasehold_leases AS l
@@ -251,20 +273,21 @@ SELECT l.task, l.owner, l.token, l.released_at IS NOT NULL, ` + live + `
 const endUnrecorded = `l.released_at IS NULL AND l.expires_at <= ` + rowNow + ` AND l.lost_at IS NULL`
 
 // lostEventSQL follows the ended CTE of a refused renewal's read: a "lost"
-// event for each lease it marked.
+// event for each lease it marked, with the refused renewal's credential.
 const lostEventSQL = `
 , lost AS (
-    INSERT INTO leasehold_history (task, kind, owner, token, at)
-    SELECT task, 'lost', owner, token, at
+    INSERT INTO leasehold_history (task, kind, owner, token, at, credential)
+    SELECT task, 'lost', owner, token, at, credential
       FROM ended
      ORDER BY task
 )`
 
 // releaseSQL ends the owner's live lease, checking the token when one is
 // given ($3 > 0), and records a "released" event in the same statement, at
-// the release's instant. The row stays, with its token. $1 task, $2 owner,
-// $3 token or 0. Its command tag counts the leases it ended (one event
-// each). It is releaseBatchSQL for a batch of one release.
+// the release's instant, with the release's credential. The row stays,
+// with its token. $1 task, $2 owner, $3 token or 0, $4 credential (empty
+// for none). Its command tag counts the leases it ended (one event each). It is
+// releaseBatchSQL for a batch of one release.
 const releaseSQL = `
 WITH released AS (
 UPDATE leasehold_leases AS l
@@ -274,19 +297,20 @@ UPDATE leasehold_leases AS l
    AND ($3::bigint = 0 OR l.token = $3::bigint)
 RETURNING l.task, l.owner, l.token, l.released_at
 )
-INSERT INTO leasehold_history (task, kind, owner, token, at)
-SELECT task, 'released', owner, token, released_at
+INSERT INTO leasehold_history (task, kind, owner, token, at, credential)
+SELECT task, 'released', owner, token, released_at, $4::text
   FROM released`
 
 // releaseBatchSQL ends the owners' live leases of distinct tasks, in one
 // transaction, checking each one's token when given (> 0): $1 tasks,
-// $2 owners, $3 tokens or 0. The rows stay, with their tokens. It records a
-// "released" event for each lease it ended, and returns its task. Rows are
-// locked in task order, as in renewBatchSQL.
+// $2 owners, $3 tokens or 0, $4 credentials. The rows stay, with their
+// tokens. It records a "released" event for each lease it ended, with its
+// release's credential, and returns its task. Rows are locked in task
+// order, as in renewBatchSQL.
 const releaseBatchSQL = `
 WITH locked AS MATERIALIZED (
-    SELECT l.task, r.owner, r.token
-      FROM unnest($1::text[], $2::text[], $3::bigint[]) AS r(task, owner, token)
+    SELECT l.task, r.owner, r.token, r.credential
+      FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) AS r(task, owner, token, credential)
       JOIN leasehold_leases AS l ON l.task = r.task AND l.owner = r.owner
      ORDER BY l.task
        FOR UPDATE OF l
@@ -297,10 +321,10 @@ UPDATE leasehold_leases AS l
   FROM locked AS r
  WHERE l.task = r.task AND l.owner = r.owner AND ` + live + `
    AND (r.token = 0 OR l.token = r.token)
-RETURNING l.task, l.owner, l.token, l.released_at
+RETURNING l.task, l.owner, l.token, l.released_at, r.credential
 )
-INSERT INTO leasehold_history (task, kind, owner, token, at)
-SELECT task, 'released', owner, token, released_at
+INSERT INTO leasehold_history (task, kind, owner, token, at, credential)
+SELECT task, 'released', owner, token, released_at, credential
   FROM released
  ORDER BY task
 RETURNING task`
@@ -413,7 +437,7 @@ const policyUsersSQL = `SELECT t.name FROM leasehold_tasks AS t WHERE t.retentio
 
 // historySQL reads a task's newest events, newest first. $1 task, $2 limit.
 const historySQL = `
-SELECT h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail
+SELECT h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail, h.credential
   FROM leasehold_history AS h
  WHERE h.task = $1
  ORDER BY h.id DESC
@@ -505,10 +529,10 @@ const readHistorySQL = `
 WITH snap AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
                      pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax)
 SELECT snap.xmin, snap.xmax + age((snap.xmax % 4294967296)::text::xid),
-       h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail
+       h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail, h.credential
   FROM snap
   LEFT JOIN LATERAL (
-       SELECT h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail
+       SELECT h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail, h.credential
          FROM leasehold_history AS h
         WHERE h.id > $1::bigint
         ORDER BY h.id
@@ -518,7 +542,8 @@ SELECT snap.xmin, snap.xmax + age((snap.xmax % 4294967296)::text::xid),
 // recordExpiriesSQL records the end of up to $1 leases that expired
 // unreleased and whose end is not recorded yet (endUnrecorded): it marks
 // each row's end recorded (lost_at, at the row's instant) and writes an
-// "expired" event at the lease's expiry, with its owner and token. It
+// "expired" event at the lease's expiry, with its owner and token and no
+// credential (the column's default, the empty string): a sweep acts for nobody. It
 // answers how many it recorded and the earliest expiry among live leases
 // (NULL when none is live).
 //

@@ -140,9 +140,9 @@ const defaultReadOnlyBackoff = time.Second
 // The requests the batchers queue: the parameters as the statements take them.
 type (
 	claimReq struct {
-		task, owner string
-		ttlMS       int64
-		note        string
+		task, owner      string
+		ttlMS            int64
+		note, credential string
 	}
 	renewReq struct {
 		task, owner  string
@@ -151,6 +151,7 @@ type (
 	releaseReq struct {
 		task, owner string
 		token       int64
+		credential  string
 	}
 )
 
@@ -257,7 +258,7 @@ func (s *Store) Claim(ctx context.Context, p leasecore.ClaimParams) (*leasecore.
 	if ttlMS <= 0 { // Service never sends one; a direct caller gets the model's default
 		ttlMS = leasecore.DefaultTTL.Milliseconds()
 	}
-	req := claimReq{task: p.Task, owner: p.Owner, ttlMS: ttlMS, note: p.Note}
+	req := claimReq{task: p.Task, owner: p.Owner, ttlMS: ttlMS, note: p.Note, credential: p.Credential}
 	for range maxClaimAttempts {
 		lease, err := s.claims.do(ctx, req)
 		if err != nil {
@@ -294,15 +295,16 @@ func (s *Store) Claim(ctx context.Context, p leasecore.ClaimParams) (*leasecore.
 func (s *Store) sendClaims(ctx context.Context, reqs []claimReq) ([]*leasecore.Lease, error) {
 	if len(reqs) == 1 {
 		r := reqs[0]
-		lease, err := refusedIfNoRow(scanLease(s.pool.QueryRow(ctx, claimSQL, r.task, r.owner, r.ttlMS, r.note)))
+		lease, err := refusedIfNoRow(scanLease(s.pool.QueryRow(ctx, claimSQL, r.task, r.owner, r.ttlMS, r.note, r.credential)))
 		return []*leasecore.Lease{lease}, err
 	}
 	tasks, owners := make([]string, len(reqs)), make([]string, len(reqs))
 	ttls, notes := make([]int64, len(reqs)), make([]string, len(reqs))
+	credentials := make([]string, len(reqs))
 	for i, r := range reqs {
-		tasks[i], owners[i], ttls[i], notes[i] = r.task, r.owner, r.ttlMS, r.note
+		tasks[i], owners[i], ttls[i], notes[i], credentials[i] = r.task, r.owner, r.ttlMS, r.note, r.credential
 	}
-	rows, err := s.pool.Query(ctx, claimBatchSQL, tasks, owners, ttls, notes)
+	rows, err := s.pool.Query(ctx, claimBatchSQL, tasks, owners, ttls, notes, credentials)
 	if err != nil {
 		return nil, err
 	}
@@ -329,7 +331,7 @@ func (s *Store) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.
 		token          int64
 		released, live bool
 	)
-	err = s.pool.QueryRow(ctx, renewStateSQL, p.Task, p.Owner).Scan(&owner, &token, &released, &live)
+	err = s.pool.QueryRow(ctx, renewStateSQL, p.Task, p.Owner, p.Credential).Scan(&owner, &token, &released, &live)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, leasecore.RenewLost(p, leasecore.LeaseState{})
 	}
@@ -413,11 +415,11 @@ func (s *Store) lostReasons(ctx context.Context, ps []leasecore.RenewParams, ref
 		token          int64
 		released, live bool
 	}
-	tasks, owners := make([]string, len(refused)), make([]string, len(refused))
+	tasks, owners, credentials := make([]string, len(refused)), make([]string, len(refused)), make([]string, len(refused))
 	for j, i := range refused {
-		tasks[j], owners[j] = ps[i].Task, ps[i].Owner
+		tasks[j], owners[j], credentials[j] = ps[i].Task, ps[i].Owner, ps[i].Credential
 	}
-	rows, err := s.pool.Query(ctx, renewStatesSQL, tasks, owners)
+	rows, err := s.pool.Query(ctx, renewStatesSQL, tasks, owners, credentials)
 	if err != nil {
 		return err
 	}
@@ -523,7 +525,7 @@ func (s *Store) Release(ctx context.Context, p leasecore.ReleaseParams) (bool, e
 	if s.closed.Load() {
 		return false, interpretError(op, errClosed)
 	}
-	return s.releases.do(ctx, releaseReq{task: p.Task, owner: p.Owner, token: p.Token})
+	return s.releases.do(ctx, releaseReq{task: p.Task, owner: p.Owner, token: p.Token, credential: p.Credential})
 }
 
 // sendReleases runs one batch of releases of distinct tasks and reports which
@@ -531,17 +533,18 @@ func (s *Store) Release(ctx context.Context, p leasecore.ReleaseParams) (bool, e
 func (s *Store) sendReleases(ctx context.Context, reqs []releaseReq) ([]bool, error) {
 	if len(reqs) == 1 {
 		r := reqs[0]
-		tag, err := s.pool.Exec(ctx, releaseSQL, r.task, r.owner, r.token)
+		tag, err := s.pool.Exec(ctx, releaseSQL, r.task, r.owner, r.token, r.credential)
 		if err != nil {
 			return nil, err
 		}
 		return []bool{tag.RowsAffected() == 1}, nil
 	}
 	tasks, owners, tokens := make([]string, len(reqs)), make([]string, len(reqs)), make([]int64, len(reqs))
+	credentials := make([]string, len(reqs))
 	for i, r := range reqs {
-		tasks[i], owners[i], tokens[i] = r.task, r.owner, r.token
+		tasks[i], owners[i], tokens[i], credentials[i] = r.task, r.owner, r.token, r.credential
 	}
-	rows, err := s.pool.Query(ctx, releaseBatchSQL, tasks, owners, tokens)
+	rows, err := s.pool.Query(ctx, releaseBatchSQL, tasks, owners, tokens, credentials)
 	if err != nil {
 		return nil, err
 	}
@@ -640,8 +643,8 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err := s.pool.QueryRow(ctx, schemaSQL).Scan(&version, &leases); err != nil {
 		return interpretError(op, err)
 	}
-	if int(version) < len(want) {
-		return interpretError(op, fmt.Errorf("%w (version %d, needs %d)", leasecore.ErrSchemaBehind, version, len(want)))
+	if need := want[len(want)-1].Version; int(version) < need {
+		return interpretError(op, fmt.Errorf("%w (version %d, needs %d)", leasecore.ErrSchemaBehind, version, need))
 	}
 	return nil
 }

@@ -395,7 +395,7 @@ func (st *txStmts) flush(ctx context.Context) error {
 		if e.prev != 0 {
 			prev = e.prev
 		}
-		return append(args, e.id, e.event.Task, string(e.event.Kind), e.event.Owner, e.event.Token, e.at, e.event.Detail, prev)
+		return append(args, e.id, e.event.Task, string(e.event.Kind), e.event.Owner, e.event.Token, e.at, e.event.Detail, prev, e.event.Credential)
 	})
 	st.recorded += len(st.events)
 	st.events = st.events[:0]

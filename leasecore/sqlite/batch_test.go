@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -464,5 +465,87 @@ func TestRenewBatchTransactions(t *testing.T) {
 	}
 	if got := after.Operations - before.Operations; got != n {
 		t.Errorf("the transactions carried %d renewals, want %d", got, n)
+	}
+}
+
+// One batch of operations of several credentials records each event under
+// its own operation's: a claim's acquired, the taken_over its claim
+// records, a release's released, a refused renewal's lost.
+func TestBatchRecordsEachOperationsCredential(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "leasehold.db")
+	s := openMigrated(t, path)
+	ctx := context.Background()
+	for _, task := range []string{"taken", "lost"} {
+		if _, err := s.Claim(ctx, leasecore.ClaimParams{Task: task, Owner: "old", TTL: leasecore.MinTTL, Credential: "old-cred"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, "the leases expired", func() bool {
+		leases, err := s.List(ctx, leasecore.ListParams{})
+		return err == nil && len(leases) == 0
+	})
+	holder := holdWriteLock(t, path)
+	batches, taken := s.batches.Load(), s.taken.Load()
+	blocker := asyncClaim(ctx, s, "blocker", "blocker", time.Minute)
+	waitUntil(t, "the writer took the blocker", func() bool { return s.taken.Load() == taken+1 })
+
+	call := func(f func() (*leasecore.Lease, bool, error)) func() <-chan reply {
+		return func() <-chan reply {
+			return async(func() reply { l, ok, err := f(); return reply{lease: l, released: ok, err: err} })
+		}
+	}
+	claimAs := func(task, owner, credential string) func() <-chan reply {
+		return call(func() (*leasecore.Lease, bool, error) {
+			l, err := s.Claim(ctx, leasecore.ClaimParams{Task: task, Owner: owner, TTL: time.Minute, Credential: credential})
+			return l, false, err
+		})
+	}
+	replies := []<-chan reply{
+		enqueue(t, s, 1, claimAs("fresh", "a", "claimer-a")),
+		enqueue(t, s, 2, call(func() (*leasecore.Lease, bool, error) {
+			ok, err := s.Release(ctx, leasecore.ReleaseParams{Task: "fresh", Owner: "a", Credential: "releaser"})
+			if err == nil && !ok {
+				err = errors.New("not released")
+			}
+			return nil, ok, err
+		})),
+		enqueue(t, s, 3, claimAs("taken", "b", "claimer-b")),
+		enqueue(t, s, 4, call(func() (*leasecore.Lease, bool, error) {
+			_, err := s.Renew(ctx, leasecore.RenewParams{Task: "lost", Owner: "old", Credential: "late-renewer"})
+			if errors.Is(err, leasecore.ErrLost) {
+				err = nil
+			}
+			return nil, false, err
+		})),
+	}
+	holder.letGo(t)
+	if r := await(t, "blocker", blocker); r.err != nil {
+		t.Fatalf("blocker: %v", r.err)
+	}
+	for i, ch := range replies {
+		if r := await(t, fmt.Sprintf("operation %d", i), ch); r.err != nil {
+			t.Fatalf("operation %d: %v", i, r.err)
+		}
+	}
+	if b := s.batches.Load() - batches; b != 2 {
+		t.Errorf("the writer ran %d batches, want the blocker's and one of the 4 operations", b)
+	}
+	for task, want := range map[string][]string{
+		"fresh": {"released releaser", "acquired claimer-a"},
+		"taken": {"acquired claimer-b", "taken_over claimer-b", "acquired old-cred"},
+		"lost":  {"lost late-renewer", "acquired old-cred"},
+	} {
+		evs, err := s.History(ctx, task, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range evs {
+			got = append(got, string(e.Kind)+" "+e.Credential)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("history of %s (newest first): %q, want %q", task, got, want)
+		}
 	}
 }

@@ -45,7 +45,7 @@ const changesRetryMax = 5 * time.Second
 // followSQL reads the events after :after in id order: a range of the
 // table's rowid, no sort.
 const followSQL = `
-SELECT id, task, kind, owner, token, at, detail FROM leasehold_history
+SELECT id, task, kind, owner, token, at, detail, credential FROM leasehold_history
 WHERE id > :after ORDER BY id LIMIT :limit`
 
 // newestEventSQL is the id of the newest event ever committed (0: none):
@@ -142,14 +142,14 @@ func (c *cursor) Pending() bool { return false }
 // Close is a no-op: the cursor holds no connection between calls.
 func (c *cursor) Close() error { return nil }
 
-// scanEvent reads id, task, kind, owner, token, at, detail.
+// scanEvent reads id, task, kind, owner, token, at, detail, credential.
 func scanEvent(rows *sql.Rows) (leasecore.Event, error) {
 	var (
 		e    leasecore.Event
 		kind string
 		at   int64
 	)
-	if err := rows.Scan(&e.ID, &e.Task, &kind, &e.Owner, &e.Token, &at, &e.Detail); err != nil {
+	if err := rows.Scan(&e.ID, &e.Task, &kind, &e.Owner, &e.Token, &at, &e.Detail, &e.Credential); err != nil {
 		return e, err
 	}
 	e.Kind, e.At = leasecore.EventKind(kind), fromMS(at)
@@ -389,6 +389,7 @@ func recordExpiries(ctx context.Context, st *txStmts, tasks []string) (answer, e
 		if !cur.endUnrecorded() {
 			continue
 		}
+		// A sweep acts for nobody: the event has no credential.
 		end := leasecore.Event{Task: task, Kind: leasecore.EventExpired, Owner: cur.owner, Token: cur.token}
 		id, err := record(ctx, st, end, cur.expiresAt, cur.lastEvent)
 		if err != nil {

@@ -108,11 +108,11 @@ max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'leasehold_history'),
     coalesce((SELECT max(id) FROM leasehold_history), 0)) + 1`
 
 // insertEventsSQL appends n events with the ids the batch gave them, in one
-// statement: eight parameters per event (id, task, kind, owner, token, at,
-// detail, prev_id).
+// statement: nine parameters per event (id, task, kind, owner, token, at,
+// detail, prev_id, credential).
 func insertEventsSQL(n int) string {
-	return multiRow(`INSERT INTO leasehold_history (id, task, kind, owner, token, at, detail, prev_id) VALUES `,
-		`(?, ?, ?, ?, ?, ?, ?, ?)`, n)
+	return multiRow(`INSERT INTO leasehold_history (id, task, kind, owner, token, at, detail, prev_id, credential) VALUES `,
+		`(?, ?, ?, ?, ?, ?, ?, ?, ?)`, n)
 }
 
 // insertLeasesSQL writes the first rows of n tasks, each its first lease
@@ -320,7 +320,7 @@ func claim(ctx context.Context, st *txStmts, p leasecore.ClaimParams) (answer, e
 	}
 	newest := cur.lastEvent
 	if cur.endUnrecorded() {
-		end := leasecore.Event{Task: p.Task, Kind: leasecore.EventExpired, Owner: cur.owner, Token: cur.token}
+		end := leasecore.Event{Task: p.Task, Kind: leasecore.EventExpired, Owner: cur.owner, Token: cur.token, Credential: p.Credential}
 		if cur.owner != p.Owner {
 			end.Kind, end.Detail = leasecore.EventTakenOver, fmt.Sprintf("expired unreleased; taken over by %q", p.Owner)
 		}
@@ -331,7 +331,7 @@ func claim(ctx context.Context, st *txStmts, p leasecore.ClaimParams) (answer, e
 	// The grant's token is known before it is written (the row was read in
 	// this transaction), so its event goes first and the grant points at it.
 	token := cur.token + 1 // 1 for a new row
-	acquired := leasecore.Event{Task: p.Task, Kind: leasecore.EventAcquired, Owner: p.Owner, Token: token}
+	acquired := leasecore.Event{Task: p.Task, Kind: leasecore.EventAcquired, Owner: p.Owner, Token: token, Credential: p.Credential}
 	if newest, err = record(ctx, st, acquired, cur.now, newest); err != nil {
 		return answer{}, err
 	}
@@ -441,7 +441,7 @@ func renew(ctx context.Context, st *txStmts, p leasecore.RenewParams) (answer, e
 	state := leasecore.LeaseState{Exists: cur.exists, Owner: cur.owner, Token: cur.token, Released: cur.released, Live: cur.live()}
 	if lost := leasecore.RenewRefusal(p, state); lost != nil {
 		if lost.Reason == leasecore.LostExpired && cur.endUnrecorded() {
-			end := leasecore.Event{Task: p.Task, Kind: leasecore.EventLost, Owner: cur.owner, Token: cur.token}
+			end := leasecore.Event{Task: p.Task, Kind: leasecore.EventLost, Owner: cur.owner, Token: cur.token, Credential: p.Credential}
 			id, err := record(ctx, st, end, cur.now, cur.lastEvent)
 			if err != nil {
 				return answer{}, err
@@ -480,7 +480,7 @@ func release(ctx context.Context, st *txStmts, p leasecore.ReleaseParams) (answe
 	if !cur.live() || cur.owner != p.Owner || (p.Token != 0 && p.Token != cur.token) {
 		return answer{released: false}, nil
 	}
-	end := leasecore.Event{Task: p.Task, Kind: leasecore.EventReleased, Owner: cur.owner, Token: cur.token}
+	end := leasecore.Event{Task: p.Task, Kind: leasecore.EventReleased, Owner: cur.owner, Token: cur.token, Credential: p.Credential}
 	event, err := record(ctx, st, end, cur.now, cur.lastEvent)
 	if err != nil {
 		return answer{}, err

@@ -36,6 +36,7 @@ func (s *suite) feedCases() []testCase {
 		{"ConcurrentWritersNothingSkipped", s.testFeedConcurrentWriters},
 		{"ExpiriesRecordedOnce", s.testFeedExpiriesOnce},
 		{"ExpiriesLimit", s.testFeedExpiriesLimit},
+		{"Credentials", s.testFeedCredentials},
 		{"ChangesSignalled", s.testFeedChangesSignalled},
 	}
 }
@@ -121,12 +122,12 @@ func mustFeed(t *testing.T, evs []leasecore.Event, task string, want ...wantEven
 	t.Helper()
 	ok := len(evs) == len(want)
 	for i := 0; ok && i < len(evs); i++ {
-		ok = evs[i].Task == task && evs[i].Kind == want[i].kind && evs[i].Owner == want[i].owner && evs[i].Token == want[i].token
+		ok = evs[i].Task == task && want[i].matches(evs[i])
 	}
 	if !ok {
 		var b strings.Builder
 		for _, w := range want {
-			fmt.Fprintf(&b, "  %s %s owner %q token %d\n", task, w.kind, w.owner, w.token)
+			fmt.Fprintf(&b, "  %s %s\n", task, w)
 		}
 		t.Fatalf("feed (oldest first):\n%swant:\n%s", showEvents(evs), b.String())
 	}
@@ -355,6 +356,37 @@ func (s *suite) testFeedExpiriesOnce(t *testing.T) {
 	mustHistory(t, svc, "late", acquired("a", again.Token), expired("a", late.Token), acquired("a", late.Token))
 	if sw := sweep(t, f, 10); sw.Recorded != 0 || !sameInstant(sw.NextExpiry, live.ExpiresAt) {
 		t.Fatalf("final sweep: %+v, want nothing recorded and next expiry %v (the earliest live one)", sw, live.ExpiresAt)
+	}
+}
+
+// The feed carries each event's credential, as History does; the sweep
+// acts for nobody, so its expired event has no credential although the
+// lease was claimed with one, and the next claim records only its acquired,
+// under its own.
+func (s *suite) testFeedCredentials(t *testing.T) {
+	st := s.isolated(t)
+	f, svc := feedOf(t, st), leasecore.New(st)
+	cur := follow(t, f, 0)
+	a := claimOK(t, svc, leasecore.ClaimParams{Task: "swept", Owner: "a", TTL: shortTTL, Credential: "claimer-a"})
+	waitExpired(t, svc, "swept")
+	if sw := sweep(t, f, 10); sw.Recorded != 1 {
+		t.Fatalf("sweep recorded %d, want 1", sw.Recorded)
+	}
+	b := claimOK(t, svc, leasecore.ClaimParams{Task: "released", Owner: "b", TTL: longTTL, Credential: "claimer-b"})
+	if !releaseAs(t, svc, "released", "b", b.Token, "releaser") {
+		t.Fatal("release reported false")
+	}
+	c := claimOK(t, svc, leasecore.ClaimParams{Task: "swept", Owner: "c", TTL: longTTL, Credential: "claimer-c"})
+
+	evs := readAll(t, cur, 10)
+	mustFeed(t, ofTask(evs, "swept"), "swept", acquired("a", a.Token).by("claimer-a"), expired("a", a.Token), acquired("c", c.Token).by("claimer-c"))
+	mustFeed(t, ofTask(evs, "released"), "released", acquired("b", b.Token).by("claimer-b"), released("b", b.Token).by("releaser"))
+	for _, task := range []string{"swept", "released"} {
+		hist := events(t, svc, task)
+		slices.Reverse(hist)
+		if fed := ofTask(evs, task); !sameEvents(fed, hist) {
+			t.Errorf("feed of %s:\n%shistory (oldest first):\n%s", task, showEvents(fed), showEvents(hist))
+		}
 	}
 }
 

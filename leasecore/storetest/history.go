@@ -18,26 +18,45 @@ import (
 // more. The pruning cases run on a database of their own (see isolated):
 // PruneHistory is store-wide, and only there can they count what it deletes.
 
-// wantEvent is what a case expects of one event.
+// wantEvent is what a case expects of one event. The constructors below
+// expect no credential; by names one.
 type wantEvent struct {
-	kind  leasecore.EventKind
-	owner string
-	token int64
+	kind       leasecore.EventKind
+	owner      string
+	token      int64
+	credential string
+}
+
+// by is w recorded for credential.
+func (w wantEvent) by(credential string) wantEvent {
+	w.credential = credential
+	return w
+}
+
+// matches reports whether e is what w expects.
+func (w wantEvent) matches(e leasecore.Event) bool {
+	return e.Kind == w.kind && e.Owner == w.owner && e.Token == w.token && e.Credential == w.credential
+}
+
+func (w wantEvent) String() string {
+	return fmt.Sprintf("%s owner %q token %d credential %q", w.kind, w.owner, w.token, w.credential)
 }
 
 func acquired(owner string, token int64) wantEvent {
-	return wantEvent{leasecore.EventAcquired, owner, token}
+	return wantEvent{kind: leasecore.EventAcquired, owner: owner, token: token}
 }
 func released(owner string, token int64) wantEvent {
-	return wantEvent{leasecore.EventReleased, owner, token}
+	return wantEvent{kind: leasecore.EventReleased, owner: owner, token: token}
 }
 func expired(owner string, token int64) wantEvent {
-	return wantEvent{leasecore.EventExpired, owner, token}
+	return wantEvent{kind: leasecore.EventExpired, owner: owner, token: token}
 }
 func takenOver(owner string, token int64) wantEvent {
-	return wantEvent{leasecore.EventTakenOver, owner, token}
+	return wantEvent{kind: leasecore.EventTakenOver, owner: owner, token: token}
 }
-func lost(owner string, token int64) wantEvent { return wantEvent{leasecore.EventLost, owner, token} }
+func lost(owner string, token int64) wantEvent {
+	return wantEvent{kind: leasecore.EventLost, owner: owner, token: token}
+}
 
 func showEvents(evs []leasecore.Event) string {
 	if len(evs) == 0 {
@@ -45,8 +64,8 @@ func showEvents(evs []leasecore.Event) string {
 	}
 	var b strings.Builder
 	for _, e := range evs {
-		fmt.Fprintf(&b, "  #%d %s %s owner %q token %d at %s detail %q\n", e.ID, e.Task, e.Kind, e.Owner, e.Token,
-			e.At.UTC().Format(time.RFC3339Nano), e.Detail)
+		fmt.Fprintf(&b, "  #%d %s %s owner %q token %d credential %q at %s detail %q\n", e.ID, e.Task, e.Kind, e.Owner, e.Token,
+			e.Credential, e.At.UTC().Format(time.RFC3339Nano), e.Detail)
 	}
 	return b.String()
 }
@@ -58,7 +77,7 @@ func sameEvents(a, b []leasecore.Event) bool {
 	}
 	for i := range a {
 		if a[i].ID != b[i].ID || a[i].Task != b[i].Task || a[i].Kind != b[i].Kind || a[i].Owner != b[i].Owner ||
-			a[i].Token != b[i].Token || !sameInstant(a[i].At, b[i].At) || a[i].Detail != b[i].Detail {
+			a[i].Token != b[i].Token || !sameInstant(a[i].At, b[i].At) || a[i].Detail != b[i].Detail || a[i].Credential != b[i].Credential {
 			return false
 		}
 	}
@@ -90,12 +109,12 @@ func mustHistory(t *testing.T, svc *leasecore.Service, task string, want ...want
 	checkHistoryOrder(t, task, evs)
 	ok := len(evs) == len(want)
 	for i := 0; ok && i < len(evs); i++ {
-		ok = evs[i].Kind == want[i].kind && evs[i].Owner == want[i].owner && evs[i].Token == want[i].token
+		ok = want[i].matches(evs[i])
 	}
 	if !ok {
 		var b strings.Builder
 		for _, w := range want {
-			fmt.Fprintf(&b, "  %s owner %q token %d\n", w.kind, w.owner, w.token)
+			fmt.Fprintf(&b, "  %s\n", w)
 		}
 		t.Fatalf("history of %s (newest first):\n%swant:\n%s", task, showEvents(evs), b.String())
 	}

@@ -68,9 +68,16 @@ type memRow struct {
 	// ended: the lease's end is in the history already (lost), so a later
 	// grant records no expiry or takeover for it.
 	ended bool
+	// credential is the credential of the claim that granted the lease,
+	// which the history never records again (the endByHolderCredential and
+	// releaseByHolderCredential mutants do).
+	credential string
 }
 
-var _ leasecore.Store = (*memStore)(nil)
+var (
+	_ leasecore.Store        = (*memStore)(nil)
+	_ leasecore.BatchRenewer = (*memStore)(nil)
+)
 
 var errMem = errors.New("memstore: unavailable")
 
@@ -159,12 +166,13 @@ func (m *memStore) Claim(ctx context.Context, p leasecore.ClaimParams) (*leaseco
 				if r.owner != p.Owner && m.mutant != "takeoverIsExpired" {
 					kind, detail = leasecore.EventTakenOver, fmt.Sprintf("expired unreleased and taken over by %q", p.Owner)
 				}
-				m.record(leasecore.Event{Task: p.Task, Kind: kind, Owner: r.owner, Token: r.token, At: now, Detail: detail})
+				m.record(leasecore.Event{Task: p.Task, Kind: kind, Owner: r.owner, Token: r.token, At: now, Detail: detail,
+					Credential: m.endCredential(p.Credential, r)})
 			}
 		}
-		nr := &memRow{owner: p.Owner, token: token, acquired: now, renewed: now, expires: now.Add(p.TTL), ttl: p.TTL, note: p.Note}
+		nr := &memRow{owner: p.Owner, token: token, acquired: now, renewed: now, expires: now.Add(p.TTL), ttl: p.TTL, note: p.Note, credential: p.Credential}
 		m.data.rows[p.Task] = nr
-		m.record(leasecore.Event{Task: p.Task, Kind: leasecore.EventAcquired, Owner: p.Owner, Token: token, At: now})
+		m.record(leasecore.Event{Task: p.Task, Kind: leasecore.EventAcquired, Owner: p.Owner, Token: token, At: now, Credential: p.Credential})
 		return m.lease(p.Task, nr, now), nil
 	case r.owner == p.Owner:
 		switch m.mutant {
@@ -214,7 +222,8 @@ func (m *memStore) Renew(ctx context.Context, p leasecore.RenewParams) (*leaseco
 		}
 		if !r.ended || m.mutant == "lostEveryRenewal" {
 			r.ended = true
-			m.record(leasecore.Event{Task: p.Task, Kind: leasecore.EventLost, Owner: r.owner, Token: r.token, At: now})
+			m.record(leasecore.Event{Task: p.Task, Kind: leasecore.EventLost, Owner: r.owner, Token: r.token, At: now,
+				Credential: m.endCredential(p.Credential, r)})
 		}
 		return nil, lost(leasecore.LostExpired)
 	case p.Token != 0 && p.Token != r.token && m.mutant != "renewIgnoresToken":
@@ -261,7 +270,11 @@ func (m *memStore) Release(ctx context.Context, p leasecore.ReleaseParams) (bool
 	if p.Token != 0 && p.Token != r.token && m.mutant != "releaseIgnoresToken" {
 		return false, nil
 	}
-	m.record(leasecore.Event{Task: p.Task, Kind: leasecore.EventReleased, Owner: r.owner, Token: r.token, At: now})
+	credential := p.Credential
+	if m.mutant == "releaseByHolderCredential" {
+		credential = r.credential
+	}
+	m.record(leasecore.Event{Task: p.Task, Kind: leasecore.EventReleased, Owner: r.owner, Token: r.token, At: now, Credential: credential})
 	if m.mutant == "releaseDeletesRow" { // the seed's releaseLease
 		delete(m.data.rows, p.Task)
 		return true, nil
@@ -362,9 +375,48 @@ func (m *memStore) Close() error {
 	return nil
 }
 
+// endCredential is the credential of the event recording the end of r's
+// lease, which an operation acting for credential finds ran out: that
+// operation's (the endByHolderCredential mutant: that of the claim that
+// granted the lease, as a driver that kept it on the lease row and wrote
+// the end from the row would).
+func (m *memStore) endCredential(credential string, r *memRow) string {
+	if m.mutant == "endByHolderCredential" {
+		return r.credential
+	}
+	return credential
+}
+
+// RenewBatch renews ps one after another under the store's checks, as a
+// driver's batch does (the batchSharesCredential mutant sends them all for
+// the first renewal's credential, as a batch statement with one credential
+// parameter would).
+func (m *memStore) RenewBatch(ctx context.Context, ps []leasecore.RenewParams) ([]leasecore.RenewResult, error) {
+	unlock, err := m.begin(ctx, "renew")
+	if err != nil {
+		return nil, err
+	}
+	unlock()
+	out := make([]leasecore.RenewResult, len(ps))
+	for i, p := range ps {
+		if m.mutant == "batchSharesCredential" {
+			p.Credential = ps[0].Credential
+		}
+		l, err := m.Renew(ctx, p)
+		if errors.Is(err, leasecore.ErrUnavailable) {
+			return nil, err
+		}
+		out[i] = leasecore.RenewResult{Lease: l, Err: err}
+	}
+	return out, nil
+}
+
 // record appends an event to the history under the next id. The data is
 // locked.
 func (m *memStore) record(e leasecore.Event) {
+	if m.mutant == "credentialDropped" {
+		e.Credential = ""
+	}
 	if m.mutant == "idsReused" { // the next id after the newest one left
 		e.ID = 1
 		if n := len(m.data.history); n > 0 {

@@ -52,7 +52,13 @@
 //     expired, taken over, lost, each once), none per refresh, renewal or
 //     refused operation, newest first with rising ids; pruning by keep_last
 //     and keep_for per task, undeclared tasks by the default policy, ids
-//     never reused.
+//     never reused;
+//   - credentials: each event records the credential of the operation that
+//     recorded it (the claimer's for acquired, expired and taken_over, the
+//     refused renewer's for lost, the releaser's for released), each
+//     operation its own when a driver batches them, none for an operation
+//     that names none or for the expiry sweep; a credential name that
+//     breaks the rule is refused, naming Credential, with nothing written.
 //
 // A few cases hunt for races (concurrent claims, renewals, and reads during
 // renewals): a correct store never fails them, while a store with the race
@@ -284,6 +290,11 @@ func (s *suite) groups() []group {
 			{"OrderAndLimit", s.testHistoryOrderAndLimit},
 			{"NeverClaimedIsEmpty", s.testHistoryNeverClaimed},
 			{"RaceRecordsTheWinner", s.testHistoryRace},
+		}},
+		{"Credential", []testCase{
+			{"EachEventKind", s.testCredentialEachEventKind},
+			{"RenewBatchEachItsOwn", s.testCredentialRenewBatch},
+			{"ConcurrentEachItsOwn", s.testCredentialConcurrent},
 		}},
 		{"Prune", []testCase{
 			{"KeepLast", s.testPruneKeepLast},

@@ -108,7 +108,25 @@ func badFields() []struct {
 		row{"renew token -1", "Token", renewWith(leasecore.RenewParams{Owner: "a", Token: -1})},
 		row{"release token -1", "Token", releaseWith(leasecore.ReleaseParams{Owner: "a", Token: -1})},
 	)
+	for _, c := range badCredentials {
+		rows = append(rows,
+			row{"claim credential " + c.name, "Credential", claimWith(leasecore.ClaimParams{Owner: "a", TTL: time.Minute, Credential: c.credential})},
+			row{"renew credential " + c.name, "Credential", renewWith(leasecore.RenewParams{Owner: "a", Credential: c.credential})},
+			row{"release credential " + c.name, "Credential", releaseWith(leasecore.ReleaseParams{Owner: "a", Credential: c.credential})},
+		)
+	}
 	return rows
+}
+
+// badCredentials break the credential rule (leasecore.ValidateCredential).
+var badCredentials = []struct{ name, credential string }{
+	{"65 bytes", strings.Repeat("c", leasecore.MaxCredentialLen+1)},
+	{"space", "deploy bot"},
+	{"newline", "ci\n"},
+	{"NUL", "ci\x00"},
+	{"non-ASCII", "crédit"},
+	{"question mark", "ci?x=1"},
+	{"quote", `ci"x`},
 }
 
 // Every input that breaks a rule of the model is refused with ErrInvalid and
@@ -227,7 +245,13 @@ func (s *suite) testValidationNothingWritten(t *testing.T) {
 	mustInvalid(t, errOf(s.svc.Renew(ctx, leasecore.RenewParams{Task: task, Owner: "a", Token: -a.Token})), "Token")
 	mustInvalid(t, errOf(s.svc.Release(ctx, leasecore.ReleaseParams{Task: task, Owner: "a", Token: -a.Token})), "Token")
 	mustInvalid(t, errOf(s.svc.Release(ctx, leasecore.ReleaseParams{Task: task, Owner: ""})), "Owner")
+	for _, c := range badCredentials {
+		mustInvalid(t, errOf(s.svc.Claim(ctx, leasecore.ClaimParams{Task: task, Owner: "a", TTL: 2 * time.Minute, Credential: c.credential})), "Credential")
+		mustInvalid(t, errOf(s.svc.Renew(ctx, leasecore.RenewParams{Task: task, Owner: "a", TTL: 2 * time.Minute, Credential: c.credential})), "Credential")
+		mustInvalid(t, errOf(s.svc.Release(ctx, leasecore.ReleaseParams{Task: task, Owner: "a", Token: a.Token, Credential: c.credential})), "Credential")
+	}
 	checkSame(t, "live lease after refused input", get(t, s.svc, task), a)
+	mustHistory(t, s.svc, task, acquired("a", a.Token))
 
 	releaseOK(t, s.svc, task, "a", a.Token)
 	mustInvalid(t, errOf(s.svc.Claim(ctx, leasecore.ClaimParams{Task: task, Owner: "a", TTL: time.Minute, Note: strings.Repeat("n", leasecore.MaxNoteBytes+1)})), "Note")

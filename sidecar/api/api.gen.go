@@ -431,6 +431,18 @@ type Event struct {
 	// Example: 2026-12-02T17:34:02.123Z
 	At Timestamp `json:"at"`
 
+	// Credential The name of the sidecar credential the operation that recorded the event acted for:
+	// the claim's for `acquired`, and for the `expired` or `taken_over` a claim records;
+	// the refused renewal's for `lost`; the release's for `released`. Empty when the
+	// operation acted for none (a program using the Go library, leasehold's own pruner, a
+	// request the sidecar tied to no credential), for an `expired` recorded when a lease ran
+	// out with nobody claiming it, and for events recorded before credentials were kept.
+	// A name is 1 to 64 characters of `A-Z a-z 0-9 . _ : / @ -`.
+	//
+	//
+	// Example: reports
+	Credential EventCredential `json:"credential"`
+
 	// Detail More about the event; empty when there is nothing to add.
 	Detail string `json:"detail"`
 
@@ -464,6 +476,17 @@ type Event struct {
 	// Example: 7
 	Token Token `json:"token"`
 }
+
+// EventCredential The name of the sidecar credential the operation that recorded the event acted for:
+// the claim's for `acquired`, and for the `expired` or `taken_over` a claim records;
+// the refused renewal's for `lost`; the release's for `released`. Empty when the
+// operation acted for none (a program using the Go library, leasehold's own pruner, a
+// request the sidecar tied to no credential), for an `expired` recorded when a lease ran
+// out with nobody claiming it, and for events recorded before credentials were kept.
+// A name is 1 to 64 characters of `A-Z a-z 0-9 . _ : / @ -`.
+//
+// Example: reports
+type EventCredential = string
 
 // EventKind What happened: `acquired` (a claim granted a new lease, with a new token), `released`
 // (the owner released it), `expired` (it ran out unreleased; seen when its owner claimed

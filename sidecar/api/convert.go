@@ -72,12 +72,13 @@ func FromPolicy(p *leasecore.RetentionPolicy) RetentionPolicy {
 // FromEvent is a history event on the wire.
 func FromEvent(e *leasecore.Event) Event {
 	return Event{
-		Id:     e.ID,
-		Task:   e.Task,
-		Kind:   EventKind(e.Kind),
-		Owner:  e.Owner,
-		Token:  e.Token,
-		At:     FormatTime(e.At),
-		Detail: e.Detail,
+		Id:         e.ID,
+		Task:       e.Task,
+		Kind:       EventKind(e.Kind),
+		Owner:      e.Owner,
+		Token:      e.Token,
+		At:         FormatTime(e.At),
+		Detail:     e.Detail,
+		Credential: e.Credential,
 	}
 }

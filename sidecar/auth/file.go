@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/leasecore"
@@ -46,22 +45,17 @@ const maxFileBytes = 1 << 20
 
 // The rules of a credential's fields, as errors name them.
 const (
-	NameRule   = "1–64 characters of A–Z a–z 0–9 . _ : @ / -"
+	NameRule   = leasecore.CredentialRule
 	prefixRule = `"*" (every task) or the start of a task name: 1–200 characters of A–Z a–z 0–9 . _ : / @ -`
 	rightsRule = "one or more of read, hold, admin (hold includes read; admin includes both)"
 	digestRule = "the SHA-256 of the token as 64 hex digits (leasehold credentials new, or leasehold credentials hash)"
 )
 
-// ValidateName checks a credential's name by NameRule.
+// ValidateName checks a credential's name by leasecore's one rule for
+// them (leasecore.ValidateCredential).
 func ValidateName(name string) error {
-	if name == "" || len(name) > 64 {
-		return fmt.Errorf("name %q: must be %s", name, NameRule)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._:@/-", c) >= 0) {
-			return fmt.Errorf("name %q: must be %s", name, NameRule)
-		}
+	if err := leasecore.ValidateCredential(name); err != nil {
+		return fmt.Errorf("name %q: %s", name, cli.Rule(err))
 	}
 	return nil
 }

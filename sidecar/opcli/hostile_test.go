@@ -214,7 +214,7 @@ func TestNotASidecarSemantics(t *testing.T) {
 	// A value this build does not know (a newer sidecar's kind of event)
 	// is no sign of another server: it prints.
 	hs := fakeSidecar(t, map[string]fakeAnswer{"GET /v1/leases/t/history": {200, "application/json",
-		`{"events":[{"id":7,"task":"t","kind":"revoked","owner":"w1","token":1,"at":"2026-12-03T17:14:51.742Z","detail":"by ops"}]}`}})
+		`{"events":[{"id":7,"task":"t","kind":"revoked","owner":"w1","token":1,"at":"2026-12-03T17:14:51.742Z","detail":"by ops","credential":"ops"}]}`}})
 	leasehold(t, nil, "history", "t", "--addr", hs.URL).expect(t, 0, "  revoked  ", "by ops\n")
 	// A refusal in the API's problem shape stays the sidecar's refusal,
 	// with its exit status, even for a status openapi.yaml does not list
@@ -244,7 +244,7 @@ func TestHostileSidecarEscaped(t *testing.T) {
 		"GET /v1/leases/t": {200, "application/json", fmt.Sprintf(`{"held":true,"lease":{"task":"t","owner":%s,"token":1,"acquired_at":%s,"renewed_at":%s,`+
 			`"expires_at":%s,"ttl_ms":30000,"ttl_remaining_ms":1,"renew_count":0,"note":%s}}`, jev("o"), stamp, stamp, stamp, jev("n"))},
 		"GET /v1/leases":           {200, "application/json", `{"leases":[` + leaseJSON(ev("t"), ev("o"), ev("n")) + `]}`},
-		"GET /v1/leases/t/history": {200, "application/json", fmt.Sprintf(`{"events":[{"id":1,"task":"t","kind":"taken_over","owner":%s,"token":1,"at":%s,"detail":%s}]}`, jev("o"), stamp, jev("d"))},
+		"GET /v1/leases/t/history": {200, "application/json", fmt.Sprintf(`{"events":[{"id":1,"task":"t","kind":"taken_over","owner":%s,"token":1,"at":%s,"detail":%s,"credential":%s}]}`, jev("o"), stamp, jev("d"), jev("c"))},
 		"POST /v1/leases/t/claim": {409, "application/json", fmt.Sprintf(`{"acquired":false,"reason":"held","holder":{"owner":%s,"expires_at":%s,"ttl_remaining_ms":1},"detail":%s}`,
 			jev("o"), stamp, jev("d"))},
 		"POST /v1/leases/t/release": {422, "application/problem+json", fmt.Sprintf(`{"type":"urn:leasehold:problem:invalid-request","title":"Invalid","status":422,"detail":%s}`, jev("d"))},
@@ -289,7 +289,7 @@ func TestWatchEscaped(t *testing.T) {
 	for _, asJSON := range []bool{false, true} {
 		ws := &watchScript{last: make(chan struct{}), scripts: []string{
 			"event: ready\ndata: {\"position\": 1}\n\n" +
-				fmt.Sprintf("id: 2\nevent: acquired\ndata: {\"id\":2,\"task\":%s,\"kind\":\"acquired\",\"owner\":%s,\"token\":1,\"at\":\"2026-12-02T17:34:02.123Z\",\"detail\":\"\"}\n\n",
+				fmt.Sprintf("id: 2\nevent: acquired\ndata: {\"id\":2,\"task\":%s,\"kind\":\"acquired\",\"owner\":%s,\"token\":1,\"at\":\"2026-12-02T17:34:02.123Z\",\"detail\":\"\",\"credential\":\"\"}\n\n",
 					js("t"+evil), js("o"+evil)),
 		}}
 		hs := httptest.NewServer(ws)

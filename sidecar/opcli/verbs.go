@@ -109,11 +109,20 @@ func runHistory(ctx context.Context, b backend, o *options, v *verbFlags) error 
 		return nil
 	}
 	w := tabwriter.NewWriter(o.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tAT\tKIND\tOWNER\tTOKEN\tDETAIL")
+	fmt.Fprintln(w, "ID\tAT\tKIND\tOWNER\tTOKEN\tCREDENTIAL\tDETAIL")
 	for _, e := range events {
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\n", e.Id, display(e.At), display(string(e.Kind)), display(e.Owner), e.Token, display(e.Detail))
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Id, display(e.At), display(string(e.Kind)), display(e.Owner), e.Token, display(orDash(e.Credential)), display(e.Detail))
 	}
 	return w.Flush()
+}
+
+// orDash is s, or "-" for an empty column (an event recorded for no
+// credential), so that the table's columns stay aligned.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func runClaim(ctx context.Context, b backend, o *options, v *verbFlags) error {

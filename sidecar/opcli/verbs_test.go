@@ -5,8 +5,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar/api"
 	"github.com/leasehold/leasehold/sidecar/opcli"
 )
@@ -254,4 +256,34 @@ func TestUsage(t *testing.T) {
 	}
 	r := leasehold(t, nil, "claim", "-h")
 	r.expect(t, 0, "Usage: leasehold claim TASK", "-ttl", "-addr", "LEASEHOLD_TOKEN_FILE")
+}
+
+// history shows the credential each event was recorded for, "-" for none,
+// and --json carries it, through a sidecar and straight on a store.
+func TestHistoryShowsCredential(t *testing.T) {
+	t.Parallel()
+	url := migrated(t, sqliteURL(t))
+	store := openStore(t, url)
+	svc := leasecore.New(store)
+	l, err := svc.Claim(t.Context(), leasecore.ClaimParams{Task: "nightly", Owner: "w1", TTL: time.Minute, Credential: "deploy-bot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := svc.Release(t.Context(), leasecore.ReleaseParams{Task: "nightly", Owner: "w1", Token: l.Token}); !ok || err != nil {
+		t.Fatalf("release = %v, %v", ok, err)
+	}
+	for _, conn := range [][]string{{"--store", url}, {"--addr", sidecarOn(t, store, "", false).URL}} {
+		r := leasehold(t, nil, "history", with(conn, "nightly")...)
+		r.expect(t, 0)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(lines) != 3 || !strings.Contains(lines[0], " CREDENTIAL ") ||
+			strings.Fields(lines[1])[5] != "-" || strings.Fields(lines[2])[5] != "deploy-bot" {
+			t.Errorf("history %s: want a CREDENTIAL column, - for the release (none), deploy-bot for the claim:\n%s", conn[0], r.stdout)
+		}
+		r = leasehold(t, nil, "history", with(conn, "nightly", "--json")...)
+		r.expect(t, 0)
+		if evs := decode[api.EventList](t, r).Events; len(evs) != 2 || evs[0].Credential != "" || evs[1].Credential != "deploy-bot" {
+			t.Errorf("history --json %s: %+v, want the release for no credential, the claim for deploy-bot", conn[0], evs)
+		}
+	}
 }

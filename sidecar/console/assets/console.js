@@ -423,6 +423,8 @@ function renderHistory(events) {
       cell('Event', el('span', { class: `state kind-${ev.kind}` }, icon(kind.icon), kind.label)),
       cell('Owner', el('span', { class: 'mono owner' }, ev.owner)),
       cell('Token', el('span', { class: 'mono token' }, ev.token)),
+      // The credential the recording operation acted for; none (—) for the library, the pruner, an expiry.
+      cell('Credential', ev.credential ? el('span', { class: 'mono credential' }, ev.credential) : '—'),
       cell('Detail', ev.detail || '—'));
   }));
   $('history-empty').hidden = events.length > 0;
