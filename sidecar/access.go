@@ -79,6 +79,7 @@ var routeRights = map[routeKey]auth.Right{
 	{http.MethodPost, "/v1/leases/:task/renew"}:    auth.Hold,
 	{http.MethodPost, "/v1/leases/:task/release"}:  auth.Hold,
 	{http.MethodGet, "/v1/leases/:task/keepalive"}: auth.Hold,
+	{http.MethodPost, "/v1/leases/:task/revoke"}:   auth.Admin,
 	{http.MethodGet, "/v1/leases/:task/history"}:   auth.Read,
 	{http.MethodGet, "/v1/watch"}:                  auth.Read,
 	{http.MethodGet, "/v1/tasks"}:                  auth.Read,

@@ -171,9 +171,12 @@ func TestEveryRouteAuthorised(t *testing.T) {
 		seen++
 		path := strings.Replace(k.path, ":task", "payroll%2Frun", 1)
 		var r response
-		if k.method == http.MethodPost {
+		switch {
+		case strings.HasSuffix(path, "/revoke"):
+			r = ts.post(path, map[string]any{})
+		case k.method == http.MethodPost:
 			r = ts.post(path, map[string]any{"owner": "x"})
-		} else {
+		default:
 			r = ts.get(path)
 		}
 		if r.status != http.StatusForbidden {
@@ -222,4 +225,36 @@ func TestScopedWatch(t *testing.T) {
 	if got := strings.Join(tasks, " "); got != "billing/a billing/b" {
 		t.Errorf("billing's watch replayed %q, want billing/a billing/b only", got)
 	}
+}
+
+// TestRevoke: an admin ends whoever's lease; a holder may not; a revoke
+// with another token, or of a free task, ends nothing; the history names
+// the holder and the revoking credential.
+func TestRevoke(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, ts *testServer) {
+		billing, ops := ts.as(billingToken), ts.as(opsToken)
+		lease := decode[api.ClaimAcquired](t, billing.post("/v1/leases/billing%2Fjob/claim", map[string]any{"owner": "b1", "ttl_ms": 600000})).Lease
+		expectForbidden(t, billing.post("/v1/leases/billing%2Fjob/revoke", map[string]any{}), "billing", "billing/job")
+
+		if r := decode[api.RevokeResult](t, ops.post("/v1/leases/billing%2Fjob/revoke", map[string]any{"token": lease.Token + 1})); r.Released {
+			t.Errorf("a revoke with another token ended the lease: %+v", r)
+		}
+		r := decode[api.RevokeResult](t, ops.post("/v1/leases/billing%2Fjob/revoke", map[string]any{}))
+		if !r.Released || r.Lease == nil || r.Lease.Owner != "b1" || r.Lease.Token != lease.Token {
+			t.Fatalf("revoke: %+v, want b1's lease ended", r)
+		}
+		if l := decode[api.LeaseState](t, ops.get("/v1/leases/billing%2Fjob")); l.Held {
+			t.Errorf("the lease is still held after the revoke: %+v", l)
+		}
+		if r := decode[api.RevokeResult](t, ops.post("/v1/leases/billing%2Fjob/revoke", map[string]any{})); r.Released {
+			t.Errorf("a second revoke ended something: %+v", r)
+		}
+		events := decode[api.EventList](t, ops.get("/v1/leases/billing%2Fjob/history")).Events
+		if len(events) != 2 || events[0].Kind != "released" || events[0].Owner != "b1" || events[0].Credential != "ops" {
+			t.Errorf("history %+v, want released of b1 by credential ops", events)
+		}
+		// The holder's next renewal is lost.
+		expect(t, billing.post("/v1/leases/billing%2Fjob/renew", map[string]any{"owner": "b1", "token": lease.Token}), http.StatusConflict)
+	}, withCredentials(credentialsBook(t)))
 }

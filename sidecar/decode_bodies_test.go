@@ -27,6 +27,7 @@ func TestRequestBodiesReadEveryField(t *testing.T) {
 		"claimLease":   func(c echo.Context) (any, error) { return claimRequest(c) },
 		"renewLease":   func(c echo.Context) (any, error) { return renewRequest(c) },
 		"releaseLease": func(c echo.Context) (any, error) { return releaseRequest(c) },
+		"revokeLease":  func(c echo.Context) (any, error) { return revokeRequest(c) },
 	}
 	sp, err := spec()
 	if err != nil {

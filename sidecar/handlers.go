@@ -79,6 +79,34 @@ func (h *handlers) ReleaseLease(c echo.Context, task api.Task) error {
 	return respondRelease(c, released, err)
 }
 
+// RevokeLease answers POST /v1/leases/{task}/revoke: an admin's release of
+// whoever's lease. It reads the live lease and releases it as its owner,
+// with its token: if the lease changed hands in between, the token no
+// longer matches and nothing is released, so a revoke never ends a grant
+// it did not see.
+func (h *handlers) RevokeLease(c echo.Context, task api.Task) error {
+	if err := leasecore.CheckClientTask(task); err != nil {
+		return err // 403: leasehold's own tasks are not the clients'
+	}
+	req, err := revokeRequest(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	lease, err := h.svc.Get(ctx, task)
+	if err != nil || lease == nil || (req.Token != nil && *req.Token != lease.Token) {
+		return respondRevoke(c, nil, err)
+	}
+	released, err := h.svc.Release(ctx, leasecore.ReleaseParams{
+		Task: task, Owner: lease.Owner, Token: lease.Token, Credential: credentialName(c),
+	})
+	h.metrics.released(released, err)
+	if !released {
+		lease = nil
+	}
+	return respondRevoke(c, lease, err)
+}
+
 // GetLease answers GET /v1/leases/{task}.
 func (h *handlers) GetLease(c echo.Context, task api.Task) error {
 	lease, err := h.svc.Get(c.Request().Context(), task)
@@ -192,6 +220,12 @@ func renewRequest(c echo.Context) (api.RenewRequest, error) {
 func releaseRequest(c echo.Context) (api.ReleaseRequest, error) {
 	b := bodyFields(c)
 	req := api.ReleaseRequest{Owner: b.str("owner"), Token: b.optInt("token")}
+	return req, b.err()
+}
+
+func revokeRequest(c echo.Context) (api.RevokeRequest, error) {
+	b := bodyFields(c)
+	req := api.RevokeRequest{Token: b.optInt("token")}
 	return req, b.err()
 }
 

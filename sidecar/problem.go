@@ -316,6 +316,19 @@ func respondRelease(c echo.Context, released bool, err error) error {
 	}
 }
 
+// respondRevoke answers a revoke: the lease it ended, or none.
+func respondRevoke(c echo.Context, ended *leasecore.Lease, err error) error {
+	if err != nil {
+		return respondRelease(c, false, err)
+	}
+	res := api.RevokeResult{Released: ended != nil}
+	if ended != nil {
+		l := api.FromLease(ended)
+		res.Lease = &l
+	}
+	return writeJSON(c, http.StatusOK, res)
+}
+
 func respondGet(c echo.Context, lease *leasecore.Lease, err error) error {
 	switch {
 	case err != nil:

@@ -106,6 +106,7 @@ func serveUntilStopped(t *testing.T, cfg Config) (addr string, logs *lockedbuf.B
 		}
 		select {
 		case err := <-result:
+			result <- err // for stop, which the cleanup calls
 			t.Fatalf("Serve returned before listening: %v\n%s", err, logs.String())
 		case <-deadline:
 			t.Fatalf("Serve did not listen within 30 s:\n%s", logs.String())

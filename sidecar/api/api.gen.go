@@ -784,6 +784,24 @@ type RetentionPolicy struct {
 	UpdatedAt Timestamp `json:"updated_at"`
 }
 
+// RevokeRequest Optionally the token of the grant to end; without it, whatever lease is live.
+type RevokeRequest struct {
+	// Token A fencing token: per task, it rises each time the task is granted to an owner who did
+	// not hold it live, and never goes down or repeats (not after release, expiry or restart).
+	// Pass it to whatever the lease protects so a stale holder can be refused.
+	//
+	//
+	// Example: 7
+	Token *Token `json:"token,omitempty"`
+}
+
+// RevokeResult `released` is true when this call ended a live lease, which `lease` then is (as it was just before).
+type RevokeResult struct {
+	// Lease A grant of a task to an owner, as the store recorded it.
+	Lease    *Lease `json:"lease,omitempty"`
+	Released bool   `json:"released"`
+}
+
 // SidecarStatus What one sidecar is and does right now (`GET /v1/status`).
 type SidecarStatus struct {
 	// Batching Per write operation, the store round trips that carried it since the sidecar
@@ -1045,6 +1063,9 @@ type ReleaseLeaseJSONRequestBody = ReleaseRequest
 // RenewLeaseJSONRequestBody defines body for RenewLease for application/json ContentType.
 type RenewLeaseJSONRequestBody = RenewRequest
 
+// RevokeLeaseJSONRequestBody defines body for RevokeLease for application/json ContentType.
+type RevokeLeaseJSONRequestBody = RevokeRequest
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// GetHealth Liveness
@@ -1080,6 +1101,9 @@ type ServerInterface interface {
 	// RenewLease Renew a lease
 	// (POST /v1/leases/{task}/renew)
 	RenewLease(ctx echo.Context, task Task) error
+	// RevokeLease End whoever's lease (admin)
+	// (POST /v1/leases/{task}/revoke)
+	RevokeLease(ctx echo.Context, task Task) error
 	// ListPolicies List retention policies
 	// (GET /v1/policies)
 	ListPolicies(ctx echo.Context) error
@@ -1298,6 +1322,22 @@ func (w *ServerInterfaceWrapper) RenewLease(ctx echo.Context) error {
 	return err
 }
 
+// RevokeLease converts echo context to params.
+func (w *ServerInterfaceWrapper) RevokeLease(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "task" -------------
+	var task Task
+
+	err = runtime.BindStyledParameterWithOptions("simple", "task", ctx.Param("task"), &task, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter task: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RevokeLease(ctx, task)
+	return err
+}
+
 // ListPolicies converts echo context to params.
 func (w *ServerInterfaceWrapper) ListPolicies(ctx echo.Context) error {
 	var err error
@@ -1452,6 +1492,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/leases/:task/keepalive", wrapper.KeepaliveLease, options.OperationMiddlewares["keepaliveLease"]...)
 	router.POST(options.BaseURL+"/v1/leases/:task/renew", wrapper.RenewLease, options.OperationMiddlewares["renewLease"]...)
 	router.POST(options.BaseURL+"/v1/leases/:task/release", wrapper.ReleaseLease, options.OperationMiddlewares["releaseLease"]...)
+	router.POST(options.BaseURL+"/v1/leases/:task/revoke", wrapper.RevokeLease, options.OperationMiddlewares["revokeLease"]...)
 	router.GET(options.BaseURL+"/v1/leases/:task/history", wrapper.GetLeaseHistory, options.OperationMiddlewares["getLeaseHistory"]...)
 	router.GET(options.BaseURL+"/v1/watch", wrapper.WatchLeases, options.OperationMiddlewares["watchLeases"]...)
 	router.GET(options.BaseURL+"/v1/tasks", wrapper.ListTasks, options.OperationMiddlewares["listTasks"]...)
