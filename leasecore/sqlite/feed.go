@@ -42,15 +42,24 @@ const changesPoll = 100 * time.Millisecond
 // it is recovered, the file replaced, the connection lost).
 const changesRetryMax = 5 * time.Second
 
-// followSQL reads the events after :after in id order: a range of the
-// table's rowid, no sort.
+// followSQL reads, in one statement, the id high-water mark (as
+// newestEventSQL) and the events after :after in id order, a range of the
+// table's rowid: one row per event, each with the mark, or, with no event,
+// one row of the mark alone.
 const followSQL = `
-SELECT id, task, kind, owner, token, at, detail FROM leasehold_history
-WHERE id > :after ORDER BY id LIMIT :limit`
+WITH hw(newest) AS (SELECT ` + nextEventExpr + ` - 1)
+SELECT hw.newest, h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail
+FROM hw LEFT JOIN (
+    SELECT id, task, kind, owner, token, at, detail FROM leasehold_history
+    WHERE id > :after ORDER BY id LIMIT :limit) AS h ON 1
+ORDER BY h.id`
 
 // newestEventSQL is the id of the newest event ever committed (0: none):
 // events committed later have larger ids, even when the newest ones were
-// pruned meanwhile (see nextEventExpr).
+// pruned meanwhile (see nextEventExpr). It is the history's id high-water
+// mark: a position above it was never this history's, or the history went
+// back (the file was restored in place, by SQLite's backup API or its
+// shell's .restore, from an older copy).
 const newestEventSQL = `SELECT ` + nextEventExpr + ` - 1`
 
 // dueSQL finds, in one statement (one snapshot, one reading of the clock),
@@ -69,15 +78,23 @@ SELECT * FROM (
     LIMIT :limit)`
 
 // FollowHistory returns a cursor after the event with id after, or, when
-// after is below zero, after the newest event committed so far.
+// after is below zero, after the newest event committed so far. An after
+// above that newest id is a *leasecore.PositionAheadError.
 func (s *Store) FollowHistory(ctx context.Context, after int64) (leasecore.HistoryCursor, error) {
 	const op = leasecore.OpFollowHistory
 	if err := s.readable(op); err != nil {
 		return nil, err
 	}
-	if after < 0 {
-		if err := s.reader.QueryRowContext(ctx, newestEventSQL).Scan(&after); err != nil {
+	if after != 0 {
+		var newest int64
+		if err := s.reader.QueryRowContext(ctx, newestEventSQL).Scan(&newest); err != nil {
 			return nil, interpretError(op, err)
+		}
+		if after > newest {
+			return nil, &leasecore.PositionAheadError{Position: after, Newest: newest}
+		}
+		if after < 0 {
+			after = newest
 		}
 	}
 	return &cursor{s: s, pos: after}, nil
@@ -104,23 +121,40 @@ type cursor struct {
 }
 
 // Next returns up to limit events after the position (at least one is asked
-// for when limit is below one).
+// for when limit is below one); a *leasecore.PositionAheadError when the
+// history's newest id went below the position.
 func (c *cursor) Next(ctx context.Context, limit int) ([]leasecore.Event, error) {
 	const op = leasecore.OpReadHistory
 	if err := c.s.readable(op); err != nil {
 		return nil, err
 	}
-	var events []leasecore.Event
+	var (
+		events []leasecore.Event
+		newest int64
+	)
 	err := c.s.read(ctx, op, followSQL, []any{sql.Named("after", c.pos), sql.Named("limit", max(limit, 1))},
 		func(rows *sql.Rows) error {
-			e, err := scanEvent(rows)
-			if err == nil {
-				events = append(events, e)
+			var (
+				e          leasecore.Event
+				id, token  sql.NullInt64
+				at         sql.NullInt64
+				task, kind sql.NullString
+				who, about sql.NullString
+			)
+			if err := rows.Scan(&newest, &id, &task, &kind, &who, &token, &at, &about); err != nil || !id.Valid {
+				return err
 			}
-			return err
+			e.ID, e.Task, e.Kind, e.Owner, e.Token, e.At, e.Detail = id.Int64, task.String,
+				leasecore.EventKind(kind.String), who.String, token.Int64, fromMS(at.Int64), about.String
+			events = append(events, e)
+			return nil
 		})
 	if err != nil {
 		return nil, err
+	}
+	if c.pos > newest {
+		// The file's history went back below ids this cursor has passed.
+		return nil, &leasecore.PositionAheadError{Position: c.pos, Newest: newest}
 	}
 	// Checked again, so that no event read from a file that was replaced
 	// meanwhile is handed out.
@@ -141,20 +175,6 @@ func (c *cursor) Pending() bool { return false }
 
 // Close is a no-op: the cursor holds no connection between calls.
 func (c *cursor) Close() error { return nil }
-
-// scanEvent reads id, task, kind, owner, token, at, detail.
-func scanEvent(rows *sql.Rows) (leasecore.Event, error) {
-	var (
-		e    leasecore.Event
-		kind string
-		at   int64
-	)
-	if err := rows.Scan(&e.ID, &e.Task, &kind, &e.Owner, &e.Token, &at, &e.Detail); err != nil {
-		return e, err
-	}
-	e.Kind, e.At = leasecore.EventKind(kind), fromMS(at)
-	return e, nil
-}
 
 // HistoryChanges follows the file: a goroutine holds one connection of its
 // own, asks it every changesPoll whether any other connection, in this
