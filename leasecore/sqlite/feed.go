@@ -42,17 +42,11 @@ const changesPoll = 100 * time.Millisecond
 // it is recovered, the file replaced, the connection lost).
 const changesRetryMax = 5 * time.Second
 
-// followSQL reads, in one statement, the id high-water mark (as
-// newestEventSQL) and the events after :after in id order, a range of the
-// table's rowid: one row per event, each with the mark, or, with no event,
-// one row of the mark alone.
+// followSQL reads the events after :after in id order: a range of the
+// table's rowid, no sort.
 const followSQL = `
-WITH hw(newest) AS (SELECT ` + nextEventExpr + ` - 1)
-SELECT hw.newest, h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail
-FROM hw LEFT JOIN (
-    SELECT id, task, kind, owner, token, at, detail FROM leasehold_history
-    WHERE id > :after ORDER BY id LIMIT :limit) AS h ON 1
-ORDER BY h.id`
+SELECT id, task, kind, owner, token, at, detail FROM leasehold_history
+WHERE id > :after ORDER BY id LIMIT :limit`
 
 // newestEventSQL is the id of the newest event ever committed (0: none):
 // events committed later have larger ids, even when the newest ones were
@@ -128,38 +122,34 @@ func (c *cursor) Next(ctx context.Context, limit int) ([]leasecore.Event, error)
 	if err := c.s.readable(op); err != nil {
 		return nil, err
 	}
-	var (
-		events []leasecore.Event
-		newest int64
-	)
+	var events []leasecore.Event
 	err := c.s.read(ctx, op, followSQL, []any{sql.Named("after", c.pos), sql.Named("limit", max(limit, 1))},
 		func(rows *sql.Rows) error {
-			var (
-				e          leasecore.Event
-				id, token  sql.NullInt64
-				at         sql.NullInt64
-				task, kind sql.NullString
-				who, about sql.NullString
-			)
-			if err := rows.Scan(&newest, &id, &task, &kind, &who, &token, &at, &about); err != nil || !id.Valid {
-				return err
+			e, err := scanEvent(rows)
+			if err == nil {
+				events = append(events, e)
 			}
-			e.ID, e.Task, e.Kind, e.Owner, e.Token, e.At, e.Detail = id.Int64, task.String,
-				leasecore.EventKind(kind.String), who.String, token.Int64, fromMS(at.Int64), about.String
-			events = append(events, e)
-			return nil
+			return err
 		})
 	if err != nil {
+		return nil, err
+	}
+	// Only a read that finds nothing can be below a history that went
+	// back: events after the position prove the mark above it.
+	newest := c.pos
+	if len(events) == 0 {
+		if err := c.s.read(ctx, op, newestEventSQL, nil, func(rows *sql.Rows) error { return rows.Scan(&newest) }); err != nil {
+			return nil, err
+		}
+	}
+	// Checked again, so that nothing read from a file that was replaced
+	// meanwhile is handed out or taken for this file's history.
+	if err := c.s.readable(op); err != nil {
 		return nil, err
 	}
 	if c.pos > newest {
 		// The file's history went back below ids this cursor has passed.
 		return nil, &leasecore.PositionAheadError{Position: c.pos, Newest: newest}
-	}
-	// Checked again, so that no event read from a file that was replaced
-	// meanwhile is handed out.
-	if err := c.s.readable(op); err != nil {
-		return nil, err
 	}
 	if n := len(events); n > 0 {
 		c.pos = events[n-1].ID
@@ -175,6 +165,20 @@ func (c *cursor) Pending() bool { return false }
 
 // Close is a no-op: the cursor holds no connection between calls.
 func (c *cursor) Close() error { return nil }
+
+// scanEvent reads id, task, kind, owner, token, at, detail.
+func scanEvent(rows *sql.Rows) (leasecore.Event, error) {
+	var (
+		e    leasecore.Event
+		kind string
+		at   int64
+	)
+	if err := rows.Scan(&e.ID, &e.Task, &kind, &e.Owner, &e.Token, &at, &e.Detail); err != nil {
+		return e, err
+	}
+	e.Kind, e.At = leasecore.EventKind(kind), fromMS(at)
+	return e, nil
+}
 
 // HistoryChanges follows the file: a goroutine holds one connection of its
 // own, asks it every changesPoll whether any other connection, in this
