@@ -2,9 +2,14 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -77,6 +82,89 @@ func TestConsole(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("node --test in e2e/console: %v\n%s", err, out)
+	}
+	t.Logf("node --test:\n%s", out)
+}
+
+// TestConsoleFollowsRestore: the web console (e2e/console/restore.test.js
+// in headless Chromium) over a SQLite store that is restored from an older
+// copy while the page follows it. The sidecar is stopped, the older file
+// put back and the sidecar started again on the same address, when the
+// page asks (POST /restore to a control server of this test's): the page
+// must say the history went back, drop what the restore undid, and follow
+// the events written after the restore, whose ids it had seen before.
+func TestConsoleFollowsRestore(t *testing.T) {
+	t.Parallel()
+	node := nodeBin(t, "the web console's Chromium test")
+	chromium := chromiumBin(t)
+	dir := filepath.Join("console")
+	playwrightCore(t, dir)
+
+	tmp := t.TempDir()
+	path, backup := filepath.Join(tmp, "console.db"), filepath.Join(tmp, "backup.db")
+	store := "sqlite:" + path
+	listen := fmt.Sprintf("127.0.0.1:%d", freeLocalPort(t))
+	var mu sync.Mutex // guards s
+	s := startSidecar(t, store, "--listen", listen)
+	s.waitReady()
+	claimRelease(t, s, "rs-kept")
+	if code := s.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("sidecar exited %d on SIGTERM", code)
+	}
+	copyDB(t, path, backup)
+	s = startSidecar(t, store, "--listen", listen)
+	s.waitReady()
+	// What the restore will undo: a lease the page shows, and events that
+	// take the ids the restored store hands out again.
+	claimRelease(t, s, "rs-gone-1", "rs-gone-2", "rs-gone-3", "rs-gone-4", "rs-gone-5")
+	if r := s.call("POST", "/v1/leases/rs-lost/claim", map[string]any{"owner": "before-restore", "ttl_ms": 600000}); r.Status != 200 {
+		t.Fatalf("claim rs-lost: %d %v", r.Status, r.Body)
+	}
+
+	restore := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.done:
+		case <-time.After(30 * time.Second):
+			return fmt.Errorf("the sidecar did not stop within 30 s")
+		}
+		if err := copyDBFiles(backup, path); err != nil {
+			return err
+		}
+		next, err := launchSidecar(t, store, "--listen", listen)
+		if err != nil {
+			return err
+		}
+		s = next
+		return awaitReady(s.base, 30*time.Second)
+	}
+	control := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/restore" {
+			http.NotFound(w, r)
+			return
+		}
+		if err := restore(); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintln(w, "restored")
+	}))
+	t.Cleanup(control.Close)
+
+	runCtx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(runCtx, node, "--test", "--test-reporter=spec", "restore.test.js")
+	cmd.Dir = dir
+	cmd.Env = append(cleanEnv(),
+		"LEASEHOLD_CONSOLE_URL=http://"+listen,
+		"LEASEHOLD_CONSOLE_CONTROL="+control.URL,
+		"LEASEHOLD_CHROMIUM="+chromium,
+	)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node --test restore.test.js in e2e/console: %v\n%s", err, out)
 	}
 	t.Logf("node --test:\n%s", out)
 }

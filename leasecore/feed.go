@@ -2,6 +2,8 @@ package leasecore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -16,7 +18,10 @@ type HistoryFeed interface {
 	// FollowHistory returns a cursor positioned after the event whose ID is
 	// after: its first Next returns the events with larger IDs. An after
 	// below zero means "from now": the cursor starts after the newest event
-	// the store has committed.
+	// the store has committed. An after above the store's high-water mark
+	// (the largest event ID it has ever handed out, which pruning never
+	// lowers) fails with a *PositionAheadError: no event of this history
+	// has that ID.
 	FollowHistory(ctx context.Context, after int64) (HistoryCursor, error)
 
 	// HistoryChanges returns a channel that receives a value, soon, after
@@ -49,6 +54,12 @@ type HistoryCursor interface {
 	// transaction still in flight may yet commit). It returns no events,
 	// and no error, when there are none yet; Pending then says whether
 	// events are being held back, so the caller should ask again soon.
+	//
+	// When the store's high-water mark is below the cursor's position, its
+	// history went back (it was restored from an older copy, or failed over
+	// to one that had not received the newest events): Next fails with a
+	// *PositionAheadError, and the cursor is of no further use. The IDs it
+	// would wait for are handed out again, to other events.
 	Next(ctx context.Context, limit int) ([]Event, error)
 	// Position is the ID after which the next call reads.
 	Position() int64
@@ -57,6 +68,33 @@ type HistoryCursor interface {
 	// Close releases what the cursor holds.
 	Close() error
 }
+
+// ErrPositionAhead: a watch position, or a cursor's, is above every event
+// ID the store has handed out. Either the store's history went back (a
+// restore from an older copy, an asynchronous failover that lost the newest
+// events) or the position was never this store's. The events after it are
+// not this history's: the watcher starts over from the oldest event the
+// history holds. The matching *PositionAheadError says where each stood.
+var ErrPositionAhead = errors.New("watch position ahead of the store's history")
+
+// PositionAheadError is a position found above the store's high-water mark.
+type PositionAheadError struct {
+	// Position is the position that was found ahead: the one asked for,
+	// or the cursor's.
+	Position int64
+	// Newest is the store's high-water mark when it was found: the largest
+	// event ID it had handed out (0 when none).
+	Newest int64
+}
+
+func (e *PositionAheadError) Error() string {
+	return fmt.Sprintf("position %d is ahead of the store's history, whose newest event id is %d: "+
+		"the store was restored from an older copy or failed over to one without its newest events, "+
+		"or the position is not this store's; start over from the oldest event", e.Position, e.Newest)
+}
+
+// Is makes errors.Is(err, ErrPositionAhead) true.
+func (e *PositionAheadError) Is(target error) bool { return target == ErrPositionAhead }
 
 // ExpirySweep is what one RecordExpiries call did.
 type ExpirySweep struct {

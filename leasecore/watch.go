@@ -33,6 +33,16 @@ import (
 // cursor of its own, paced by its reader, and joins the ring only once it
 // has read up to the hub's position: no event is lost or repeated in the
 // hand-over, and the catch-up holds no events in memory.
+//
+// Positions are the store's event IDs, which only rise, so a position
+// above every ID the store has handed out means its history went back (a
+// restore from an older copy, an asynchronous failover) or was never this
+// store's. Watch refuses such a position (ErrPositionAhead), and the hub,
+// whose own cursor finds the same when the store goes back under it,
+// follows again from the store's newest event and ends every watcher with
+// ErrPositionAhead: each starts over from the oldest event the history
+// holds, so none waits, silent, for IDs that will be handed out again to
+// other events.
 
 // WatchFromNow as WatchParams.Since starts a watch at the newest event.
 const WatchFromNow = -1
@@ -131,6 +141,7 @@ type Watcher struct {
 	pos    atomic.Int64 // the last event ID sent (or skipped by the prefix)
 
 	// Guarded by hub.mu.
+	epoch   uint64 // the hub's epoch when it joined (see watchHub.epoch)
 	next    uint64 // live: the ring sequence number it reads next
 	livePos int64  // pos when it joined the ring
 	err     error
@@ -156,8 +167,9 @@ func (w *Watcher) ReadyPosition() int64 {
 }
 
 // Err says why Events was closed: ErrWatchCut, the watch's context's error,
-// an error wrapping ErrUnavailable (the store failed while catching up), or
-// nil after Close.
+// an error wrapping ErrUnavailable (the store failed while catching up), a
+// *PositionAheadError (the store's history went back: start over from the
+// oldest event it holds, with Since 0), or nil after Close.
 func (w *Watcher) Err() error {
 	w.hub.mu.Lock()
 	defer w.hub.mu.Unlock()
@@ -193,7 +205,9 @@ func (s *Service) WatchStats() WatchStats {
 // Watch starts a watch of the store's history. It returns once the watch
 // knows where it starts; its events then arrive on the Watcher until ctx
 // ends, the Watcher is closed, or it is cut. It answers ErrUnavailable when
-// the store cannot be read or followed.
+// the store cannot be read or followed, and a *PositionAheadError when
+// p.Since is above every event ID the store has handed out: the caller
+// starts over from the oldest event the history holds (Since 0).
 func (s *Service) Watch(ctx context.Context, p WatchParams) (*Watcher, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -213,7 +227,8 @@ func (s *Service) Watch(ctx context.Context, p WatchParams) (*Watcher, error) {
 		since = h.pos
 	}
 	w.pos.Store(since)
-	if since >= h.pos {
+	w.epoch = h.epoch
+	if since == h.pos {
 		// Nothing to catch up on: join the ring at once, under the lock
 		// that appending to it takes, so no event falls between.
 		h.goLiveLocked(w)
@@ -223,7 +238,9 @@ func (s *Service) Watch(ctx context.Context, p WatchParams) (*Watcher, error) {
 	}
 	h.mu.Unlock()
 	// Catch up with a cursor of the watcher's own, opened before returning
-	// so that a store that cannot be read answers unavailable now.
+	// so that a store that cannot be read answers unavailable now, and a
+	// position ahead of the hub's is checked against the store's history
+	// (it may be ahead of it too, and would then wait for nothing).
 	var cur HistoryCursor
 	if err := s.callBounded(ctx, OpFollowHistory, func(ctx context.Context) (err error) {
 		cur, err = feed.FollowHistory(ctx, since)
@@ -232,7 +249,7 @@ func (s *Service) Watch(ctx context.Context, p WatchParams) (*Watcher, error) {
 		h.mu.Lock()
 		h.finishLocked(w, err)
 		h.mu.Unlock()
-		return nil, outcome(OpFollowHistory, err)
+		return nil, outcome(OpFollowHistory, err, ErrPositionAhead)
 	}
 	go w.run(ctx, cur)
 	return w, nil
@@ -293,7 +310,7 @@ func (w *Watcher) catchUp(ctx context.Context, cur HistoryCursor) error {
 			return err
 		})
 		if err != nil {
-			return outcome(OpReadHistory, err)
+			return outcome(OpReadHistory, err, ErrPositionAhead)
 		}
 		for _, ev := range evs {
 			if strings.HasPrefix(ev.Task, w.prefix) {
@@ -310,6 +327,13 @@ func (w *Watcher) catchUp(ctx context.Context, cur HistoryCursor) error {
 		}
 		w.pos.Store(pos)
 		h.mu.Lock()
+		if w.epoch != h.epoch {
+			// The hub found the history gone back meanwhile: what this
+			// cursor read may be the old history's.
+			err := h.rewound
+			h.mu.Unlock()
+			return err
+		}
 		if pos >= h.pos {
 			h.goLiveLocked(w)
 			h.mu.Unlock()
@@ -334,6 +358,11 @@ func (w *Watcher) follow(ctx context.Context) error {
 	batch := make([]Event, 0, watchBatch)
 	for {
 		h.mu.Lock()
+		if w.epoch != h.epoch {
+			err := h.rewound
+			h.mu.Unlock()
+			return err // the history went back: the ring's events are the old history's
+		}
 		if h.seq-w.next > uint64(len(h.ring)) {
 			h.mu.Unlock()
 			return ErrWatchCut // the events it has not read are overwritten
@@ -383,9 +412,14 @@ type watchHub struct {
 	starting chan struct{} // closed when a start attempt finished
 	startErr error
 	pos      int64 // the last event read and fanned out
-	stop     context.CancelFunc
-	linger   *time.Timer
-	gen      uint64 // counts starts, so that a stopped generation's reads are dropped
+	// epoch counts the times the hub found the store's history gone back
+	// under it and followed again from its newest event; a watcher that
+	// joined in an earlier epoch is ended with rewound.
+	epoch   uint64
+	rewound *PositionAheadError
+	stop    context.CancelFunc
+	linger  *time.Timer
+	gen     uint64 // counts starts, so that a stopped generation's reads are dropped
 }
 
 func (s *Service) hub() *watchHub {
@@ -465,12 +499,13 @@ func (h *watchHub) start(feed HistoryFeed, gen uint64) {
 
 	go h.sweep(ctx, feed)
 	h.follow(ctx, feed, cur, gen)
-	_ = cur.Close()
 }
 
 // follow reads the new events whenever the store signals a change, or
-// watchPoll passed, and fans them out, until ctx ends.
+// watchPoll passed, and fans them out, until ctx ends; then it closes its
+// cursor.
 func (h *watchHub) follow(ctx context.Context, feed HistoryFeed, cur HistoryCursor, gen uint64) {
+	defer func() { _ = cur.Close() }()
 	changes, err := feed.HistoryChanges(ctx)
 	if err != nil {
 		changes = nil // read on the timer alone
@@ -506,6 +541,14 @@ func (h *watchHub) follow(ctx context.Context, feed HistoryFeed, cur HistoryCurs
 				if ctx.Err() != nil {
 					return
 				}
+				var ahead *PositionAheadError
+				if errors.As(err, &ahead) {
+					if cur = h.refollow(ctx, feed, cur, gen, ahead); cur == nil {
+						return
+					}
+					next = 0 // read the new history at once
+					break
+				}
 				next = bo.Next() // the store failed: try again, keeping the position
 				break
 			}
@@ -525,6 +568,41 @@ func (h *watchHub) follow(ctx context.Context, feed HistoryFeed, cur HistoryCurs
 			}
 		}
 		wait.Reset(next)
+	}
+}
+
+// refollow replaces the hub's cursor, which found the store's history gone
+// back below its position, with one from the store's newest event, and
+// then, under the lock, moves the hub's position there and starts a new
+// epoch, which ends every watcher of the earlier ones with ahead: their
+// positions, and the events in the ring, are the old history's. Until the
+// new cursor is open, watchers that join belong to the old epoch and are
+// ended with the others, so none goes live at the old position. It returns
+// the new cursor, or nil when ctx ended first.
+func (h *watchHub) refollow(ctx context.Context, feed HistoryFeed, old HistoryCursor, gen uint64, ahead *PositionAheadError) HistoryCursor {
+	_ = old.Close()
+	bo := backoff.New(watchPendingRetry, watchPoll)
+	for {
+		var cur HistoryCursor
+		err := h.s.callBounded(ctx, OpFollowHistory, func(ctx context.Context) (err error) {
+			cur, err = feed.FollowHistory(ctx, WatchFromNow)
+			return err
+		})
+		if err == nil {
+			h.mu.Lock()
+			if gen == h.gen && h.running {
+				h.epoch++
+				h.rewound = ahead
+				h.pos = cur.Position()
+				close(h.wake)
+				h.wake = make(chan struct{})
+			}
+			h.mu.Unlock()
+			return cur
+		}
+		if backoff.Sleep(ctx, bo.Next()) != nil {
+			return nil
+		}
 	}
 }
 

@@ -11,8 +11,10 @@ import (
 )
 
 // feedStore is a HistoryFeed seam for the watch's tests: an in-memory
-// history that the test appends to, with a change signal. The other Store
-// methods are not used.
+// history that the test appends to, with a change signal. Event i has ID
+// i+1, so the high-water mark is the number of events, pruned ones
+// included; rewind puts the history back as a restore would. The other
+// Store methods are not used.
 type feedStore struct {
 	Store
 	mu      sync.Mutex
@@ -44,6 +46,14 @@ func (f *feedStore) add(task string, kind EventKind) int64 {
 	return id
 }
 
+// rewind puts the history back to its first n events, as a restore of a
+// copy taken then would: the IDs above n are handed out again.
+func (f *feedStore) rewind(n int) {
+	f.mu.Lock()
+	f.events = f.events[:n]
+	f.mu.Unlock()
+}
+
 func (f *feedStore) FollowHistory(_ context.Context, after int64) (HistoryCursor, error) {
 	if f.onFollow != nil {
 		f.onFollow(after)
@@ -52,10 +62,13 @@ func (f *feedStore) FollowHistory(_ context.Context, after int64) (HistoryCursor
 		return nil, errors.New("store down")
 	}
 	catchUp := after >= 0
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if newest := int64(len(f.events)); after > newest {
+		return nil, &PositionAheadError{Position: after, Newest: newest}
+	}
 	if after < 0 {
-		f.mu.Lock()
 		after = int64(len(f.events))
-		f.mu.Unlock()
 	}
 	return &feedCursor{f: f, pos: after, catchUp: catchUp}, nil
 }
@@ -96,6 +109,10 @@ func (c *feedCursor) Next(_ context.Context, limit int) ([]Event, error) {
 	}
 	c.f.reads.Add(1)
 	c.f.mu.Lock()
+	if newest := int64(len(c.f.events)); c.pos > newest {
+		c.f.mu.Unlock()
+		return nil, &PositionAheadError{Position: c.pos, Newest: newest}
+	}
 	var out []Event
 	for _, ev := range c.f.events[c.pos:] {
 		if len(out) == limit {
@@ -136,6 +153,25 @@ func receive(t *testing.T, w *Watcher, n int) []Event {
 		}
 	}
 	return got
+}
+
+// ended waits (a generous bound: the test fails rather than waits
+// forever) for w's events to close and returns those it had left.
+func ended(t *testing.T, w *Watcher) []Event {
+	t.Helper()
+	var left []Event
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case ev, ok := <-w.Events():
+			if !ok {
+				return left
+			}
+			left = append(left, ev)
+		case <-deadline:
+			t.Fatalf("the watch did not end (it had %d events left)", len(left))
+		}
+	}
 }
 
 func checkIDs(t *testing.T, evs []Event, first int64) {
@@ -434,5 +470,105 @@ func TestWatchHubStopsWhenItsWatcherGaveUpStarting(t *testing.T) {
 			t.Fatal("the hub still runs with no watcher")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestWatchPositionAhead: a position above every event ID the store has
+// handed out is refused, whether or not it is above the hub's position,
+// rather than answered with a watch that waits for nothing; the newest
+// position itself is accepted, pruned or not.
+func TestWatchPositionAhead(t *testing.T) {
+	f := newFeedStore()
+	for range 3 {
+		f.add("t", EventAcquired)
+	}
+	f.mu.Lock()
+	f.pruned = map[int64]bool{3: true} // the newest event is pruned; its ID stays handed out
+	f.mu.Unlock()
+	svc := New(f)
+	for _, since := range []int64{4, 1000} {
+		w, err := svc.Watch(t.Context(), WatchParams{Since: since})
+		var ahead *PositionAheadError
+		if !errors.As(err, &ahead) || !errors.Is(err, ErrPositionAhead) {
+			if w != nil {
+				w.Close()
+			}
+			t.Fatalf("watch since %d on a history whose newest id is 3: %v, want a *PositionAheadError", since, err)
+		}
+		if ahead.Position != since || ahead.Newest != 3 {
+			t.Fatalf("since %d: %+v, want position %d and newest 3", since, ahead, since)
+		}
+		if errors.Is(err, ErrUnavailable) {
+			t.Fatalf("a position ahead is reported as unavailable: %v", err)
+		}
+	}
+	w, err := svc.Watch(t.Context(), WatchParams{Since: 3})
+	if err != nil {
+		t.Fatalf("watch since the newest id: %v", err)
+	}
+	defer w.Close()
+	<-w.Ready()
+	id := f.add("t", EventReleased)
+	if got := receive(t, w, 1); got[0].ID != id {
+		t.Fatalf("got %+v, want event %d", got[0], id)
+	}
+	if st := svc.WatchStats(); st.Watchers != 1 {
+		t.Fatalf("refused watches are still counted: %+v", st)
+	}
+}
+
+// TestWatchHubFollowsRewoundHistory: when the store's history goes back
+// under a running hub (a restore), every watcher ends with
+// ErrPositionAhead, live or catching up, and a watch that starts over from
+// 0 gets the restored history and every event written after the restore,
+// IDs handed out again included, and then the new events live.
+func TestWatchHubFollowsRewoundHistory(t *testing.T) {
+	f := newFeedStore()
+	for range 10 {
+		f.add("t", EventAcquired)
+	}
+	svc := New(f)
+	live, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	<-live.Ready()
+	prefixed, err := svc.Watch(t.Context(), WatchParams{Prefix: "none/", Since: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prefixed.Close()
+
+	f.rewind(4)
+	f.add("after", EventAcquired) // id 5, handed out a second time
+	f.add("after", EventReleased) // id 6
+	for _, w := range []*Watcher{live, prefixed} {
+		if evs := ended(t, w); len(evs) > 0 {
+			t.Fatalf("events %+v after the history went back", evs)
+		}
+		var ahead *PositionAheadError
+		if !errors.As(w.Err(), &ahead) || ahead.Position != 10 || ahead.Newest < 4 {
+			t.Fatalf("watcher ended with %v, want a *PositionAheadError from position 10", w.Err())
+		}
+	}
+
+	again, err := svc.Watch(t.Context(), WatchParams{Since: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	got := receive(t, again, 6)
+	checkIDs(t, got, 1)
+	if got[4].Task != "after" || got[5].Kind != EventReleased {
+		t.Fatalf("replay after the restore: %+v, want the events written after it last", got)
+	}
+	<-again.Ready()
+	id := f.add("later", EventAcquired)
+	if ev := receive(t, again, 1)[0]; ev.ID != id || ev.Task != "later" {
+		t.Fatalf("live after the restore: %+v, want event %d of later", ev, id)
+	}
+	if pos := svc.WatchStats().Position; pos > 7 {
+		t.Fatalf("hub position %d, want it to follow the restored history (7)", pos)
 	}
 }

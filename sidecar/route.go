@@ -79,8 +79,14 @@ type operation struct {
 	// the path item's (unless the operation overrides them), then the
 	// operation's.
 	params []param
-	// query names the query parameters, each to be given at most once.
+	// query names the query parameters, each to be given at most once;
+	// no other query parameter is accepted.
 	query []string
+	// headers names the header parameters, each to be given at most once.
+	headers []string
+	// integers are the query and header parameters whose values are
+	// integers, to be spelled as plain decimal digits.
+	integers []string
 	// body is the request body, or nil; bodySchema its JSON schema.
 	body       *openapi3.RequestBody
 	bodySchema *openapi3.Schema
@@ -120,10 +126,19 @@ func operations(doc *openapi3.T) map[routeKey]*operation {
 				o.params = append(o.params, newParam(ref.Value))
 			}
 			for _, p := range o.params {
-				if p.In == openapi3.ParameterInQuery {
+				switch p.In {
+				case openapi3.ParameterInQuery:
 					o.query = append(o.query, p.Name)
+				case openapi3.ParameterInHeader:
+					o.headers = append(o.headers, p.Name)
+				default:
+					continue
+				}
+				if p.Schema != nil && p.Schema.Value != nil && p.Schema.Value.Type.Is(openapi3.TypeInteger) {
+					o.integers = append(o.integers, p.Name)
 				}
 			}
+			slices.Sort(o.query)
 			if rb := op.RequestBody; rb != nil && rb.Value != nil {
 				o.body = rb.Value
 				if mt := rb.Value.Content.Get(echo.MIMEApplicationJSON); mt != nil && mt.Schema != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -68,10 +69,8 @@ func validateRequests(sp *specRouter, ops map[routeKey]*operation) echo.Middlewa
 			if op == nil {
 				return next(c) // echo answers 404 or 405
 			}
-			if len(op.query) > 0 {
-				if err := checkRepeatedQuery(req, op.query); err != nil {
-					return err
-				}
+			if err := checkParamSpelling(req, op); err != nil {
+				return err
 			}
 			var (
 				body    any
@@ -127,21 +126,72 @@ func validationInput(req *http.Request, op *operation, names, values []string) *
 	return &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: op.route, Options: validationOptions}
 }
 
-// checkRepeatedQuery refuses a query parameter of the operation given more
-// than once (?owner=a&owner=b): each is one value, and which of two a
-// client, a proxy or the validator would take is anyone's guess.
-func checkRepeatedQuery(req *http.Request, names []string) error {
+// checkParamSpelling refuses, before the schemas are consulted:
+//   - a query parameter the operation does not list (?sinse=0): a misspelt
+//     parameter would otherwise be ignored, and the request do something
+//     the client did not ask for;
+//   - a query or header parameter given more than once (?owner=a&owner=b,
+//     two Last-Event-ID lines): each is one value, and which of two a
+//     client, a proxy or the validator would take is anyone's guess;
+//   - an integer parameter that is not plain decimal digits (plainInteger):
+//     the parsers behind the validator also take "+5" and "-0", and a
+//     proxy or another server may read them otherwise.
+//
+// Each offending parameter is named, once.
+func checkParamSpelling(req *http.Request, op *operation) error {
+	if req.URL.RawQuery == "" && len(op.headers) == 0 {
+		return nil
+	}
 	query := req.URL.Query()
 	var params []api.InvalidParam
-	for _, name := range names {
-		if n := len(query[name]); n > 1 {
+	for _, name := range slices.Sorted(maps.Keys(query)) {
+		if _, known := slices.BinarySearch(op.query, name); !known {
+			reason := "is not a parameter of this operation, which takes none"
+			if len(op.query) > 0 {
+				reason = "is not a parameter of this operation (its parameters: " + strings.Join(op.query, ", ") + ")"
+			}
+			params = append(params, api.InvalidParam{Name: name, Reason: reason})
+		}
+	}
+	values := func(name string) []string {
+		if slices.Contains(op.headers, name) {
+			return req.Header.Values(name)
+		}
+		return query[name]
+	}
+	for _, name := range append(slices.Clip(op.query), op.headers...) {
+		if n := len(values(name)); n > 1 {
 			params = append(params, api.InvalidParam{Name: name, Reason: fmt.Sprintf("is given %d times; give it once", n)})
+		}
+	}
+	for _, name := range op.integers {
+		if v := values(name); len(v) == 1 && !plainInteger(v[0]) {
+			params = append(params, api.InvalidParam{Name: name, Reason: "must be an integer in plain decimal digits, such as 0 or 42 " +
+				"(no sign, spaces, leading zeros or exponent, and at most 9223372036854775807)"})
 		}
 	}
 	if len(params) > 0 {
 		return invalid(params)
 	}
 	return nil
+}
+
+// plainInteger says whether v is an integer as the API writes them: decimal
+// digits without a leading zero (or 0 itself), with a minus sign only
+// before a number other than 0, within int64. A negative value then meets
+// its schema's minimum, which names the bound.
+func plainInteger(v string) bool {
+	digits := strings.TrimPrefix(v, "-")
+	if digits == "" || (digits[0] == '0' && (len(digits) > 1 || len(digits) < len(v))) {
+		return false
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return false
+		}
+	}
+	_, err := strconv.ParseInt(v, 10, 64)
+	return err == nil
 }
 
 // bodyBuffers hold request bodies while they are checked and decoded; the

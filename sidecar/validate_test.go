@@ -2,11 +2,15 @@ package sidecar
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/leasehold/leasehold/sidecar/api"
 )
@@ -209,5 +213,127 @@ func TestOversizeChunkedBody(t *testing.T) {
 	expectProblem(t, response{status: resp.StatusCode, header: resp.Header, body: b}, http.StatusRequestEntityTooLarge, problemBlank)
 	if n := len(decode[api.LeaseList](t, ts.get("/v1/leases")).Leases); n != 0 {
 		t.Fatalf("%d leases written", n)
+	}
+}
+
+// doBounded is do with a deadline: a request for a stream that were
+// accepted would otherwise read until the client hangs up.
+func (ts *testServer) doBounded(method, path, contentType string, body []byte) response {
+	ts.t.Helper()
+	ctx, cancel := context.WithTimeout(ts.t.Context(), 10*time.Second)
+	defer cancel()
+	return ts.doCtx(ctx, method, path, contentType, body)
+}
+
+// expectParams fails t unless r is a 422 problem whose invalid_params name
+// exactly fields.
+func expectParams(t *testing.T, what string, r response, fields ...string) {
+	t.Helper()
+	if r.status != http.StatusUnprocessableEntity {
+		t.Errorf("%s: status %d, want 422 naming %v; body: %s", what, r.status, fields, r.body)
+		return
+	}
+	p := decode[api.Problem](t, r)
+	var names []string
+	if p.InvalidParams != nil {
+		for _, ip := range *p.InvalidParams {
+			names = append(names, ip.Name)
+			if ip.Reason == "" {
+				t.Errorf("%s: %s named without a reason", what, ip.Name)
+			}
+		}
+	}
+	slices.Sort(names)
+	if p.Type != problemInvalid || !slices.Equal(names, fields) {
+		t.Errorf("%s: %s %v, want %s naming %v; body: %s", what, p.Type, names, problemInvalid, fields, r.body)
+	}
+}
+
+// TestUnknownQueryParameters: every operation of openapi.yaml refuses a
+// query parameter it does not list, naming it, before doing anything:
+// a misspelt ?sinse=0 is not a watch from now, and ?pretty is not one of
+// the API's.
+func TestUnknownQueryParameters(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	sp := ts.spec()
+	n := 0
+	for path, item := range sp.doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			target := strings.NewReplacer("{task}", "qp-task", "{name}", "qp-name").Replace(path)
+			if strings.Contains(target, "{") {
+				t.Fatalf("%s: a path parameter this test does not fill", path)
+			}
+			var body []byte
+			ct := ""
+			if op.RequestBody != nil {
+				body, ct = []byte(`{"owner":"w"}`), "application/json"
+			}
+			q := "?sinse=0"
+			if slices.ContainsFunc(op.Parameters, func(p *openapi3.ParameterRef) bool { return p.Value.Name == "owner" }) {
+				q = "?owner=w&sinse=0"
+			}
+			expectParams(t, method+" "+target+q, ts.doBounded(method, target+q, ct, body), "sinse")
+			n++
+		}
+	}
+	if n < 10 {
+		t.Fatalf("only %d operations checked", n)
+	}
+	expectParams(t, "pretty", ts.get("/v1/leases?pretty"), "pretty")
+	expectParams(t, "two unknown", ts.get("/v1/leases?limit=5&a=1&b=2"), "a", "b")
+	if leases := decode[api.LeaseList](t, ts.get("/v1/leases")).Leases; len(leases) != 0 {
+		t.Fatalf("requests with unknown parameters wrote leases: %+v", leases)
+	}
+	// Parameters the operation lists still work, and the answer is plain JSON.
+	r := ts.get("/v1/leases?limit=5")
+	expect(t, r, http.StatusOK)
+	if bytes.Contains(r.body, []byte("\n ")) {
+		t.Errorf("answer indented: %s", r.body)
+	}
+}
+
+// TestIntegerParameterSpelling: an integer in the query or a header is
+// plain decimal digits; any other spelling that a parser might read as a
+// number (+5, -0, 007, spaces, an exponent, beyond int64) is refused,
+// naming the parameter; and a header parameter given twice is refused like
+// a query parameter given twice.
+func TestIntegerParameterSpelling(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t)
+	bad := []string{"%2B5", "+5", "-0", "007", "00", "%205", "5%20", "1e3", "0x10", "5.0", "99999999999999999999", "9223372036854775808"}
+	for _, v := range bad {
+		expectParams(t, "since="+v, ts.doBounded(http.MethodGet, "/v1/watch?since="+v, "", nil), "since")
+		expectParams(t, "limit="+v, ts.get("/v1/leases/qp/history?limit="+v), "limit")
+		expectParams(t, "wait_ms="+v, ts.doBounded(http.MethodGet, "/v1/leases/qp/keepalive?owner=w&wait_ms="+v, "", nil), "wait_ms")
+	}
+	for _, v := range []string{"+5", "-0", "007", "5 6", "1e3", "99999999999999999999"} {
+		r, resp := ts.openStreamWith("/v1/watch", http.Header{"Last-Event-ID": {v}}, watchSchemas)
+		if r != nil {
+			t.Errorf("Last-Event-ID %q opened a stream", v)
+			continue
+		}
+		expectParams(t, "Last-Event-ID "+v, resp, "Last-Event-ID")
+	}
+	s, resp := ts.openStreamWith("/v1/watch", http.Header{"Last-Event-ID": {"1", "2"}}, watchSchemas)
+	if s != nil {
+		t.Fatal("two Last-Event-ID headers opened a stream")
+	}
+	expectParams(t, "Last-Event-ID twice", resp, "Last-Event-ID")
+	if p := decode[api.Problem](t, resp); !strings.Contains((*p.InvalidParams)[0].Reason, "2 times") {
+		t.Errorf("Last-Event-ID twice: %+v, want it named as given 2 times", p)
+	}
+	for _, v := range []string{"0", "42"} {
+		expect(t, ts.get("/v1/leases/qp/history?limit="+map[string]string{"0": "1"}[v]+v), http.StatusOK)
+		s := ts.openWatch("/v1/watch?since="+v, http.Header{"Last-Event-ID": {v}})
+		if v == "0" {
+			s.expectReady()
+		} else {
+			s.expectReset(42)
+		}
+		s.close()
+	}
+	if leases := decode[api.LeaseList](t, ts.get("/v1/leases")).Leases; len(leases) != 0 {
+		t.Fatalf("refused keepalives wrote leases: %+v", leases)
 	}
 }

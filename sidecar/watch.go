@@ -2,12 +2,15 @@ package sidecar
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -31,6 +34,12 @@ const DefaultMaxWatchers = 1000
 // gone (and keep proxies from closing an idle stream).
 const watchPingInterval = 15 * time.Second
 
+// watchEndGrace bounds how long a stream whose client stopped reading
+// (a write did not finish in streamWriteTimeout) is kept open to finish
+// the frame it was cut in and send its end event, for a client that reads
+// again: whatever it reads then ends with a whole event and `end` (slow).
+const watchEndGrace = 10 * time.Second
+
 // watches is the sidecar's book of watch streams: a cap, and a way to end
 // them all at shutdown.
 type watches struct {
@@ -41,6 +50,10 @@ type watches struct {
 	mu       sync.Mutex // orders add against shutdown
 	shutDown bool
 	running  sync.WaitGroup
+
+	// stalled counts the streams ended because their client stopped
+	// reading.
+	stalled atomic.Int64
 }
 
 func newWatches(max int) *watches {
@@ -108,7 +121,15 @@ func (h *handlers) WatchLeases(c echo.Context, params api.WatchLeasesParams) err
 	// The watch outlives the request: the connection is the stream's once
 	// hijacked, and the stream ends the watch.
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := h.svc.Watch(ctx, leasecore.WatchParams{Prefix: deref(params.Prefix), Since: since})
+	wp := leasecore.WatchParams{Prefix: deref(params.Prefix), Since: since}
+	w, err := h.svc.Watch(ctx, wp)
+	var ahead *leasecore.PositionAheadError
+	if errors.As(err, &ahead) {
+		// The position is not in the store's history: the stream says
+		// reset, then replays the history the store holds.
+		wp.Since = 0
+		w, err = h.svc.Watch(ctx, wp)
+	}
 	if err != nil {
 		cancel()
 		return err
@@ -125,8 +146,9 @@ func (h *handlers) WatchLeases(c echo.Context, params api.WatchLeasesParams) err
 		defer h.watches.running.Done()
 		defer h.watches.leave()
 		defer cancel()
-		ws := &watchStream{conn: conn, w: w, closing: h.watches.closing, frames: &h.watches.frames, cred: caller(c)}
-		ws.serve(buf.Reader)
+		ws := &watchStream{conn: conn, w: w, closing: h.watches.closing, frames: &h.watches.frames,
+			svc: h.svc, ctx: ctx, prefix: wp.Prefix, stalled: &h.watches.stalled, cred: caller(c)}
+		ws.serve(buf.Reader, ahead)
 	}()
 	return nil
 }
@@ -134,18 +156,27 @@ func (h *handlers) WatchLeases(c echo.Context, params api.WatchLeasesParams) err
 // watchStream is one watch stream after the hijack.
 type watchStream struct {
 	conn    net.Conn
-	w       *leasecore.Watcher
+	w       *leasecore.Watcher // replaced when the stream starts over after a reset
 	closing <-chan struct{}
 	frames  *watchFrames
 	cred    *auth.Credential // events of tasks it may not read are not sent
 	out     []byte
+	stalled *atomic.Int64
+
+	// What starting over takes: a new watch of the prefix, from 0, that
+	// lives as long as the stream (ctx).
+	svc    *leasecore.Service
+	ctx    context.Context
+	prefix string
 }
 
 // serve writes the stream until the watcher ends, the client hangs up or
-// the sidecar shuts down.
-func (ws *watchStream) serve(in *bufio.Reader) {
+// the sidecar shuts down. A reset (the watch's position was ahead of the
+// store's history, as asked or as the store went back under it) is sent
+// first when ahead is given.
+func (ws *watchStream) serve(in *bufio.Reader, ahead *leasecore.PositionAheadError) {
 	defer ws.conn.Close()
-	defer ws.w.Close()
+	defer func() { ws.w.Close() }()
 	gone := make(chan struct{})
 	go func() {
 		// The client sends nothing more; a read that ends means it hung up.
@@ -153,6 +184,9 @@ func (ws *watchStream) serve(in *bufio.Reader) {
 		close(gone)
 	}()
 	ws.out = append(ws.out[:0], streamHeader...)
+	if ahead != nil {
+		ws.appendReset(ahead)
+	}
 	if ws.flush() != nil {
 		return
 	}
@@ -163,7 +197,16 @@ func (ws *watchStream) serve(in *bufio.Reader) {
 		select {
 		case ev, ok := <-ws.w.Events():
 			if !ok {
+				var ahead *leasecore.PositionAheadError
 				switch err := ws.w.Err(); {
+				case errors.As(err, &ahead):
+					// The store's history went back under the watch: tell
+					// the client, and start over from its oldest event.
+					if !ws.startOver(ahead) {
+						return
+					}
+					ready = ws.w.Ready()
+					continue
 				case errors.Is(err, leasecore.ErrWatchCut):
 					ws.end(api.WatchEndReasonSlow, "this watcher fell too far behind the store's events; reconnect with Last-Event-ID set to the last id received")
 				case errors.Is(err, leasecore.ErrUnavailable):
@@ -226,6 +269,37 @@ func (ws *watchStream) serve(in *bufio.Reader) {
 	}
 }
 
+// startOver sends a reset, for a watch whose position is ahead of the
+// store's history, and replaces the watch with one from the oldest event
+// the history holds; false when the stream ended instead (it could not
+// start over, or the client is gone).
+func (ws *watchStream) startOver(ahead *leasecore.PositionAheadError) bool {
+	ws.w.Close()
+	ws.appendReset(ahead)
+	w, err := ws.svc.Watch(ws.ctx, leasecore.WatchParams{Prefix: ws.prefix, Since: 0})
+	if err != nil {
+		// The reset's id (0) is where the client reconnects from.
+		ws.end(api.WatchEndReasonUnavailable, "the store's history went back and could not be read again; reconnect with Last-Event-ID set to the last id received")
+		return false
+	}
+	ws.w = w
+	return ws.flush() == nil
+}
+
+// appendReset adds a reset event: its id is 0, the position a client that
+// is cut off before anything else arrives reconnects from, so that it
+// replays the history too.
+func (ws *watchStream) appendReset(ahead *leasecore.PositionAheadError) {
+	ws.out = append(ws.out, "id: 0\n"...)
+	ws.out = append(ws.out, mustEvent("reset", api.WatchReset{
+		Position: ahead.Position,
+		Newest:   ahead.Newest,
+		Detail: fmt.Sprintf("position %d is ahead of the store's history, whose newest event id is %d: the store was restored from an older copy "+
+			"or failed over to one without its newest events. Forget the events and leases seen so far; the history the store holds follows "+
+			"from its oldest event, then ready", ahead.Position, ahead.Newest),
+	})...)
+}
+
 // appendEvent adds one history event to the pending output: its id, its
 // kind as the event name, and the Event as data.
 func (ws *watchStream) appendEvent(ev leasecore.Event) {
@@ -238,8 +312,9 @@ func (ws *watchStream) appendEvent(ev leasecore.Event) {
 // watchFrames encodes each history event once for all the sidecar's watch
 // streams, which all send the same events: a stream takes an event's frame
 // from a small ring, indexed by id, and encodes it itself only when the
-// slot holds another event (the first stream to send it, or a stream
-// replaying old events). Frames are never changed once stored.
+// slot holds another event (the first stream to send it, a stream
+// replaying old events, or, after the store's history went back, another
+// event with the same id). Frames are never changed once stored.
 type watchFrames struct {
 	slots [watchFrameSlots]atomic.Pointer[watchFrame]
 }
@@ -249,19 +324,19 @@ type watchFrames struct {
 const watchFrameSlots = 4096
 
 type watchFrame struct {
-	id    int64
+	ev    leasecore.Event
 	bytes []byte
 }
 
 func (f *watchFrames) frame(ev leasecore.Event) []byte {
 	slot := &f.slots[uint64(ev.ID)%watchFrameSlots]
-	if fr := slot.Load(); fr != nil && fr.id == ev.ID {
+	if fr := slot.Load(); fr != nil && fr.ev == ev {
 		return fr.bytes
 	}
 	b := strconv.AppendInt([]byte("id: "), ev.ID, 10)
 	b = append(b, '\n')
 	b = append(b, mustEvent(string(ev.Kind), api.FromEvent(&ev))...)
-	slot.Store(&watchFrame{id: ev.ID, bytes: b})
+	slot.Store(&watchFrame{ev: ev, bytes: b})
 	return b
 }
 
@@ -271,11 +346,71 @@ func (ws *watchStream) end(reason api.WatchEndReason, detail string) {
 	_ = ws.flush()
 }
 
-// flush writes the pending output whole, or fails: a client that cannot
-// take it in streamWriteTimeout is treated as gone.
+// flush writes the pending output whole, or fails. A client that does not
+// take it in streamWriteTimeout stopped reading: the stream ends, at a
+// frame boundary, with `end` (slow; see endStalled).
 func (ws *watchStream) flush() error {
 	_ = ws.conn.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
-	_, err := ws.conn.Write(ws.out)
+	n, err := ws.conn.Write(ws.out)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		ws.endStalled(n)
+	}
 	ws.out = ws.out[:0]
 	return err
+}
+
+// endStalled ends the stream of a client that stopped reading, whose
+// pending output was written up to n: nothing more is queued, and the last
+// bytes on the wire are made a whole end event. The frame the write was cut
+// in is finished, the frames after it are dropped (a reconnection with the
+// last id received replays them), and `end` (slow) follows, unless the cut
+// frame was an end already. The client has watchEndGrace (less, when the
+// sidecar shuts down meanwhile) to read them; one that never reads again
+// cannot tell.
+func (ws *watchStream) endStalled(n int) {
+	ws.stalled.Add(1)
+	if n < len(streamHeader) && bytes.HasPrefix(ws.out, []byte(streamHeader)) {
+		return // not even the response's header went out: nothing to finish
+	}
+	start, end := frameAround(ws.out, n)
+	tail := slices.Clip(ws.out[n:end])
+	if start == end || !bytes.HasPrefix(ws.out[start:], []byte("event: end\n")) {
+		tail = append(tail, mustEvent("end", api.WatchEnd{Reason: api.WatchEndReasonSlow,
+			Detail: "this watcher stopped reading its stream; reconnect with Last-Event-ID set to the last id received"})...)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ws.closing:
+			_ = ws.conn.SetWriteDeadline(time.Now())
+		case <-done:
+		}
+	}()
+	_ = ws.conn.SetWriteDeadline(time.Now().Add(watchEndGrace))
+	_, _ = ws.conn.Write(tail)
+}
+
+// frameAround returns where the frame of out that holds the byte at n
+// starts and ends (just past its blank line). Frames end with "\n\n" and
+// have no blank line inside (their data is one line of JSON); the response
+// header, at the start of a stream's first write, ends with "\r\n\r\n" and
+// counts as part of the frame after it. n at a boundary gives the empty
+// frame [n, n); n past the end, the end.
+func frameAround(out []byte, n int) (start, end int) {
+	if n >= len(out) {
+		return len(out), len(out)
+	}
+	if i := bytes.LastIndex(out[:n], []byte("\n\n")); i >= 0 {
+		start = i + 2
+	}
+	if n == start {
+		return n, n
+	}
+	// A cut between the two newlines that end a frame leaves one to send.
+	from := max(n-1, start)
+	if i := bytes.Index(out[from:], []byte("\n\n")); i >= 0 {
+		return start, from + i + 2
+	}
+	return start, len(out)
 }

@@ -1,22 +1,35 @@
 package sidecar
 
 import (
+	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	_ "modernc.org/sqlite" // database/sql's "sqlite", for rewindSQLite
+
+	"github.com/leasehold/leasehold/internal/pgtest"
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/postgres"
+	"github.com/leasehold/leasehold/leasecore/sqlite"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
 
 // watchSchemas are the watch stream's events and their data.
 var watchSchemas = map[string]string{
 	"acquired": "Event", "released": "Event", "expired": "Event", "taken_over": "Event", "lost": "Event",
-	"ready": "WatchReady", "end": "WatchEnd",
+	"ready": "WatchReady", "end": "WatchEnd", "reset": "WatchReset",
 }
 
 func (ts *testServer) openWatch(path string, header http.Header) *sseStream {
@@ -237,6 +250,291 @@ func TestWatchFrames(t *testing.T) {
 	for _, id := range []int64{1, 1, 1 + watchFrameSlots, 1, 2} {
 		if got := string(f.frame(ev(id))); got != want(ev(id)) {
 			t.Fatalf("frame of event %d:\n%s\nwant\n%s", id, got, want(ev(id)))
+		}
+	}
+}
+
+// expectReset reads the next event, which must be a reset with id 0 for
+// position, naming the store's newest id; it returns that id.
+func (s *sseStream) expectReset(position int64) int64 {
+	s.t.Helper()
+	ev := s.next()
+	if ev.name != "reset" || ev.id != "0" {
+		s.t.Fatalf("event %s (id %q) %s, want reset with id 0", ev.name, ev.id, ev.data)
+	}
+	var r api.WatchReset
+	if err := json.Unmarshal([]byte(ev.data), &r); err != nil {
+		s.t.Fatal(err)
+	}
+	if r.Position != position || r.Newest >= position || !strings.Contains(r.Detail, "restored") {
+		s.t.Fatalf("reset %+v, want position %d, the store's newest id below it, and a detail that says why", r, position)
+	}
+	return r.Newest
+}
+
+// TestWatchPositionAhead: a since or Last-Event-ID above every id the store
+// handed out is not answered with a watch that waits for nothing: the
+// stream says reset (id 0), replays the history from its oldest event, is
+// ready, and goes on with new events.
+func TestWatchPositionAhead(t *testing.T) {
+	eachStore(t, func(t *testing.T, ts *testServer) {
+		ts.claim("ahead-a", "w", 60000)
+		ts.claim("ahead-b", "w", 60000)
+		history := []string{"ahead-a", "ahead-b"}
+		for i, open := range []struct {
+			path   string
+			header http.Header
+		}{
+			{"/v1/watch?prefix=ahead-&since=1000", nil},
+			{"/v1/watch?prefix=ahead-&since=1", http.Header{"Last-Event-ID": {"1000"}}},
+		} {
+			s := ts.openWatch(open.path, open.header)
+			newest := s.expectReset(1000)
+			for _, task := range history {
+				if e := s.nextChange(); e.Task != task || e.Kind != api.EventKindAcquired || e.Id > newest {
+					t.Fatalf("replay after the reset: %+v, want %s acquired, with an id up to the newest %d", e, task, newest)
+				}
+			}
+			s.expectReady()
+			task := fmt.Sprintf("ahead-new-%d", i)
+			ts.claim(task, "w", 60000)
+			if e := s.nextChange(); e.Task != task {
+				t.Fatalf("live after the reset: %+v, want %s acquired", e, task)
+			}
+			history = append(history, task)
+			s.close()
+		}
+	})
+}
+
+// TestWatchResetWhenHistoryGoesBack: when the store's history goes back
+// under a running sidecar (a restore in place), its live watch streams
+// say reset, replay the restored history with the events written after
+// the restore, whose ids were handed out before, and follow on.
+func TestWatchResetWhenHistoryGoesBack(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			var (
+				store  leasecore.Store
+				rewind func(to int64)
+			)
+			if kind == "sqlite" {
+				path := filepath.Join(t.TempDir(), "leasehold.db")
+				st, err := sqlite.Open(context.Background(), path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = st.Close() })
+				store, rewind = st, func(to int64) { rewindSQLite(t, path, to) }
+			} else {
+				url := pgtest.NewDatabase(t)
+				st, err := postgres.Open(context.Background(), url)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = st.Close() })
+				store, rewind = st, func(to int64) { rewindPostgres(t, url, to) }
+			}
+			ts := newTestServer(t, withStore(store))
+			var ids []int64
+			for i := range 6 {
+				task := fmt.Sprintf("back-%d", i)
+				ts.claim(task, "w", 60000)
+				ids = append(ids, decode[api.EventList](t, ts.get("/v1/leases/"+task+"/history")).Events[0].Id)
+			}
+			s := ts.openWatch("/v1/watch?prefix=back-&since="+strconv.FormatInt(ids[5], 10), nil)
+			s.expectReady()
+
+			rewind(ids[1]) // as restoring a copy taken after the first two claims
+			late := ts.claim("back-late", "w", 60000)
+			newest := s.expectReset(ids[5])
+			if newest >= ids[5] {
+				t.Fatalf("reset names newest %d, want it below the position %d", newest, ids[5])
+			}
+			var got []api.Event
+			for len(got) < 3 {
+				got = append(got, s.nextChange())
+			}
+			if got[0].Task != "back-0" || got[1].Task != "back-1" || got[2].Task != "back-late" || got[2].Token != late.Token {
+				t.Fatalf("after the reset: %+v; want back-0, back-1 (restored) and back-late (written after the restore)", got)
+			}
+			if got[2].Id != ids[1]+1 {
+				t.Fatalf("the event after the restore has id %d, want %d (handed out again)", got[2].Id, ids[1]+1)
+			}
+			s.expectReady()
+			ts.claim("back-later", "w", 60000)
+			if e := s.nextChange(); e.Task != "back-later" {
+				t.Fatalf("live after the reset: %+v, want back-later", e)
+			}
+		})
+	}
+}
+
+// rewindSQLite puts the history of the SQLite file at path back as a
+// restore in place of a copy taken at event to would (SQLite's backup API
+// writes into the same file, which the store's file guard accepts): the
+// events after to are gone, and ids after it are handed out again.
+func rewindSQLite(t *testing.T, path string, to int64) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{
+		`DELETE FROM leasehold_history WHERE id > ?`,
+		`UPDATE sqlite_sequence SET seq = ? WHERE name = 'leasehold_history'`,
+	} {
+		if _, err := db.ExecContext(t.Context(), q, to); err != nil {
+			t.Fatalf("rewind: %s: %v", q, err)
+		}
+	}
+}
+
+// rewindPostgres is rewindSQLite for the database at url, as restoring a
+// dump would (pg_dump saves the identity sequence's value).
+func rewindPostgres(t *testing.T, url string, to int64) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), `DELETE FROM leasehold_history WHERE id > $1`, to); err != nil {
+		t.Fatalf("rewind: %v", err)
+	}
+	if _, err := conn.Exec(t.Context(), `SELECT setval(pg_get_serial_sequence('leasehold_history', 'id'), $1::bigint)`, to); err != nil {
+		t.Fatalf("rewind: %v", err)
+	}
+}
+
+// TestWatchStalledClientEndsAtAFrame: a client that stops reading is cut
+// once a write to it does not finish in streamWriteTimeout, at a frame
+// boundary: when it reads again, it finds whole events, in id order, and
+// then end (slow), never half an event. Small socket buffers on both sides
+// make the writes stall after a few events.
+func TestWatchStalledClientEndsAtAFrame(t *testing.T) {
+	t.Parallel()
+	smallBuffer := func(opt int) func(string, string, syscall.RawConn) error {
+		return func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			if err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, opt, 4096) }); err != nil {
+				return err
+			}
+			return serr
+		}
+	}
+	// Accepted connections take the listener's send buffer size.
+	l, err := (&net.ListenConfig{Control: smallBuffer(syscall.SO_SNDBUF)}).Listen(t.Context(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Options{Store: openSQLite(t, false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewUnstartedServer(srv.Handler())
+	hs.Listener.Close()
+	hs.Listener = l
+	hs.Start()
+	t.Cleanup(hs.Close)
+	ts := &testServer{t: t, srv: srv, url: hs.URL, client: hs.Client()}
+
+	conn, err := (&net.Dialer{Control: smallBuffer(syscall.SO_RCVBUF)}).DialContext(t.Context(), "tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := io.WriteString(conn, "GET /v1/watch?prefix=stall- HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	// The client reads nothing while events pile up, until the sidecar has
+	// given up writing to it.
+	owner := strings.Repeat("o", leasecore.MaxOwnerLen)
+	deadline := time.Now().Add(2 * time.Minute)
+	for i := 0; srv.watches.stalled.Load() == 0; i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sidecar still writes to a client that stopped reading, after %d events", i)
+		}
+		ts.claim(fmt.Sprintf("stall-%d", i), owner, 60000)
+	}
+
+	_ = conn.SetReadDeadline(time.Now().Add(time.Minute))
+	raw, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatalf("reading the stream to its end: %v (read %d bytes)", err, len(raw))
+	}
+	_, body, ok := strings.Cut(string(raw), "\r\n\r\n")
+	if !ok || !strings.HasPrefix(string(raw), "HTTP/1.1 200 OK\r\n") {
+		t.Fatalf("not a stream: %.200q", raw)
+	}
+	if !strings.HasSuffix(body, "\n\n") {
+		t.Fatalf("the stream ends inside a frame: …%q", body[max(0, len(body)-300):])
+	}
+	frames := strings.Split(strings.TrimSuffix(body, "\n\n"), "\n\n")
+	var last sseEvent
+	var prev int64
+	for i, fr := range frames {
+		var ev sseEvent
+		for _, line := range strings.Split(fr, "\n") {
+			switch {
+			case strings.HasPrefix(line, "id: "):
+				ev.id = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "event: "):
+				ev.name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				ev.data = strings.TrimPrefix(line, "data: ")
+			case line == ": ping":
+			default:
+				t.Fatalf("frame %d has a line %q: %q", i, line, fr)
+			}
+		}
+		var data map[string]any
+		if ev.name != "" && json.Unmarshal([]byte(ev.data), &data) != nil {
+			t.Fatalf("frame %d's data is not whole JSON: %q", i, fr)
+		}
+		if ev.id != "" {
+			id, err := strconv.ParseInt(ev.id, 10, 64)
+			if err != nil || id <= prev {
+				t.Fatalf("frame %d has id %q after %d", i, ev.id, prev)
+			}
+			prev = id
+		}
+		last = ev
+	}
+	if last.name != "end" || !strings.Contains(last.data, `"reason":"slow"`) {
+		t.Fatalf("the stream's last event is %s %s, want end (slow)", last.name, last.data)
+	}
+	if prev == 0 {
+		t.Fatal("no event reached the client before it was cut")
+	}
+}
+
+// TestFrameAround: where a write cut at n leaves the stream, in frames.
+func TestFrameAround(t *testing.T) {
+	t.Parallel()
+	out := []byte(streamHeader + "event: ready\ndata: {}\n\nid: 7\nevent: acquired\ndata: {}\n\n: ping\n\n")
+	h := len(streamHeader)
+	first := h + len("event: ready\ndata: {}\n\n")
+	second := first + len("id: 7\nevent: acquired\ndata: {}\n\n")
+	for _, c := range []struct {
+		n, start, end int
+	}{
+		{0, 0, 0},
+		{5, 0, first},              // in the header: it goes with the frame after it
+		{first - 1, 0, first},      // between the two newlines of the first frame
+		{first, first, first},      // at a boundary: nothing to finish
+		{first + 3, first, second}, // inside the second frame
+		{second + 1, second, len(out)},
+		{len(out), len(out), len(out)},
+	} {
+		if start, end := frameAround(out, c.n); start != c.start || end != c.end {
+			t.Errorf("frameAround(n=%d) = %d, %d; want %d, %d", c.n, start, end, c.start, c.end)
 		}
 	}
 }

@@ -251,6 +251,18 @@ func (s *Server) cleanup() {
 	}
 }
 
+// Tool returns the path of one of PostgreSQL's client programs (pg_dump,
+// psql), from the directory StartServer takes initdb from. Without it the
+// test is skipped with instructions, or fails if CI is set.
+func Tool(t testing.TB, name string) string {
+	t.Helper()
+	bin := findBinaries()
+	if bin == "" || !executable(filepath.Join(bin, name)) {
+		skipOrFail(t, name+" not found ($PGBIN, /usr/lib/postgresql/*/bin, PATH): install postgresql-15 or set PGBIN")
+	}
+	return filepath.Join(bin, name)
+}
+
 // findBinaries returns the directory of initdb as scripts/with-postgres.sh
 // finds it, or "".
 func findBinaries() string {

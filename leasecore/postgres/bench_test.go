@@ -285,3 +285,29 @@ func BenchmarkPoolSize(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFollowNextEmpty: one read of the history by a cursor at the
+// newest event that finds nothing new, the read a watched sidecar's hub
+// makes at least every second and at most every 25 ms. It carries the id
+// high-water mark that tells a history gone back from one that went on.
+func BenchmarkFollowNextEmpty(b *testing.B) {
+	st := mustMigrated(b, pgtest.NewDatabase(b))
+	svc := leasecore.New(st)
+	ctx := context.Background()
+	for i := range 100 {
+		if _, err := svc.Claim(ctx, leasecore.ClaimParams{Task: fmt.Sprintf("bench/follow/%d", i), Owner: "o", TTL: benchTTL}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cur, err := st.FollowHistory(ctx, -1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		evs, err := cur.Next(ctx, 512)
+		if err != nil || len(evs) != 0 {
+			b.Fatalf("read %d events: %v", len(evs), err)
+		}
+	}
+}

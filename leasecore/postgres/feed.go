@@ -82,6 +82,8 @@ func listenConfig(store *pgxpool.Config, listenURL string) (*pgx.ConnConfig, err
 // after below zero, after the newest event committed when it is called. An
 // event that took its id before that moment and commits after it is
 // concurrent with the call and may be left out; every later one is read.
+// An after above the id high-water mark (highWaterExpr) is a
+// *leasecore.PositionAheadError.
 func (s *Store) FollowHistory(ctx context.Context, after int64) (leasecore.HistoryCursor, error) {
 	const op = leasecore.OpFollowHistory
 	if s.closed.Load() {
@@ -90,6 +92,14 @@ func (s *Store) FollowHistory(ctx context.Context, after int64) (leasecore.Histo
 	if after < 0 {
 		if err := s.pool.QueryRow(ctx, followFromNowSQL).Scan(&after); err != nil {
 			return nil, interpretError(op, err)
+		}
+	} else if after > 0 {
+		var newest int64
+		if err := s.pool.QueryRow(ctx, highWaterSQL).Scan(&newest); err != nil {
+			return nil, interpretError(op, err)
+		}
+		if after > newest {
+			return nil, &leasecore.PositionAheadError{Position: after, Newest: newest}
 		}
 	}
 	return &cursor{s: s, pos: after}, nil
@@ -176,8 +186,8 @@ func (c *cursor) Next(ctx context.Context, limit int) ([]leasecore.Event, error)
 		return nil, interpretError(op, err)
 	}
 	var (
-		xmin, bound int64
-		evs         []leasecore.Event
+		xmin, bound, newest int64
+		evs                 []leasecore.Event
 	)
 	for rows.Next() {
 		var (
@@ -185,7 +195,7 @@ func (c *cursor) Next(ctx context.Context, limit int) ([]leasecore.Event, error)
 			task, kind, who, about, actor *string
 			at                            *time.Time
 		)
-		if err := rows.Scan(&xmin, &bound, &id, &task, &kind, &who, &token, &at, &about, &actor); err != nil {
+		if err := rows.Scan(&xmin, &bound, &newest, &id, &task, &kind, &who, &token, &at, &about, &actor); err != nil {
 			rows.Close()
 			return nil, interpretError(op, err)
 		}
@@ -197,6 +207,12 @@ func (c *cursor) Next(ctx context.Context, limit int) ([]leasecore.Event, error)
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, interpretError(op, err)
+	}
+	if c.pos > newest {
+		// The sequence went back below ids this cursor has passed: the
+		// history was restored, and the ids it waits for will name other
+		// events.
+		return nil, &leasecore.PositionAheadError{Position: c.pos, Newest: newest}
 	}
 	return c.settle(evs, xmin, bound, asked), nil
 }

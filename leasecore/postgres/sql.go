@@ -507,13 +507,27 @@ SELECT (SELECT count(*) FROM bounds),
 // where a cursor "from now" starts.
 const followFromNowSQL = `SELECT coalesce(max(id), 0) FROM leasehold_history`
 
+// highWaterExpr is the history's id high-water mark: the last value its
+// identity sequence handed out (0 before the first), whether that event
+// committed, rolled back, is still in flight or was pruned since. Ids are
+// never handed out twice while the sequence goes on, so a position above
+// it was never this history's, or the history went back: a restore sets
+// the sequence back with the rows (pg_dump saves its value), as does a
+// failover to a replica that had not received the newest ones. Reading it
+// needs SELECT or USAGE on the sequence; the value is read outside any
+// snapshot, so it is at least every id a snapshot taken before shows.
+const highWaterExpr = `coalesce(pg_sequence_last_value(pg_get_serial_sequence('leasehold_history', 'id')::regclass), 0)`
+
+// highWaterSQL reads highWaterExpr.
+const highWaterSQL = `SELECT ` + highWaterExpr
+
 // readHistorySQL reads, in one statement and so in one snapshot, that
 // snapshot's xmin (pg_current_snapshot is the statement's snapshot at READ
 // COMMITTED), a bound above every transaction id assigned when the snapshot
-// was taken, and up to $2 events with ids above $1, in id order. It
-// answers at least one row: with no events, one row whose event columns
-// are NULL, so the snapshot comes back either way. feed.go says why the
-// cursor needs them.
+// was taken, the history's id high-water mark (highWaterExpr), and up to $2
+// events with ids above $1, in id order. It answers at least one row: with
+// no events, one row whose event columns are NULL, so the snapshot comes
+// back either way. feed.go says why the cursor needs them.
 //
 // The bound is the next transaction id to be assigned, read during the
 // statement, so after its snapshot: age(x) is the distance from x to it
@@ -528,7 +542,7 @@ const followFromNowSQL = `SELECT coalesce(max(id), 0) FROM leasehold_history`
 const readHistorySQL = `
 WITH snap AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
                      pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax)
-SELECT snap.xmin, snap.xmax + age((snap.xmax % 4294967296)::text::xid),
+SELECT snap.xmin, snap.xmax + age((snap.xmax % 4294967296)::text::xid), ` + highWaterExpr + `,
        h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail, h.credential
   FROM snap
   LEFT JOIN LATERAL (

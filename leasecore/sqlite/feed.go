@@ -50,7 +50,10 @@ WHERE id > :after ORDER BY id LIMIT :limit`
 
 // newestEventSQL is the id of the newest event ever committed (0: none):
 // events committed later have larger ids, even when the newest ones were
-// pruned meanwhile (see nextEventExpr).
+// pruned meanwhile (see nextEventExpr). It is the history's id high-water
+// mark: a position above it was never this history's, or the history went
+// back (the file was restored in place, by SQLite's backup API or its
+// shell's .restore, from an older copy).
 const newestEventSQL = `SELECT ` + nextEventExpr + ` - 1`
 
 // dueSQL finds, in one statement (one snapshot, one reading of the clock),
@@ -69,15 +72,23 @@ SELECT * FROM (
     LIMIT :limit)`
 
 // FollowHistory returns a cursor after the event with id after, or, when
-// after is below zero, after the newest event committed so far.
+// after is below zero, after the newest event committed so far. An after
+// above that newest id is a *leasecore.PositionAheadError.
 func (s *Store) FollowHistory(ctx context.Context, after int64) (leasecore.HistoryCursor, error) {
 	const op = leasecore.OpFollowHistory
 	if err := s.readable(op); err != nil {
 		return nil, err
 	}
-	if after < 0 {
-		if err := s.reader.QueryRowContext(ctx, newestEventSQL).Scan(&after); err != nil {
+	if after != 0 {
+		var newest int64
+		if err := s.reader.QueryRowContext(ctx, newestEventSQL).Scan(&newest); err != nil {
 			return nil, interpretError(op, err)
+		}
+		if after > newest {
+			return nil, &leasecore.PositionAheadError{Position: after, Newest: newest}
+		}
+		if after < 0 {
+			after = newest
 		}
 	}
 	return &cursor{s: s, pos: after}, nil
@@ -104,7 +115,8 @@ type cursor struct {
 }
 
 // Next returns up to limit events after the position (at least one is asked
-// for when limit is below one).
+// for when limit is below one); a *leasecore.PositionAheadError when the
+// history's newest id went below the position.
 func (c *cursor) Next(ctx context.Context, limit int) ([]leasecore.Event, error) {
 	const op = leasecore.OpReadHistory
 	if err := c.s.readable(op); err != nil {
@@ -122,10 +134,22 @@ func (c *cursor) Next(ctx context.Context, limit int) ([]leasecore.Event, error)
 	if err != nil {
 		return nil, err
 	}
-	// Checked again, so that no event read from a file that was replaced
-	// meanwhile is handed out.
+	// Only a read that finds nothing can be below a history that went
+	// back: events after the position prove the mark above it.
+	newest := c.pos
+	if len(events) == 0 {
+		if err := c.s.read(ctx, op, newestEventSQL, nil, func(rows *sql.Rows) error { return rows.Scan(&newest) }); err != nil {
+			return nil, err
+		}
+	}
+	// Checked again, so that nothing read from a file that was replaced
+	// meanwhile is handed out or taken for this file's history.
 	if err := c.s.readable(op); err != nil {
 		return nil, err
+	}
+	if c.pos > newest {
+		// The file's history went back below ids this cursor has passed.
+		return nil, &leasecore.PositionAheadError{Position: c.pos, Newest: newest}
 	}
 	if n := len(events); n > 0 {
 		c.pos = events[n-1].ID

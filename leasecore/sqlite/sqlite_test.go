@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	msqlite "modernc.org/sqlite"
+
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storetest"
 )
@@ -27,8 +29,44 @@ func TestConformance(t *testing.T) {
 		OpenUnreachable: func(t *testing.T) leasecore.Store {
 			return openStore(t, filepath.Join(t.TempDir(), "no-such-dir", "leasehold.db"))
 		},
-		HistoryFeed: true,
+		HistoryFeed:   true,
+		RewindHistory: rewindHistory,
 	})
+}
+
+// rewindHistory puts st's history back as a restore in place (SQLite's
+// backup API writing an older copy into the same file) would: the events
+// after to are gone and sqlite_sequence says to, so ids above it are
+// handed out again. It writes through a connection of its own.
+func rewindHistory(t *testing.T, st leasecore.Store, to int64) {
+	t.Helper()
+	s, ok := st.(*Store)
+	if !ok {
+		t.Fatalf("rewind: %T is not this driver's store", st)
+	}
+	c, err := msqlite.NewConnector(dataSourceName(s.file.path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(c)
+	defer db.Close()
+	ctx := t.Context()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatalf("rewind: %v", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	for _, q := range []string{
+		`DELETE FROM leasehold_history WHERE id > ?`,
+		`UPDATE sqlite_sequence SET seq = ? WHERE name = 'leasehold_history'`,
+	} {
+		if _, err := tx.ExecContext(ctx, q, to); err != nil {
+			t.Fatalf("rewind: %s: %v", q, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatalf("rewind: %v", err)
+	}
 }
 
 // openStore opens a store over path and closes it when t ends.

@@ -2,7 +2,9 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -38,6 +40,9 @@ func (s *suite) feedCases() []testCase {
 		{"ExpiriesLimit", s.testFeedExpiriesLimit},
 		{"Credentials", s.testFeedCredentials},
 		{"ChangesSignalled", s.testFeedChangesSignalled},
+		{"PositionAheadRefused", s.testFeedPositionAhead},
+		{"PrunedNewestIsNotAhead", s.testFeedPrunedNewestNotAhead},
+		{"RewoundHistoryIsTold", s.testFeedRewound},
 	}
 }
 
@@ -474,5 +479,135 @@ func (s *suite) testFeedChangesSignalled(t *testing.T) {
 		case <-deadline.C:
 			t.Fatal("the channel stayed open after its context ended")
 		}
+	}
+}
+
+// mustBeAhead fails t unless err is a *leasecore.PositionAheadError for
+// position and newest.
+func mustBeAhead(t *testing.T, what string, err error, position, newest int64) {
+	t.Helper()
+	var ahead *leasecore.PositionAheadError
+	switch {
+	case err == nil:
+		t.Fatalf("%s: no error, want a *leasecore.PositionAheadError (position %d, newest %d)", what, position, newest)
+	case !errors.As(err, &ahead) || !errors.Is(err, leasecore.ErrPositionAhead):
+		t.Fatalf("%s: %v, want a *leasecore.PositionAheadError (position %d, newest %d)", what, err, position, newest)
+	case errors.Is(err, leasecore.ErrUnavailable):
+		t.Fatalf("%s: %v also matches ErrUnavailable; a position ahead is no store failure", what, err)
+	case ahead.Position != position || ahead.Newest != newest:
+		t.Fatalf("%s: position %d, newest %d; want %d and %d", what, ahead.Position, ahead.Newest, position, newest)
+	}
+}
+
+// A position above every id the store handed out is refused: no event of
+// this history will ever have it. The newest id itself is a position.
+func (s *suite) testFeedPositionAhead(t *testing.T) {
+	st := s.isolated(t)
+	f, svc := feedOf(t, st), leasecore.New(st)
+	l := claim(t, svc, "task", "a", longTTL)
+	releaseOK(t, svc, "task", "a", l.Token)
+	all := readAll(t, follow(t, f, 0), 10)
+	if len(all) != 2 {
+		t.Fatalf("feed has %d events, want 2:\n%s", len(all), showEvents(all))
+	}
+	newest := all[1].ID
+	for _, after := range []int64{newest + 1, newest + 1000, math.MaxInt64} {
+		cur, err := f.FollowHistory(opCtx(t), after)
+		if err == nil {
+			_ = cur.Close()
+		}
+		mustBeAhead(t, fmt.Sprintf("FollowHistory(%d) with the newest id %d", after, newest), err, after, newest)
+	}
+	cur := follow(t, f, newest)
+	if evs := readAll(t, cur, 10); len(evs) != 0 {
+		t.Fatalf("after the newest id:\n%s", showEvents(evs))
+	}
+	l = claim(t, svc, "task", "b", longTTL)
+	mustFeed(t, readAll(t, cur, 10), "task", acquired("b", l.Token))
+}
+
+// Pruning the store's newest events does not make their ids positions
+// ahead of the history: a watcher that saw them resumes there, and hears
+// of the next event, whose id is larger.
+func (s *suite) testFeedPrunedNewestNotAhead(t *testing.T) {
+	st := s.isolated(t)
+	f, svc := feedOf(t, st), leasecore.New(st)
+	clock := newStoreClock(t, svc) // its first claim's event comes first, and is kept
+	clock.now()
+	createPolicy(t, svc, leasecore.RetentionPolicy{Name: "one-second", KeepFor: time.Second})
+	task := uniqueTask(t)
+	createTask(t, svc, leasecore.TaskDecl{Name: task, TTL: time.Minute, RetentionPolicy: "one-second"})
+	l := claim(t, svc, task, "a", time.Minute)
+	releaseOK(t, svc, task, "a", l.Token)
+	evs := mustHistory(t, svc, task, released("a", l.Token), acquired("a", l.Token))
+	newest := evs[0].ID
+	before := follow(t, f, newest) // a watcher that saw them
+
+	clock.waitPast(evs[0].At.Add(time.Second + precision))
+	if n := prune(t, svc); n != 2 {
+		t.Fatalf("prune deleted %d events, want the 2 of %s", n, task)
+	}
+	mustHistory(t, svc, task)
+	after := follow(t, f, newest) // FollowHistory does not call it ahead
+	for _, cur := range []leasecore.HistoryCursor{before, after} {
+		if got := readAll(t, cur, 10); len(got) != 0 {
+			t.Fatalf("after the pruned newest event %d:\n%s", newest, showEvents(got))
+		}
+	}
+	cur, err := f.FollowHistory(opCtx(t), newest+1)
+	if err == nil {
+		_ = cur.Close()
+	}
+	mustBeAhead(t, "one past the pruned newest id", err, newest+1, newest)
+	l = claim(t, svc, task, "b", time.Minute)
+	for _, cur := range []leasecore.HistoryCursor{before, after} {
+		mustFeed(t, readAll(t, cur, 10), task, acquired("b", l.Token))
+	}
+}
+
+// When the history goes back under a cursor (a restore of an older copy),
+// the cursor says so rather than wait for ids that will name other events,
+// and FollowHistory refuses its position; a cursor below the restored
+// newest id reads on, the restored events and the new ones, whose ids are
+// handed out again.
+func (s *suite) testFeedRewound(t *testing.T) {
+	if s.d.RewindHistory == nil {
+		t.Fatal("storetest: Driver.RewindHistory is needed where the store has a HistoryFeed")
+	}
+	st := s.isolated(t)
+	f, svc := feedOf(t, st), leasecore.New(st)
+	for i := range 3 {
+		task := fmt.Sprintf("task-%d", i)
+		l := claim(t, svc, task, "a", longTTL)
+		releaseOK(t, svc, task, "a", l.Token)
+	}
+	all := readAll(t, follow(t, f, 0), 10)
+	if len(all) != 6 {
+		t.Fatalf("feed has %d events, want 6:\n%s", len(all), showEvents(all))
+	}
+	high, low := follow(t, f, all[5].ID), follow(t, f, all[1].ID)
+	inner := st
+	if c, ok := st.(interface{ unwrap() leasecore.Store }); ok {
+		inner = c.unwrap()
+	}
+	restored := all[3].ID
+	s.d.RewindHistory(t, inner, restored)
+
+	_, err := high.Next(opCtx(t), 10)
+	mustBeAhead(t, "Next of a cursor past the restored history", err, all[5].ID, restored)
+	cur, err := f.FollowHistory(opCtx(t), all[5].ID)
+	if err == nil {
+		_ = cur.Close()
+	}
+	mustBeAhead(t, "FollowHistory from a position past the restored history", err, all[5].ID, restored)
+
+	if got := readAll(t, low, 10); !sameEvents(got, all[2:4]) {
+		t.Fatalf("a cursor inside the restored history read:\n%swant:\n%s", showEvents(got), showEvents(all[2:4]))
+	}
+	l := claim(t, svc, "task-new", "b", longTTL)
+	got := readAll(t, low, 10)
+	mustFeed(t, got, "task-new", acquired("b", l.Token))
+	if got[0].ID != restored+1 {
+		t.Fatalf("the first event after the restore has id %d, want %d: the rewind did not set the ids back", got[0].ID, restored+1)
 	}
 }

@@ -123,6 +123,13 @@ type Driver struct {
 	// does not implement it. (They also run for a store that implements it
 	// without the driver saying so.)
 	HistoryFeed bool
+	// RewindHistory puts the history of st, a store that Open or
+	// OpenUnmigrated returned, back as a restore from a copy taken when its
+	// newest event was to would: it deletes the events above to and sets
+	// the history's id high-water mark back to to, so that the next event
+	// gets id to+1 again. The Feed cases need it to check what a cursor does
+	// when the history goes back under it, and fail without it.
+	RewindHistory func(t *testing.T, st leasecore.Store, to int64)
 }
 
 // sharedOpTimeout bounds one operation of the Services over the store all

@@ -933,16 +933,27 @@ type Token = int64
 type WatchEnd struct {
 	Detail string `json:"detail"`
 
-	// Reason `slow`: the client fell too far behind; `shutdown`: the sidecar is stopping; `unavailable`: the store failed while the stream replayed the history.
+	// Reason `slow`: the client fell too far behind, or stopped reading; `shutdown`: the sidecar is stopping; `unavailable`: the store failed while the stream replayed the history.
 	Reason WatchEndReason `json:"reason"`
 }
 
-// WatchEndReason `slow`: the client fell too far behind; `shutdown`: the sidecar is stopping; `unavailable`: the store failed while the stream replayed the history.
+// WatchEndReason `slow`: the client fell too far behind, or stopped reading; `shutdown`: the sidecar is stopping; `unavailable`: the store failed while the stream replayed the history.
 type WatchEndReason string
 
 // WatchReady Data of a watch stream's `ready` event.
 type WatchReady struct {
 	// Position The id after which new events follow; every event up to it was replayed or was before the watch's start.
+	Position int64 `json:"position"`
+}
+
+// WatchReset Data of a watch stream's `reset` event (its `id:` is 0).
+type WatchReset struct {
+	Detail string `json:"detail"`
+
+	// Newest The store's newest event id when it was found (the largest it had handed out; 0 when none).
+	Newest int64 `json:"newest"`
+
+	// Position The position that was found ahead of the store's history (the one asked for, or the stream's when the history went back under it).
 	Position int64 `json:"position"`
 }
 
@@ -1047,10 +1058,10 @@ type WatchLeasesParams struct {
 	// Prefix Only tasks whose names start with this (empty or omitted for all).
 	Prefix *string `form:"prefix,omitempty" json:"prefix,omitempty"`
 
-	// Since Replay the events after this event id first (0 for every event the history holds).
+	// Since Replay the events after this event id first (0 for every event the history holds). Above the store's newest id, the stream starts with `reset` (see above).
 	Since *int64 `form:"since,omitempty" json:"since,omitempty"`
 
-	// LastEventID The last event id a reconnecting client saw; wins over `since`.
+	// LastEventID The last event id a reconnecting client saw; wins over `since`. Given once. Above the store's newest id, the stream starts with `reset` (see above).
 	LastEventID *int64 `json:"Last-Event-ID,omitempty"`
 }
 

@@ -2,15 +2,18 @@ package opcli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/backoff"
@@ -27,6 +30,10 @@ type client struct {
 	token string // the bearer token; empty sends none
 	http  *http.Client
 	notes io.Writer // where watch reports reconnections
+
+	// A watch's bounds when not zero, else watchAnswerTimeout and
+	// watchIdleTimeout (tests shorten them).
+	watchAnswer, watchIdle time.Duration
 }
 
 // newClient asks the sidecar at ep, over TCP or its Unix socket.
@@ -251,19 +258,39 @@ const (
 	watchRetryMax   = 5 * time.Second
 )
 
+// The bounds of one connection of a watch: an established stream may be
+// quiet, but never silent.
+const (
+	// watchAnswerTimeout bounds connecting and waiting for the answer's
+	// header, as requestTimeout bounds a whole request of another verb: the
+	// sidecar answers a watch once it knows where the watch starts, a
+	// store operation or two.
+	watchAnswerTimeout = requestTimeout
+	// watchIdleTimeout is how long a stream may say nothing at all, not
+	// even a ping (the sidecar sends one every 15 s), before it is taken
+	// for dead.
+	watchIdleTimeout = 45 * time.Second
+)
+
+// watchEvents are the event names of a watch stream that carry a history
+// event.
+var watchEvents = map[string]bool{"acquired": true, "released": true, "expired": true, "taken_over": true, "lost": true}
+
 // watch follows GET /v1/watch, connecting again whenever the stream ends,
-// from the last event seen (see the package documentation).
-func (c *client) watch(ctx context.Context, v *verbFlags, emit func(api.Event) error, ready func(int64)) error {
+// from the last event seen (see the package documentation). Until a stream
+// has shown itself to be a sidecar's watch (an event of the watch's own),
+// any failure ends it: an address that is not a sidecar's is not retried.
+func (c *client) watch(ctx context.Context, v *verbFlags, emit func(api.Event) error, ready func(int64), reset func(position, newest int64)) error {
 	pos := v.since // the last event seen, or where the sidecar said it was ready; -1: from now
 	retry := backoff.New(watchRetryFirst, watchRetryMax)
-	for connected := false; ; {
-		err := c.watchOnce(ctx, v.prefix, &pos, &connected, emit, ready)
+	for proven := false; ; {
+		err := c.watchOnce(ctx, v.prefix, &pos, &proven, emit, ready, reset)
 		if ctx.Err() != nil {
 			return nil
 		}
 		var ee *exitError
-		if !connected || (errors.As(err, &ee) && ee.code != ExitUnavailable) {
-			return err // never connected, or refused: asking again will not help
+		if !proven || (errors.As(err, &ee) && ee.code != ExitUnavailable) {
+			return err // never a watch stream, or refused: asking again will not help
 		}
 		if errors.Is(err, errStreamEnded) {
 			retry = backoff.New(watchRetryFirst, watchRetryMax) // a clean end: reconnect soon
@@ -282,70 +309,118 @@ func (c *client) watch(ctx context.Context, v *verbFlags, emit func(api.Event) e
 // the end of the response).
 var errStreamEnded = errors.New("the sidecar ended the watch stream")
 
-// watchOnce reads one watch stream until it ends. connected is set once a
-// stream was opened.
-func (c *client) watchOnce(ctx context.Context, prefix string, pos *int64, connected *bool, emit func(api.Event) error, ready func(int64)) error {
+// notAWatch is the error of an answer that is no watch stream: the server
+// at --addr is not a leasehold sidecar (or not the one meant).
+func (c *client) notAWatch(format string, a ...any) error {
+	return withCode(ExitFailed, "%s is not a leasehold sidecar's watch stream: %s (check --addr)", c.name, fmt.Sprintf(format, a...))
+}
+
+// watchOnce reads one watch stream until it ends. proven is set once the
+// stream sent an event of the watch's own (ready, reset, end, or a history
+// event), which a server other than a sidecar would not.
+func (c *client) watchOnce(ctx context.Context, prefix string, pos *int64, proven *bool, emit func(api.Event) error, ready func(int64), reset func(position, newest int64)) error {
 	q := url.Values{}
 	if prefix != "" {
 		q.Set("prefix", prefix)
 	}
-	if *pos >= 0 && !*connected {
+	if *pos >= 0 && !*proven {
 		q.Set("since", strconv.FormatInt(*pos, 10))
 	}
 	path := "/v1/watch"
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Accept", "text/event-stream")
-	if *pos >= 0 && *connected {
+	if *pos >= 0 && *proven {
 		req.Header.Set("Last-Event-ID", strconv.FormatInt(*pos, 10))
 	}
 	c.authorize(req)
+	answerIn := cmp.Or(c.watchAnswer, watchAnswerTimeout)
+	var late atomic.Bool
+	answer := time.AfterFunc(answerIn, func() { late.Store(true); cancel() })
 	resp, err := c.http.Do(req)
+	answer.Stop()
 	if err != nil {
+		if late.Load() {
+			return withCode(ExitUnavailable, "sidecar %s did not answer the watch request within %s", c.name, answerIn)
+		}
 		return unreachable(c.name, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if resp.StatusCode == http.StatusNotFound {
+			return c.notAWatch("GET /v1/watch answered 404 Not Found (a sidecar older than the watch, or another server)")
+		}
 		return answerError(resp.StatusCode, data)
 	}
-	*connected = true
-	r := sse.NewReader(resp.Body)
+	ct := resp.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "text/event-stream" {
+		if ct == "" {
+			ct = "no Content-Type"
+		}
+		return c.notAWatch("GET /v1/watch answered 200 with %s, not text/event-stream", ct)
+	}
+	body := newIdleReader(resp.Body, cmp.Or(c.watchIdle, watchIdleTimeout), cancel)
+	defer body.stop()
+	r := sse.NewReader(body)
 	for {
 		ev, err := r.Next()
 		if errors.Is(err, io.EOF) {
 			return errStreamEnded
 		}
 		if err != nil {
+			if body.fired.Load() {
+				return withCode(ExitUnavailable, "the watch stream of %s said nothing for %s (the sidecar pings every 15 s): taking it for dead", c.name, body.idle)
+			}
 			return withCode(ExitUnavailable, "reading the watch stream: %v", err)
 		}
-		switch ev.Name {
-		case "ready":
+		switch {
+		case ev.Name == "ready":
 			var d struct {
-				Position int64 `json:"position"`
+				Position *int64 `json:"position"`
 			}
-			if err := json.Unmarshal([]byte(ev.Data), &d); err != nil {
-				return fmt.Errorf("watch: ready event %q: %v", ev.Data, err)
+			if err := json.Unmarshal([]byte(ev.Data), &d); err != nil || d.Position == nil {
+				return c.notAWatch("a ready event whose data is not a position: %.200q", ev.Data)
 			}
-			*pos = max(*pos, d.Position)
-			ready(d.Position)
-		case "end":
+			*proven = true
+			*pos = max(*pos, *d.Position)
+			ready(*d.Position)
+		case ev.Name == "reset":
 			var d struct {
-				Reason string `json:"reason"`
-				Detail string `json:"detail"`
+				Position *int64 `json:"position"`
+				Newest   *int64 `json:"newest"`
 			}
-			_ = json.Unmarshal([]byte(ev.Data), &d)
-			return fmt.Errorf("%w (%s: %s)", errStreamEnded, d.Reason, d.Detail)
-		default:
+			if err := json.Unmarshal([]byte(ev.Data), &d); err != nil || d.Position == nil || d.Newest == nil {
+				return c.notAWatch("a reset event whose data is not a position and the store's newest id: %.200q", ev.Data)
+			}
+			*proven = true
+			// The history the stream replays next is the store's now:
+			// every event of it is new to this watch.
+			*pos = 0
+			reset(*d.Position, *d.Newest)
+		case ev.Name == "end":
+			var d struct {
+				Reason *string `json:"reason"`
+				Detail string  `json:"detail"`
+			}
+			if err := json.Unmarshal([]byte(ev.Data), &d); err != nil || d.Reason == nil {
+				return c.notAWatch("an end event without a reason: %.200q", ev.Data)
+			}
+			*proven = true
+			return fmt.Errorf("%w (%s: %s)", errStreamEnded, *d.Reason, d.Detail)
+		case watchEvents[ev.Name]:
 			var e api.Event
-			if err := json.Unmarshal([]byte(ev.Data), &e); err != nil {
-				return fmt.Errorf("watch: %s event %q: %v", ev.Name, ev.Data, err)
+			if err := json.Unmarshal([]byte(ev.Data), &e); err != nil || string(e.Kind) != ev.Name || ev.ID != strconv.FormatInt(e.Id, 10) {
+				return c.notAWatch("a %s event (id %q) whose data is not that event: %.200q", ev.Name, ev.ID, ev.Data)
 			}
+			*proven = true
 			if e.Id <= *pos {
 				continue // seen before a reconnection
 			}
@@ -353,6 +428,35 @@ func (c *client) watchOnce(ctx context.Context, prefix string, pos *int64, conne
 				return &exitError{code: ExitFailed, err: err}
 			}
 			*pos = e.Id
+		case !*proven:
+			return c.notAWatch("an event %q, which a watch stream does not send", ev.Name)
+		default:
+			// An event of a newer sidecar's: ignored, as the format says.
 		}
 	}
 }
+
+// idleReader reads a stream, cancelling it (through cancel) when a read
+// has brought nothing for idle.
+type idleReader struct {
+	r     io.Reader
+	idle  time.Duration
+	timer *time.Timer
+	fired atomic.Bool
+}
+
+func newIdleReader(r io.Reader, idle time.Duration, cancel context.CancelFunc) *idleReader {
+	ir := &idleReader{r: r, idle: idle}
+	ir.timer = time.AfterFunc(idle, func() { ir.fired.Store(true); cancel() })
+	return ir
+}
+
+func (ir *idleReader) Read(p []byte) (int, error) {
+	n, err := ir.r.Read(p)
+	if n > 0 {
+		ir.timer.Reset(ir.idle)
+	}
+	return n, err
+}
+
+func (ir *idleReader) stop() { ir.timer.Stop() }

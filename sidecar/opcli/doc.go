@@ -63,9 +63,21 @@
 // or the position the sidecar said it was ready at, so no event that the
 // history still holds is missed or printed twice. Only the first connection
 // failing ends the command (69); later ones are retried until interrupted.
+// Each connection must be answered within 15 s, and a stream that says
+// nothing, not even the ping the sidecar sends every 15 s, for 45 s is
+// taken for dead. An answer that is not a sidecar's watch stream (404,
+// another content type, events a watch does not send) ends the command (1)
+// with what was wrong, whichever connection it comes on.
+//
+// When the store's history went back (it was restored from an older copy,
+// or failed over to a replica without its newest events), the sidecar
+// says reset: watch prints one line on stderr and starts over, printing
+// the history the store holds from its oldest event, then what follows.
+//
 // On a store (--store), watch follows the history with leasecore's
-// Service.Watch, and resumes after the last event printed when it is cut
-// for falling behind.
+// Service.Watch, resumes after the last event printed when it is cut for
+// falling behind, and starts over in the same way when its position is
+// ahead of the store's history.
 //
 // # Exit status
 //

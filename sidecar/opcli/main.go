@@ -275,6 +275,9 @@ type backend interface {
 	claim(ctx context.Context, v *verbFlags) (*api.Lease, *api.ClaimHeld, error)
 	release(ctx context.Context, v *verbFlags) (bool, error)
 	// watch calls emit with each event and ready once caught up, until ctx
-	// ends (nil) or the watch fails.
-	watch(ctx context.Context, v *verbFlags, emit func(api.Event) error, ready func(position int64)) error
+	// ends (nil) or the watch fails; reset when the watch's position was
+	// ahead of the store's history (it was restored or failed over): the
+	// watch then starts over from the oldest event the history holds, and
+	// is ready again once it has replayed it.
+	watch(ctx context.Context, v *verbFlags, emit func(api.Event) error, ready func(position int64), reset func(position, newest int64)) error
 }

@@ -156,11 +156,19 @@ func (s *storeBackend) release(ctx context.Context, v *verbFlags) (bool, error) 
 }
 
 // watch follows the store's history through leasecore's watch. A watcher
-// cut for falling behind resumes after the last event printed.
-func (s *storeBackend) watch(ctx context.Context, v *verbFlags, emit func(api.Event) error, ready func(int64)) error {
+// cut for falling behind resumes after the last event printed; one whose
+// position is ahead of the store's history (it was restored under it)
+// starts over from the oldest event.
+func (s *storeBackend) watch(ctx context.Context, v *verbFlags, emit func(api.Event) error, ready func(int64), reset func(int64, int64)) error {
 	after := v.since
 	for {
 		w, err := s.svc.Watch(ctx, leasecore.WatchParams{Prefix: v.prefix, Since: after})
+		var ahead *leasecore.PositionAheadError
+		if errors.As(err, &ahead) {
+			reset(ahead.Position, ahead.Newest)
+			after = 0
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -184,6 +192,11 @@ func (s *storeBackend) watch(ctx context.Context, v *verbFlags, emit func(api.Ev
 		}
 		err = w.Err()
 		w.Close()
+		if ctx.Err() == nil && errors.As(err, &ahead) {
+			reset(ahead.Position, ahead.Newest)
+			after = 0
+			continue
+		}
 		if ctx.Err() != nil || !errors.Is(err, leasecore.ErrWatchCut) {
 			return err
 		}

@@ -203,7 +203,11 @@ func runWatch(ctx context.Context, b backend, o *options, v *verbFlags) error {
 			fmt.Fprintf(o.stderr, "watching (caught up at event %d)\n", pos)
 		}
 	}
-	err := b.watch(ctx, v, emit, ready)
+	reset := func(pos, newest int64) {
+		fmt.Fprintf(o.stderr, "watch: the store's history went back (restored from an older copy, or failed over): "+
+			"it has no events after %d, yet this watch was at %d; starting over from its oldest event\n", newest, pos)
+	}
+	err := b.watch(ctx, v, emit, ready, reset)
 	if ctx.Err() != nil {
 		return nil // interrupted: the watch's normal end
 	}

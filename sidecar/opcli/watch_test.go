@@ -5,13 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/lockedbuf"
 	"github.com/leasehold/leasehold/sidecar/api"
 	"github.com/leasehold/leasehold/sidecar/opcli"
 )
@@ -210,4 +213,195 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 		w.lines <- string(w.buf[:i])
 		w.buf = w.buf[i+1:]
 	}
+}
+
+// A reset (the store's history went back under the sidecar) starts the
+// watch over: one line on stderr says so, the replayed events are printed
+// although their ids are below the events printed before, and a
+// reconnection resumes from the replayed history, not the old position.
+func TestWatchResetStartsOver(t *testing.T) {
+	t.Parallel()
+	ws := &watchScript{last: make(chan struct{}), scripts: []string{
+		"event: ready\ndata: {\"position\": 5}\n\n" + event(6, "acquired", "old", "w1", 9) +
+			"id: 0\nevent: reset\ndata: {\"position\":6,\"newest\":3,\"detail\":\"restored\"}\n\n" +
+			event(1, "acquired", "a", "w1", 1) + event(2, "released", "a", "w1", 1) + event(3, "acquired", "b", "w2", 1) +
+			"event: ready\ndata: {\"position\": 3}\n\n" + event(4, "acquired", "c", "w3", 1) + "id: 5\nevent: acq",
+	}}
+	hs := httptest.NewServer(ws)
+	t.Cleanup(hs.Close)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	go func() { <-ws.last; cancel() }()
+	var stdout, stderr bytes.Buffer
+	if code := opcli.Main(ctx, "watch", []string{"--addr", hs.URL, "--json"}, func(string) string { return "" }, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var ids []int64
+	for _, l := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		var e api.Event
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		ids = append(ids, e.Id)
+	}
+	if fmt.Sprint(ids) != "[6 1 2 3 4]" {
+		t.Errorf("printed events %v, want [6 1 2 3 4]: the old one, then the restored history and what followed", ids)
+	}
+	if n := strings.Count(stderr.String(), "history went back"); n != 1 || !strings.Contains(stderr.String(), "starting over") {
+		t.Errorf("stderr says so %d times, want one line:\n%s", n, stderr.String())
+	}
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if len(ws.requests) != 2 {
+		t.Fatalf("%d connections, want 2", len(ws.requests))
+	}
+	if got := ws.requests[1].Header.Get("Last-Event-ID"); got != "4" {
+		t.Errorf("reconnection after the reset: Last-Event-ID %q, want 4", got)
+	}
+}
+
+// fakeServer answers every request with handler, counting them.
+func fakeServer(t *testing.T, handler http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var n atomic.Int64
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		handler(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	return hs, &n
+}
+
+// watch against a server that is not a sidecar fails with a message, at
+// once: it does not reconnect forever.
+func TestWatchNotASidecar(t *testing.T) {
+	t.Parallel()
+	answer := func(status int, contentType, body string) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			if contentType != "" {
+				w.Header().Set("Content-Type", contentType)
+			}
+			w.WriteHeader(status)
+			fmt.Fprint(w, body)
+		}
+	}
+	for _, c := range []struct {
+		name    string
+		handler http.HandlerFunc
+		says    string
+	}{
+		{"404", answer(404, "text/plain", "404 page not found\n"), "404"},
+		{"HTML", answer(200, "text/html; charset=utf-8", "<!doctype html><title>router</title><p>Welcome</p>\n"), "text/html"},
+		{"JSON", answer(200, "application/json", `{"leases":[]}`+"\n"), "application/json"},
+		{"no Content-Type", answer(200, "", "event: ready\ndata: {\"position\":1}\n\n"), "text/event-stream"},
+		{"another event stream", answer(200, "text/event-stream", "event: message\ndata: hello\n\n"), `"message"`},
+		{"garbled event", answer(200, "text/event-stream", "id: 7\nevent: acquired\ndata: {\"id\":\"seven\"}\n\n"), "acquired"},
+		{"garbled ready", answer(200, "text/event-stream", "event: ready\ndata: <html>\n\n"), "ready"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			hs, n := fakeServer(t, c.handler)
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			var stdout, stderr bytes.Buffer
+			code := opcli.Main(ctx, "watch", []string{"--addr", hs.URL}, func(string) string { return "" }, &stdout, &stderr)
+			if code != opcli.ExitFailed || ctx.Err() != nil {
+				t.Fatalf("exit %d (context: %v), want %d at once; stderr:\n%s", code, ctx.Err(), opcli.ExitFailed, stderr.String())
+			}
+			if msg := stderr.String(); !strings.Contains(msg, "not a leasehold sidecar") || !strings.Contains(msg, c.says) {
+				t.Errorf("stderr does not say what is wrong (want %q):\n%s", c.says, msg)
+			}
+			if got := n.Load(); got != 1 {
+				t.Errorf("%d requests, want 1", got)
+			}
+		})
+	}
+}
+
+// watch against a server that accepts the connection and never answers
+// gives up with a message (after watchAnswerTimeout), rather than waiting
+// forever.
+func TestWatchServerNeverAnswers(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := opcli.Main(ctx, "watch", []string{"--addr", "http://" + l.Addr().String()}, func(string) string { return "" }, &stdout, &stderr)
+	if code != opcli.ExitUnavailable || ctx.Err() != nil {
+		t.Fatalf("exit %d (context: %v), want %d before the test's deadline; stderr:\n%s", code, ctx.Err(), opcli.ExitUnavailable, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "did not answer") {
+		t.Errorf("stderr: %s", stderr.String())
+	}
+}
+
+// watch --since above the store's newest event, on a sidecar and straight
+// on a store, both stores: a line on stderr, then the whole history, then
+// what follows; never silence.
+func TestWatchSinceAheadStartsOver(t *testing.T) {
+	t.Parallel()
+	eachTarget(t, func(t *testing.T, conn []string, _ api.StoreStatusKind) {
+		leasehold(t, nil, "claim", with(conn, "ahead-job", "--owner", "w1")...).expect(t, 0)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		out := &lineWriter{lines: make(chan string, 16)}
+		stderr := &lockedbuf.Buffer{}
+		done := make(chan int, 1)
+		go func() {
+			done <- opcli.Main(ctx, "watch", with(conn, "--since", "1000000", "--prefix", "ahead-", "--json"), func(string) string { return "" }, out, stderr)
+		}()
+		next := func() api.Event {
+			t.Helper()
+			select {
+			case l := <-out.lines:
+				var e api.Event
+				if err := json.Unmarshal([]byte(l), &e); err != nil {
+					t.Fatalf("watch line %q: %v", l, err)
+				}
+				return e
+			case <-time.After(30 * time.Second):
+				t.Fatalf("no watch event within 30 s; stderr: %s", stderr.String())
+				return api.Event{}
+			}
+		}
+		if e := next(); e.Task != "ahead-job" || e.Kind != api.EventKindAcquired {
+			t.Errorf("replayed: %+v", e)
+		}
+		leasehold(t, nil, "release", with(conn, "ahead-job", "--owner", "w1")...).expect(t, 0)
+		if e := next(); e.Task != "ahead-job" || e.Kind != api.EventKindReleased {
+			t.Errorf("live: %+v", e)
+		}
+		if n := strings.Count(stderr.String(), "history went back"); n != 1 {
+			t.Errorf("stderr says so %d times, want once:\n%s", n, stderr.String())
+		}
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("watch exit %d after an interrupt", code)
+		}
+	})
 }

@@ -230,6 +230,16 @@ async function watch(gen) {
       end(reason) {
         if (current()) setConnection(`○ The sidecar ended the watch stream (${reason || 'no reason given'}): reconnecting…`);
       },
+      reset() {
+        if (!current()) return;
+        // The store's history went back (restored, or failed over): what the
+        // page shows may be of events that are gone, and the ids it followed
+        // are handed out again. The replay that follows is covered by reading
+        // everything again, now and once it is ready.
+        state.watching = false;
+        setConnection('○ The store\'s history went back (restored or failed over): reading everything again…');
+        reloadAll(gen);
+      },
       down() {
         if (!current()) return;
         state.watching = false;

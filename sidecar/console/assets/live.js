@@ -25,7 +25,11 @@ export function sleep(ms, signal) {
  * on.ready() runs when the stream has caught up (after every (re)connection),
  * on.change(event) for each lease event (catch-up included), on.end(reason)
  * when the sidecar ends the stream, on.down(error) when the stream is lost
- * and a reconnection follows, on.missing() on 404, on.unauthorized() on 401.
+ * and a reconnection follows, on.missing() on 404, on.unauthorized() on 401,
+ * on.reset(info) when the store's history went back (it was restored, or
+ * failed over): info is the reset's data ({position, newest, detail}); the
+ * events that follow, up to the next ready, replay the history the store
+ * holds from its oldest event, and a reconnection resumes in that history.
  *
  * @returns {Promise<'stopped'|'missing'|'unauthorized'>}
  */
@@ -68,6 +72,13 @@ export async function follow({ open, on = {}, signal, lastEventId = '', idleMs =
               if (Number.isInteger(position) && position > 0) lastEventId = String(position);
             }
             on.ready?.();
+            return;
+          }
+          if (m.type === 'reset') {
+            // The position is gone from the store's history: resume from
+            // the reset's id (0, the oldest event), never from the old one.
+            lastEventId = m.id || '0';
+            on.reset?.(parse(m.data) ?? {});
             return;
           }
           if (m.type === 'end') {

@@ -1,6 +1,7 @@
 // node --test: following the watch stream (../assets/live.js) against
 // scripted answers: reconnection from the last id, the ready position,
-// slow and shutdown ends, 404, 401, failures with backoff, a silent stream.
+// slow and shutdown ends, resets, 404, 401, failures with backoff, a silent
+// stream.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { follow } from '../assets/live.js';
@@ -45,6 +46,7 @@ async function run(script, options = {}) {
       ready: () => calls.push('ready'),
       change: (ev) => calls.push(`${ev.kind} ${ev.task} ${ev.id}`),
       end: (reason) => calls.push(`end ${reason}`),
+      reset: (info) => calls.push(`reset ${info.position} ${info.newest}`),
       down: () => calls.push('down'),
       missing: () => calls.push('missing'),
       unauthorized: () => calls.push('unauthorized'),
@@ -129,4 +131,21 @@ test('malformed data is ignored, not thrown', async () => {
     () => stream(['id: 7\nevent: acquired\ndata: not json\n\n', 'event: ready\ndata: nope\n\n', event(8, 'expired', 'b')]),
   ]);
   assert.deepEqual(calls, ['ready', 'expired b 8', 'down']);
+});
+
+const reset = (position, newest) =>
+  `id: 0\nevent: reset\ndata: ${JSON.stringify({ position, newest, detail: 'restored' })}\n\n`;
+
+test('a reset starts over: the replayed events are changes, and a reconnection resumes in the new history', async () => {
+  const { calls, requests } = await run([
+    () => stream(['event: ready\ndata: {"position":5}\n\n', event(6, 'acquired', 'old'),
+      reset(6, 3), event(1, 'acquired', 'a'), event(2, 'released', 'a'), 'event: ready\ndata: {"position":2}\n\n']),
+    () => stream([reset(9, 2)]), // cut off before anything was replayed
+    () => stream(['event: ready\ndata: {"position":2}\n\n']),
+  ]);
+  assert.deepEqual(calls, ['ready', 'acquired old 6', 'reset 6 3', 'acquired a 1', 'released a 2', 'ready', 'down',
+    'reset 9 2', 'down', 'ready', 'down']);
+  assert.equal(requests[1]['Last-Event-ID'], '2', 'after the replay, from its last event, not from 6');
+  assert.equal(requests[2]['Last-Event-ID'], '0', 'cut off after a reset: from the oldest event');
+  assert.equal(requests[3]['Last-Event-ID'], '0');
 });
