@@ -121,6 +121,10 @@ type Store struct {
 	listenCtx  context.Context
 	stopListen context.CancelFunc
 	listeners  sync.WaitGroup
+
+	// scope is the copy of the scope of the role the store runs as
+	// (scope.go), by which calls of tasks outside it are refused up front.
+	scope scopeCache
 }
 
 // readOnlyNote is a read-only answer and when it was seen.
@@ -159,6 +163,8 @@ var (
 	_ leasecore.BatchRenewer = (*Store)(nil)
 	_ leasecore.WriteCounter = (*Store)(nil)
 	_ leasecore.HistoryFeed  = (*Store)(nil)
+
+	_ leasecore.RoleScopeStore = (*Store)(nil)
 )
 
 // Failures the driver finds itself, reported as unavailable with their own text.
@@ -194,6 +200,9 @@ type Options struct {
 	// pooler needs a ListenURL that reaches PostgreSQL directly (the same
 	// database). Empty: the store URL.
 	ListenURL string
+	// ScopeMaxAge bounds how stale the driver's copy of its role's scope
+	// (leasecore.RoleScope) may be; zero or less means DefaultScopeMaxAge.
+	ScopeMaxAge time.Duration
 }
 
 // OpenWith is Open with options.
@@ -234,10 +243,17 @@ func OpenWith(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, redact.Error(fmt.Errorf("postgres store: %w", err))
 	}
 	s := &Store{pool: pool, readOnlyBackoff: defaultReadOnlyBackoff, listen: listen}
+	s.scope.maxAge = opts.ScopeMaxAge
+	if s.scope.maxAge <= 0 {
+		s.scope.maxAge = DefaultScopeMaxAge
+	}
 	s.listenCtx, s.stopListen = context.WithCancel(context.Background())
-	s.claims = newBatcher("claim", func(r claimReq) string { return r.task }, watchReadOnly(s, s.sendClaims))
-	s.renewals = newBatcher("renew", func(r renewReq) string { return r.task }, watchReadOnly(s, s.sendRenewals))
-	s.releases = newBatcher("release", func(r releaseReq) string { return r.task }, watchReadOnly(s, s.sendReleases))
+	s.claims = newBatcher("claim", func(r claimReq) string { return r.task }, watchScope(s, watchReadOnly(s, s.sendClaims)))
+	s.renewals = newBatcher("renew", func(r renewReq) string { return r.task }, watchScope(s, watchReadOnly(s, s.sendRenewals)))
+	s.releases = newBatcher("release", func(r releaseReq) string { return r.task }, watchScope(s, watchReadOnly(s, s.sendReleases)))
+	for _, b := range []interface{ readmitWith(*Store, string) }{s.claims, s.renewals, s.releases} {
+		b.readmitWith(s, leasecore.RightHold)
+	}
 	return s, nil
 }
 
@@ -256,6 +272,9 @@ func (s *Store) Claim(ctx context.Context, p leasecore.ClaimParams) (*leasecore.
 	ttlMS := p.TTL.Milliseconds()
 	if ttlMS <= 0 { // Service never sends one; a direct caller gets the model's default
 		ttlMS = leasecore.DefaultTTL.Milliseconds()
+	}
+	if err := s.checkScope(ctx, op, leasecore.RightHold, p.Task); err != nil {
+		return nil, err
 	}
 	req := claimReq{task: p.Task, owner: p.Owner, ttlMS: ttlMS, note: p.Note}
 	for range maxClaimAttempts {
@@ -317,6 +336,9 @@ func (s *Store) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.
 	if s.closed.Load() {
 		return nil, interpretError(op, errClosed)
 	}
+	if err := s.checkScope(ctx, op, leasecore.RightHold, p.Task); err != nil {
+		return nil, err
+	}
 	lease, err := s.renewals.do(ctx, renewReq{task: p.Task, owner: p.Owner, ttlMS: p.TTL.Milliseconds(), token: p.Token})
 	if err != nil {
 		return nil, err
@@ -331,6 +353,13 @@ func (s *Store) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.
 	)
 	err = s.pool.QueryRow(ctx, renewStateSQL, p.Task, p.Owner).Scan(&owner, &token, &released, &live)
 	if errors.Is(err, pgx.ErrNoRows) {
+		// No row, or one row-level security hides: the role's scope may
+		// have lost the task since the copy was read. Ask afresh rather
+		// than answer "never claimed" for a task the role may not see.
+		s.scope.invalidate()
+		if err := s.checkScope(ctx, op, leasecore.RightHold, p.Task); err != nil {
+			return nil, err
+		}
 		return nil, leasecore.RenewLost(p, leasecore.LeaseState{})
 	}
 	if err != nil {
@@ -374,8 +403,15 @@ func (s *Store) RenewBatch(ctx context.Context, ps []leasecore.RenewParams) ([]l
 		return nil, interpretError(op, errClosed)
 	}
 	results := make([]leasecore.RenewResult, len(ps))
-	var refused []int
-	for rest := indexes(len(ps)); len(rest) > 0; {
+	var refused, admitted []int
+	for i, p := range ps {
+		if err := s.checkScope(ctx, op, leasecore.RightHold, p.Task); err != nil {
+			results[i].Err = err
+			continue
+		}
+		admitted = append(admitted, i)
+	}
+	for rest := admitted; len(rest) > 0; {
 		var chunk []int
 		chunk, rest = distinctTasks(ps, rest, maxRenewBatch)
 		reqs := make([]renewReq, len(chunk))
@@ -523,6 +559,9 @@ func (s *Store) Release(ctx context.Context, p leasecore.ReleaseParams) (bool, e
 	if s.closed.Load() {
 		return false, interpretError(op, errClosed)
 	}
+	if err := s.checkScope(ctx, op, leasecore.RightHold, p.Task); err != nil {
+		return false, err
+	}
 	return s.releases.do(ctx, releaseReq{task: p.Task, owner: p.Owner, token: p.Token})
 }
 
@@ -569,6 +608,9 @@ func (s *Store) Get(ctx context.Context, task string) (*leasecore.Lease, error) 
 	const op = "get"
 	if s.closed.Load() {
 		return nil, interpretError(op, errClosed)
+	}
+	if err := s.checkScope(ctx, op, leasecore.RightRead, task); err != nil {
+		return nil, err
 	}
 	lease, err := scanLease(s.pool.QueryRow(ctx, getSQL, task))
 	if errors.Is(err, pgx.ErrNoRows) {
