@@ -117,6 +117,7 @@ func (e EventKind) Valid() bool {
 const (
 	KeepaliveLostReasonDeadline      KeepaliveLostReason = "deadline"
 	KeepaliveLostReasonExpired       KeepaliveLostReason = "expired"
+	KeepaliveLostReasonForbidden     KeepaliveLostReason = "forbidden"
 	KeepaliveLostReasonHeldByOther   KeepaliveLostReason = "held_by_other"
 	KeepaliveLostReasonNotHeld       KeepaliveLostReason = "not_held"
 	KeepaliveLostReasonTokenMismatch KeepaliveLostReason = "token_mismatch"
@@ -128,6 +129,8 @@ func (e KeepaliveLostReason) Valid() bool {
 	case KeepaliveLostReasonDeadline:
 		return true
 	case KeepaliveLostReasonExpired:
+		return true
+	case KeepaliveLostReasonForbidden:
 		return true
 	case KeepaliveLostReasonHeldByOther:
 		return true
@@ -474,11 +477,11 @@ type InvalidParam struct {
 type KeepaliveLost struct {
 	Detail string `json:"detail"`
 
-	// Reason Why the lease was lost; `deadline` when no renewal could be confirmed before the lease would expire (the store kept failing).
+	// Reason Why the lease was lost; `deadline` when no renewal could be confirmed before the lease would expire (the store kept failing); `forbidden` when the task left the scope of the PostgreSQL role the sidecar's store runs as (docs/store-roles.md).
 	Reason KeepaliveLostReason `json:"reason"`
 }
 
-// KeepaliveLostReason Why the lease was lost; `deadline` when no renewal could be confirmed before the lease would expire (the store kept failing).
+// KeepaliveLostReason Why the lease was lost; `deadline` when no renewal could be confirmed before the lease would expire (the store kept failing); `forbidden` when the task left the scope of the PostgreSQL role the sidecar's store runs as (docs/store-roles.md).
 type KeepaliveLostReason string
 
 // KeepaliveReleased Data of a keepalive stream's `released` event.
@@ -884,6 +887,12 @@ type ListLimit = int
 // Example: telescope:prune
 type Task = TaskName
 
+// Forbidden An RFC 9457 problem detail.
+type Forbidden = Problem
+
+// ForbiddenRead An RFC 9457 problem detail.
+type ForbiddenRead = Problem
+
 // InternalError An RFC 9457 problem detail.
 type InternalError = Problem
 
@@ -901,9 +910,6 @@ type PayloadTooLarge = Problem
 
 // RequestTimeout An RFC 9457 problem detail.
 type RequestTimeout = Problem
-
-// ReservedTask An RFC 9457 problem detail.
-type ReservedTask = Problem
 
 // StoreUnavailable An RFC 9457 problem detail.
 type StoreUnavailable = Problem
