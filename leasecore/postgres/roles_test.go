@@ -26,7 +26,7 @@ type roleDB struct {
 	b, bURL       string
 }
 
-func newRoleDB(t *testing.T) roleDB {
+func newRoleDB(t testing.TB) roleDB {
 	t.Helper()
 	var db roleDB
 	db.admin, db.owner, db.ownerU = pgtest.NewOwnedDatabase(t)
@@ -39,7 +39,7 @@ func newRoleDB(t *testing.T) roleDB {
 }
 
 // scope writes role's scope as the owner.
-func (db roleDB) scope(t *testing.T, role string, prefixes ...string) {
+func (db roleDB) scope(t testing.TB, role string, prefixes ...string) {
 	t.Helper()
 	svc := leasecore.New(mustOpen(t, db.ownerU))
 	r := leasecore.RoleScope{Role: role, Prefixes: prefixes}
@@ -53,7 +53,7 @@ func (db roleDB) scope(t *testing.T, role string, prefixes ...string) {
 }
 
 // openAs opens a store at url (a runtime role's) with opts.
-func openAs(t *testing.T, url string, opts Options) *Store {
+func openAs(t testing.TB, url string, opts Options) *Store {
 	t.Helper()
 	st, err := OpenWith(t.Context(), url, opts)
 	if err != nil {
@@ -349,9 +349,30 @@ func TestScopeShrinksUnderALease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	l2, err := st.Claim(ctx, leasecore.ClaimParams{Task: "x/2", Owner: "o", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
 	db.scope(t, db.a, "a/")
 	_, err = st.Renew(ctx, leasecore.RenewParams{Task: "x/1", Owner: "o", Token: l.Token})
 	forbidden(t, "renewal after the scope shrank", err, db.a, "hold", "x/1")
+
+	// The same in a batch (how keepalive streams renew), the copy stale
+	// again.
+	db.scope(t, db.a, "a/", "x/")
+	st.scope.invalidate()
+	if _, err := st.Claim(ctx, leasecore.ClaimParams{Task: "a/warm", Owner: "o", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	db.scope(t, db.a, "a/")
+	rs, err := st.RenewBatch(ctx, []leasecore.RenewParams{{Task: "x/2", Owner: "o", Token: l2.Token}, {Task: "a/warm", Owner: "o"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forbidden(t, "batch renewal after the scope shrank", rs[0].Err, db.a, "hold", "x/2")
+	if rs[1].Err != nil {
+		t.Errorf("batch renewal of a task still in scope: %v", rs[1].Err)
+	}
 }
 
 // Only the owner writes scopes. A scope names an existing role that

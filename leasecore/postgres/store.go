@@ -471,9 +471,22 @@ func (s *Store) lostReasons(ctx context.Context, ps []leasecore.RenewParams, ref
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	invalidated := false
 	for _, i := range refused {
 		p := ps[i]
 		st, ok := found[p.Task]
+		if !ok {
+			// No row, or one row-level security hides: as in Renew, ask
+			// the role's scope afresh (once for the batch).
+			if !invalidated {
+				s.scope.invalidate()
+				invalidated = true
+			}
+			if err := s.checkScope(ctx, "renew", leasecore.RightHold, p.Task); err != nil {
+				results[i].Err = err
+				continue
+			}
+		}
 		results[i].Err = leasecore.RenewLost(p, leasecore.LeaseState{Exists: ok, Owner: st.owner, Token: st.token, Released: st.released, Live: st.live})
 	}
 	return nil
