@@ -67,6 +67,12 @@ func MigrateGranting(ctx context.Context, storeURL string, runtimeRoles []string
 		log.Info("store migrated", "store", storeName)
 		return nil
 	}
+	noRoles := func(kind string) error {
+		return fmt.Errorf("--grant-runtime: store %s is %s, which has no database roles to grant; it needs a postgres:// store", storeName, kind)
+	}
+	if _, ok := storeurl.SQLitePath(storeURL); ok {
+		return noRoles("sqlite") // refused before opening, which would create the file
+	}
 	store, err := storeurl.Open(ctx, storeURL)
 	if err != nil {
 		return fmt.Errorf("open store %s: %w", storeName, err)
@@ -74,7 +80,7 @@ func MigrateGranting(ctx context.Context, storeURL string, runtimeRoles []string
 	defer store.Close()
 	g, ok := store.(runtimeGranter)
 	if !ok {
-		return fmt.Errorf("--grant-runtime: store %s is %s, which has no database roles to grant; it needs a postgres:// store", storeName, storeurl.Kind(store))
+		return noRoles(storeurl.Kind(store))
 	}
 	ctx, cancel := context.WithTimeout(ctx, MigrateTimeout)
 	defer cancel()
