@@ -492,15 +492,6 @@ func (s *Store) lostReasons(ctx context.Context, ps []leasecore.RenewParams, ref
 	return nil
 }
 
-// indexes returns 0, 1, …, n-1.
-func indexes(n int) []int {
-	is := make([]int, n)
-	for i := range is {
-		is[i] = i
-	}
-	return is
-}
-
 // distinctTasks splits the indexes of ps in order into a chunk of at most
 // limit whose tasks are distinct (one statement cannot change a row twice),
 // and the rest, in their order.
