@@ -543,3 +543,16 @@ func TestScopedPruners(t *testing.T) {
 		t.Errorf("b/1 after the owner's pass: %d events, %v; want 1", len(evs), err)
 	}
 }
+
+// A batch renewal on a store that cannot read its role's scope (the server
+// is down) fails as a whole, as its statement would have, so that callers
+// (and the sidecar's metrics) see the store fail rather than a batch of
+// answers.
+func TestRenewBatchWithoutTheScope(t *testing.T) {
+	t.Parallel()
+	st := mustOpen(t, pgtest.ClosedURL(t))
+	rs, err := st.RenewBatch(t.Context(), []leasecore.RenewParams{{Task: "a/1", Owner: "o", TTL: time.Second}})
+	if !errors.Is(err, leasecore.ErrUnavailable) || rs != nil {
+		t.Errorf("batch renewal with the server down: %v, %v; want the batch unavailable", rs, err)
+	}
+}

@@ -405,9 +405,15 @@ func (s *Store) RenewBatch(ctx context.Context, ps []leasecore.RenewParams) ([]l
 	results := make([]leasecore.RenewResult, len(ps))
 	var refused, admitted []int
 	for i, p := range ps {
-		if err := s.checkScope(ctx, op, leasecore.RightHold, p.Task); err != nil {
+		err := s.checkScope(ctx, op, leasecore.RightHold, p.Task)
+		switch {
+		case errors.Is(err, leasecore.ErrForbidden):
 			results[i].Err = err
 			continue
+		case err != nil:
+			// The scope could not be read: the batch fails, as its
+			// statement would have.
+			return nil, err
 		}
 		admitted = append(admitted, i)
 	}
