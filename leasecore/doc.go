@@ -10,14 +10,17 @@
 //     ValidateCredential).
 //   - The outcomes: ErrHeld (*HeldError, naming the holder), ErrLost
 //     (*LostError, with a LostReason), ErrUnavailable (*UnavailableError),
-//     ErrInvalid (*ValidationError, naming the field and the rule).
+//     ErrInvalid (*ValidationError, naming the field and the rule),
+//     ErrForbidden (*ForbiddenError, naming who may not act on which task).
 //   - Service, the API: it checks every rule before the store is asked,
 //     applies defaults and task declarations, bounds each call with
 //     DefaultOpTimeout, and makes sure whatever a driver returns reaches the
 //     caller as one of the outcomes above.
 //   - Store, the seam a driver implements (leasecore/postgres,
 //     leasecore/sqlite), with CatalogStore for declarations, retention
-//     policies and history, and the optional BatchRenewer and WriteCounter.
+//     policies and history, and the optional BatchRenewer, WriteCounter and
+//     RoleScopeStore (a database role limited to task prefixes: RoleScope,
+//     Scope; docs/store-roles.md).
 //   - Keeper and Run, which hold a lease in the background; Coalescer, which
 //     sends many keepers' renewals together; Pruner, which deletes history
 //     beyond each task's retention policy under the lease PruneTask.

@@ -211,6 +211,33 @@ func (c *recordingCursor) Position() int64 { return c.pos }
 func (c *recordingCursor) Pending() bool   { return false }
 func (c *recordingCursor) Close() error    { return nil }
 
+// The batch recording store is also a RoleScopeStore.
+
+func (r *batchRecordingStore) CreateRoleScope(ctx context.Context, rs leasecore.RoleScope) (*leasecore.RoleScope, error) {
+	r.reach(ctx, "CreateRoleScope")
+	return &rs, nil
+}
+
+func (r *batchRecordingStore) UpdateRoleScope(ctx context.Context, rs leasecore.RoleScope) (*leasecore.RoleScope, error) {
+	r.reach(ctx, "UpdateRoleScope")
+	return &rs, nil
+}
+
+func (r *batchRecordingStore) GetRoleScope(ctx context.Context, _ string) (*leasecore.RoleScope, error) {
+	r.reach(ctx, "GetRoleScope")
+	return nil, nil
+}
+
+func (r *batchRecordingStore) DeleteRoleScope(ctx context.Context, _ string) (bool, error) {
+	r.reach(ctx, "DeleteRoleScope")
+	return true, nil
+}
+
+func (r *batchRecordingStore) Scope(ctx context.Context) (leasecore.Scope, error) {
+	r.reach(ctx, "Scope")
+	return leasecore.Scope{Role: "r"}, nil
+}
+
 func (r *batchRecordingStore) WriteCounts() []leasecore.WriteCount {
 	return []leasecore.WriteCount{{Op: "claim", Statements: 1, Operations: 2}}
 }
@@ -311,6 +338,28 @@ var serviceCalls = map[string]func(ctx context.Context, svc *leasecore.Service) 
 			return errors.New("the watch's hub never swept expiries")
 		}
 	},
+	// The role scopes: the plain recording store has no roles, and
+	// answers NoRolesError without a store call; Scope is unrestricted.
+	"CreateRoleScope": func(ctx context.Context, svc *leasecore.Service) error {
+		_, err := svc.CreateRoleScope(ctx, leasecore.RoleScope{Role: "r", Prefixes: []string{"p/"}})
+		return noRolesOK(err)
+	},
+	"UpdateRoleScope": func(ctx context.Context, svc *leasecore.Service) error {
+		_, err := svc.UpdateRoleScope(ctx, leasecore.RoleScope{Role: "r", Prefixes: []string{"p/"}})
+		return noRolesOK(err)
+	},
+	"GetRoleScope": func(ctx context.Context, svc *leasecore.Service) error {
+		_, err := svc.GetRoleScope(ctx, "r")
+		return noRolesOK(err)
+	},
+	"DeleteRoleScope": func(ctx context.Context, svc *leasecore.Service) error {
+		_, err := svc.DeleteRoleScope(ctx, "r")
+		return noRolesOK(err)
+	},
+	"Scope": func(ctx context.Context, svc *leasecore.Service) error {
+		_, err := svc.Scope(ctx)
+		return err
+	},
 	// WatchStats reads the hub's counters in memory: no store call.
 	"WatchStats": func(_ context.Context, svc *leasecore.Service) error {
 		if svc.WatchStats().Watchers < 0 {
@@ -325,6 +374,14 @@ var serviceCalls = map[string]func(ctx context.Context, svc *leasecore.Service) 
 		}
 		return nil
 	},
+}
+
+// noRolesOK is err, except the NoRolesError of a store without roles.
+func noRolesOK(err error) error {
+	if errors.Is(err, leasecore.ErrNoRoles) {
+		return nil
+	}
+	return err
 }
 
 // storeMethodOps is the operation each store method is called under. A
@@ -356,6 +413,12 @@ var storeMethodOps = map[string][]string{
 	"FollowHistory":  {leasecore.OpFollowHistory},
 	"Next":           {leasecore.OpReadHistory},
 	"RecordExpiries": {leasecore.OpRecordExpiries},
+	// RoleScopeStore's. Scope is also called by Pruner (under OpScope).
+	"CreateRoleScope": {leasecore.OpCreateRoleScope},
+	"UpdateRoleScope": {leasecore.OpUpdateRoleScope},
+	"GetRoleScope":    {leasecore.OpGetRoleScope},
+	"DeleteRoleScope": {leasecore.OpDeleteRoleScope},
+	"Scope":           {leasecore.OpScope},
 }
 
 // notCalledByService are the Store methods a Service never calls: the
@@ -378,7 +441,8 @@ func TestEveryStoreCallIsIntercepted(t *testing.T) {
 		}
 	}
 	want := map[string]bool{"RenewBatch": true, // BatchRenewer's
-		"FollowHistory": true, "RecordExpiries": true, "Next": true} // HistoryFeed's and HistoryCursor's
+		"FollowHistory": true, "RecordExpiries": true, "Next": true, // HistoryFeed's and HistoryCursor's
+		"CreateRoleScope": true, "UpdateRoleScope": true, "GetRoleScope": true, "DeleteRoleScope": true, "Scope": true} // RoleScopeStore's
 	storeType := reflect.TypeFor[leasecore.Store]()
 	for i := range storeType.NumMethod() {
 		name := storeType.Method(i).Name

@@ -177,8 +177,9 @@ func (k *Keeper) Context() context.Context { return k.ctx }
 func (k *Keeper) Done() <-chan struct{} { return k.done }
 
 // Err returns the loss, or nil while the lease is held (and after a plain
-// Stop). A loss matches ErrLost (*LostError: the store refused the renewal)
-// or ErrLocalDeadline (no renewal could be confirmed in time).
+// Stop). A loss matches ErrLost (*LostError: the store refused the renewal),
+// ErrForbidden (the store's role may no longer act on the task: its scope
+// changed) or ErrLocalDeadline (no renewal could be confirmed in time).
 func (k *Keeper) Err() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -310,7 +311,7 @@ func (k *Keeper) renew() {
 		// over: a slow answer shortens the pause instead of stacking
 		// renewals.
 		k.schedule(k.every - clk.Now().Sub(sent))
-	case errors.Is(err, ErrLost), errors.Is(err, ErrInvalid):
+	case errors.Is(err, ErrLost), errors.Is(err, ErrInvalid), errors.Is(err, ErrForbidden):
 		k.inFlight = false
 		k.mu.Unlock()
 		k.lose(err)

@@ -410,3 +410,23 @@ func TestKeeperActsForItsCredential(t *testing.T) {
 		t.Fatalf("releases %+v, want one for credential stream-cred", r.releases)
 	}
 }
+
+// A renewal refused because the store's role may no longer act on the
+// task (its scope changed) ends the keeper at once, as a loss does: it is
+// no transient failure to retry until the deadline.
+func TestKeeperLosesAtOnceWhenForbidden(t *testing.T) {
+	t.Parallel()
+	k, clk, r := startKeeper(t, KeeperConfig{})
+	clk.nextWait(t)
+	clk.Advance(4 * time.Second)
+	r.nextRenew(t).reply <- renewReply{err: &ForbiddenError{Principal: `database role "a"`, Right: RightHold, Task: "nightly"}}
+	select {
+	case <-k.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the keeper did not end on a refusal: it retries it as a transient failure")
+	}
+	if !errors.Is(k.Err(), ErrForbidden) || !errors.Is(context.Cause(k.Context()), ErrForbidden) {
+		t.Fatalf("Err %v, cause %v; want the ForbiddenError", k.Err(), context.Cause(k.Context()))
+	}
+	r.noRenewPending(t)
+}

@@ -72,8 +72,16 @@ func (p *Pruner) leaseTTL() time.Duration {
 // Once runs one pass and reports what it did and how many events it
 // deleted. The error is the pruning's own failure (or the claim's, when it
 // was neither held nor unavailable, e.g. invalid).
+//
+// The pass is guarded by PruneTask, or, when the store is limited to a
+// role's scope (it then sees and prunes only that role's tasks' history),
+// by that role's own prune lease (PruneTaskFor).
 func (p *Pruner) Once(ctx context.Context) (PruneResult, int64, error) {
-	lease, err := p.svc.Claim(ctx, ClaimParams{Task: PruneTask, Owner: p.owner, TTL: p.leaseTTL(), Note: "pruning lease history"})
+	task := PruneTask
+	if scope, err := p.svc.Scope(ctx); err == nil {
+		task = PruneTaskFor(scope)
+	} // else the claim meets the same failure, and the pass fails open
+	lease, err := p.svc.Claim(ctx, ClaimParams{Task: task, Owner: p.owner, TTL: p.leaseTTL(), Note: "pruning lease history"})
 	switch {
 	case errors.Is(err, ErrHeld):
 		p.endStreak()
@@ -85,7 +93,7 @@ func (p *Pruner) Once(ctx context.Context) (PruneResult, int64, error) {
 		p.mu.Unlock()
 		if first {
 			p.log.Warn("cannot take the prune lease; pruning without it until it can be taken (warned once per streak)",
-				"lease", PruneTask, "err", err)
+				"lease", task, "err", err)
 		}
 		n, perr := p.prune(ctx)
 		return PrunedUnguarded, n, perr
@@ -97,7 +105,7 @@ func (p *Pruner) Once(ctx context.Context) (PruneResult, int64, error) {
 		// Released whatever the pruning did; the ttl is the backstop.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultOpTimeout)
 		defer cancel()
-		if _, err := p.svc.Release(rctx, ReleaseParams{Task: PruneTask, Owner: p.owner, Token: lease.Token}); err != nil {
+		if _, err := p.svc.Release(rctx, ReleaseParams{Task: task, Owner: p.owner, Token: lease.Token}); err != nil {
 			p.log.Warn("releasing the prune lease", "err", err)
 		}
 	}()

@@ -263,8 +263,13 @@ func (s *Service) WriteCounts() []WriteCount {
 
 // outcome passes through the domain errors an operation may return and turns
 // anything else into ErrUnavailable: a driver bug or an unexpected error must
-// never reach a caller as "held" or as an unclassified failure.
+// never reach a caller as "held" or as an unclassified failure. ErrForbidden
+// passes for every operation: a store limited to some tasks (a PostgreSQL
+// role with a RoleScope) refuses any operation on the others.
 func outcome(op string, err error, allowed ...error) error {
+	if errors.Is(err, ErrForbidden) {
+		return err
+	}
 	for _, a := range allowed {
 		if errors.Is(err, a) {
 			return err

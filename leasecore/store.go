@@ -24,7 +24,9 @@ import "context"
 // Each method is one atomic step in the store, judged by the store's clock,
 // and returns only these errors: *HeldError (Claim), *LostError (Renew), or
 // an *UnavailableError built by the driver's interpretError (and the
-// catalog's outcomes, see CatalogStore). Behaviour is specified case by case
+// catalog's outcomes, see CatalogStore); a store limited to a role's scope
+// (RoleScopeStore) also refuses an operation on a task outside it with
+// *ForbiddenError, before anything is written. Behaviour is specified case by case
 // by the conformance suite in leasecore/storetest.
 type Store interface {
 	// Claim acquires a free or expired lease (new token), refreshes the

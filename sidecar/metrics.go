@@ -46,6 +46,7 @@ const (
 	resultUnavailable = "unavailable"
 	resultInvalid     = "invalid"
 	resultUndeclared  = "undeclared" // refused: --require-declared and no declaration
+	resultForbidden   = "forbidden"  // refused: the task is outside the scope of the store's role
 )
 
 // storeOps are the store operations whose series start at zero: those the
@@ -54,7 +55,7 @@ const (
 var storeOps = []string{leasecore.OpClaim, leasecore.OpRenew, leasecore.OpRenewBatch, leasecore.OpRelease,
 	leasecore.OpGet, leasecore.OpList, leasecore.OpPing, leasecore.OpMigrate,
 	leasecore.OpGetTask, leasecore.OpListTasks, leasecore.OpListPolicies, leasecore.OpHistory, leasecore.OpPrune,
-	leasecore.OpFollowHistory, leasecore.OpReadHistory, leasecore.OpRecordExpiries}
+	leasecore.OpFollowHistory, leasecore.OpReadHistory, leasecore.OpRecordExpiries, leasecore.OpScope}
 
 func newMetrics() *metrics {
 	reg := prometheus.NewRegistry()
@@ -62,11 +63,11 @@ func newMetrics() *metrics {
 		registry: reg,
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leasehold_claims_total",
-			Help: "Claims answered, by result: acquired (new token), refreshed (own live lease), held, unavailable, invalid, undeclared (refused by --require-declared).",
+			Help: "Claims answered, by result: acquired (new token), refreshed (own live lease), held, unavailable, invalid, undeclared (refused by --require-declared), forbidden (outside the scope of the store's database role).",
 		}, []string{"result"}),
 		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leasehold_renewals_total",
-			Help: "Renewals answered, by result: renewed, not_held, expired, held_by_other, token_mismatch, unavailable, invalid.",
+			Help: "Renewals answered, by result: renewed, not_held, expired, held_by_other, token_mismatch, unavailable, invalid, forbidden.",
 		}, []string{"result"}),
 		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leasehold_releases_total",
@@ -107,11 +108,11 @@ func newMetrics() *metrics {
 	reg.MustRegister(m.claims, m.renewals, m.releases, m.storeDuration, m.storeErrors, m.requests, m.requestDuration, m.refusals, m.shed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Start every known series at zero so that rates work from the first scrape.
-	for _, r := range []string{resultAcquired, resultRefreshed, resultHeld, resultUnavailable, resultInvalid, resultUndeclared} {
+	for _, r := range []string{resultAcquired, resultRefreshed, resultHeld, resultUnavailable, resultInvalid, resultUndeclared, resultForbidden} {
 		m.claims.WithLabelValues(r)
 	}
 	for _, r := range []string{resultRenewed, string(leasecore.LostNotHeld), string(leasecore.LostExpired),
-		string(leasecore.LostHeldByOther), string(leasecore.LostTokenMismatch), resultUnavailable, resultInvalid} {
+		string(leasecore.LostHeldByOther), string(leasecore.LostTokenMismatch), resultUnavailable, resultInvalid, resultForbidden} {
 		m.renewals.WithLabelValues(r)
 	}
 	m.releases.WithLabelValues("true")
@@ -165,8 +166,11 @@ func (m *metrics) registerStreams(s *streams) {
 
 // outcomeLabel classifies the errors every operation shares.
 func outcomeLabel(err error) string {
-	if errors.Is(err, leasecore.ErrInvalid) {
+	switch {
+	case errors.Is(err, leasecore.ErrInvalid):
 		return resultInvalid
+	case errors.Is(err, leasecore.ErrForbidden):
+		return resultForbidden
 	}
 	return resultUnavailable
 }
@@ -358,7 +362,7 @@ type storeSeries struct {
 // isOutcome says whether a store's error is an answer of the model rather
 // than a failure.
 func isOutcome(err error) bool {
-	for _, o := range []error{leasecore.ErrHeld, leasecore.ErrLost, leasecore.ErrNotFound, leasecore.ErrExists, leasecore.ErrInUse} {
+	for _, o := range []error{leasecore.ErrHeld, leasecore.ErrLost, leasecore.ErrNotFound, leasecore.ErrExists, leasecore.ErrInUse, leasecore.ErrForbidden} {
 		if errors.Is(err, o) {
 			return true
 		}

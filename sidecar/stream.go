@@ -207,5 +207,8 @@ func lostEvent(err error) api.KeepaliveLost {
 	if errors.As(err, &lost) {
 		return api.KeepaliveLost{Reason: api.KeepaliveLostReason(lost.Reason), Detail: err.Error()}
 	}
+	if errors.Is(err, leasecore.ErrForbidden) {
+		return api.KeepaliveLost{Reason: api.KeepaliveLostReasonForbidden, Detail: err.Error()}
+	}
 	return api.KeepaliveLost{Reason: api.KeepaliveLostReasonDeadline, Detail: err.Error()}
 }

@@ -24,6 +24,8 @@ var attributeNames = map[string]string{
 	"KeepForSpelling": "keep_for",
 	"Limit":           "limit",
 	"After":           "after",
+	"Role":            "role",
+	"Prefixes":        "prefixes",
 }
 
 // errorText is err's text for a diagnostic: a validation error names the

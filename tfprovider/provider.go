@@ -65,8 +65,9 @@ func (p *leaseholdProvider) Metadata(_ context.Context, _ provider.MetadataReque
 func (p *leaseholdProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Declares [leasehold](https://github.com/leasehold/leasehold) tasks and retention policies, " +
-			"and reads who holds a lease. The provider talks to the lease store directly (the same database the " +
-			"sidecars use), creating or upgrading its schema as `leasehold migrate` does.",
+			"limits PostgreSQL roles to task prefixes, and reads who holds a lease. The provider talks to the lease store " +
+			"directly (the same database the sidecars use), creating or upgrading its schema as `leasehold migrate` does: " +
+			"on PostgreSQL, give it the role that owns leasehold's tables, not a sidecar's runtime role (docs/store-roles.md in the leasehold repository).",
 		Attributes: map[string]schema.Attribute{
 			"store": schema.StringAttribute{
 				MarkdownDescription: "The lease store: `sqlite:PATH` or `postgres://USER@HOST:PORT/DB`, as given to " +
@@ -124,8 +125,17 @@ func (p *leaseholdProvider) Configure(ctx context.Context, req provider.Configur
 	// The store stays open for the life of the provider process: the
 	// framework gives a provider no hook to close it, and Terraform ends the
 	// process when the command is done.
-	resp.ResourceData = svc
-	resp.DataSourceData = svc
+	data := &configured{svc: svc, storeKind: storeurl.Kind(store)}
+	resp.ResourceData = data
+	resp.DataSourceData = data
+}
+
+// configured is what Configure hands the resources and data sources: the
+// Service over the store, and the store's kind (sqlite or postgres), for
+// the resources that need one kind.
+type configured struct {
+	svc       *leasecore.Service
+	storeKind string
 }
 
 // configError reports a store that cannot be used: on the store attribute,
@@ -140,7 +150,7 @@ func configError(diags *diag.Diagnostics, fromEnv bool, summary, detail string) 
 }
 
 func (p *leaseholdProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{newTaskResource, newPolicyResource}
+	return []func() resource.Resource{newTaskResource, newPolicyResource, newRoleScopeResource}
 }
 
 func (p *leaseholdProvider) DataSources(context.Context) []func() datasource.DataSource {
@@ -151,15 +161,24 @@ func (p *leaseholdProvider) DataSources(context.Context) []func() datasource.Dat
 // data source. data is nil before the provider is configured (Terraform
 // validates configurations first), which is not an error.
 func service(data any, diags *diag.Diagnostics) *leasecore.Service {
+	if c := providerData(data, diags); c != nil {
+		return c.svc
+	}
+	return nil
+}
+
+// providerData takes what Configure handed a resource or data source; nil
+// before the provider is configured.
+func providerData(data any, diags *diag.Diagnostics) *configured {
 	if data == nil {
 		return nil
 	}
-	svc, ok := data.(*leasecore.Service)
+	c, ok := data.(*configured)
 	if !ok {
-		diags.AddError("Unexpected provider data", fmt.Sprintf("Expected *leasecore.Service, got %T. This is a bug in the provider.", data))
+		diags.AddError("Unexpected provider data", fmt.Sprintf("Expected *tfprovider.configured, got %T. This is a bug in the provider.", data))
 		return nil
 	}
-	return svc
+	return c
 }
 
 // notConfigured reports a call that needs the store before the provider

@@ -196,6 +196,15 @@ func (ts *testStore) checkDestroyed(s *terraform.State) error {
 			if d != nil {
 				return fmt.Errorf("task %q still declared after destroy", name)
 			}
+		case "leasehold_role_scope":
+			role := r.Primary.Attributes["role"]
+			got, err := ts.svc.GetRoleScope(ctx, role)
+			if err != nil {
+				return err
+			}
+			if got != nil {
+				return fmt.Errorf("role %q still has a scope after destroy", role)
+			}
 		case "leasehold_retention_policy":
 			if name == leasecore.DefaultPolicy {
 				continue

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold/leasecore"
@@ -41,14 +42,70 @@ const MigrateTimeout = time.Minute
 // Migrate runs `leasehold migrate`: it opens the store at storeURL, applies
 // its migrations once (no retry) and closes it.
 func Migrate(ctx context.Context, storeURL string, log *slog.Logger) error {
+	return MigrateGranting(ctx, storeURL, nil, log)
+}
+
+// runtimeGranter is a store that can give runtime roles their privileges
+// in its migration's transaction (the PostgreSQL driver's MigrateGranting).
+type runtimeGranter interface {
+	MigrateGranting(ctx context.Context, runtimeRoles []string) error
+}
+
+// MigrateGranting runs `leasehold migrate --grant-runtime ROLE,…`: Migrate,
+// and in the same transaction gives each of runtimeRoles exactly the
+// privileges a runtime role needs (docs/store-roles.md). It runs as the
+// role that owns leasehold's tables. A store without roles (SQLite) refuses
+// runtimeRoles, naming its kind.
+func MigrateGranting(ctx context.Context, storeURL string, runtimeRoles []string, log *slog.Logger) error {
 	storeName := storeurl.Redact(storeURL)
-	store, err := OpenMigrated(ctx, storeURL)
-	if err != nil {
-		return err
+	if len(runtimeRoles) == 0 {
+		store, err := OpenMigrated(ctx, storeURL)
+		if err != nil {
+			return err
+		}
+		store.Close()
+		log.Info("store migrated", "store", storeName)
+		return nil
 	}
-	store.Close()
-	log.Info("store migrated", "store", storeName)
+	noRoles := func(kind string) error {
+		return fmt.Errorf("--grant-runtime: store %s is %s, which has no database roles to grant; it needs a postgres:// store", storeName, kind)
+	}
+	if _, ok := storeurl.SQLitePath(storeURL); ok {
+		return noRoles("sqlite") // refused before opening, which would create the file
+	}
+	store, err := storeurl.Open(ctx, storeURL)
+	if err != nil {
+		return fmt.Errorf("open store %s: %w", storeName, err)
+	}
+	defer store.Close()
+	g, ok := store.(runtimeGranter)
+	if !ok {
+		return noRoles(storeurl.Kind(store))
+	}
+	ctx, cancel := context.WithTimeout(ctx, MigrateTimeout)
+	defer cancel()
+	if err := g.MigrateGranting(ctx, runtimeRoles); err != nil {
+		return fmt.Errorf("migrate store %s, granting the runtime privileges to %s: %w", storeName, strings.Join(runtimeRoles, ", "), err)
+	}
+	log.Info("store migrated; runtime privileges granted", "store", storeName, "roles", strings.Join(runtimeRoles, ","))
 	return nil
+}
+
+// ParseRoles reads the value of --grant-runtime: role names separated by
+// commas, each by leasecore.ValidateRoleName's rule. Empty is none.
+func ParseRoles(list string) ([]string, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
+	var roles []string
+	for _, r := range strings.Split(list, ",") {
+		r = strings.TrimSpace(r)
+		if err := leasecore.ValidateRoleName(r); err != nil {
+			return nil, fmt.Errorf("--grant-runtime: role %q %s", r, Rule(err))
+		}
+		roles = append(roles, r)
+	}
+	return roles, nil
 }
 
 // PruneTimeout bounds `leasehold prune`.

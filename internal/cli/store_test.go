@@ -140,3 +140,29 @@ func TestPruneRefusesMissingStore(t *testing.T) {
 		}
 	}
 }
+
+// TestGrantRuntimeRefused: --grant-runtime names roles by leasehold's rule,
+// and needs a store with roles: an SQLite store is refused, naming its
+// kind, and its file is not created.
+func TestGrantRuntimeRefused(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"team-a", "9x", "a b", "a,,b"} {
+		if _, err := ParseRoles(bad); err == nil || !strings.Contains(err.Error(), "--grant-runtime") {
+			t.Errorf("ParseRoles(%q): %v, want an error naming --grant-runtime", bad, err)
+		}
+	}
+	if roles, err := ParseRoles(" team_a, team_b "); err != nil || len(roles) != 2 || roles[0] != "team_a" || roles[1] != "team_b" {
+		t.Errorf("ParseRoles: %q, %v", roles, err)
+	}
+	if roles, err := ParseRoles(""); err != nil || roles != nil {
+		t.Errorf("ParseRoles of nothing: %q, %v", roles, err)
+	}
+	file := filepath.Join(t.TempDir(), "leasehold.db")
+	err := MigrateGranting(t.Context(), "sqlite:"+file, []string{"team_a"}, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "is sqlite, which has no database roles") {
+		t.Errorf("--grant-runtime on SQLite: %v, want refused naming the store's kind", err)
+	}
+	if _, err := os.Stat(file); err == nil {
+		t.Errorf("the refused migration created %s", file)
+	}
+}

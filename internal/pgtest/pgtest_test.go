@@ -80,3 +80,52 @@ func TestClosedURLRefusesConnections(t *testing.T) {
 		t.Fatalf("something listens at %s", u.Host)
 	}
 }
+
+// NewOwnedDatabase's owner may create tables in the database, connecting as
+// itself; a role made by NewRole may not; both roles are gone once the
+// test ends, even though the owner owns tables there.
+func TestRolesOwnAndAreDropped(t *testing.T) {
+	t.Parallel()
+	var owner, other string
+	t.Run("use", func(t *testing.T) {
+		adminURL, o, ownerURL := pgtest.NewOwnedDatabase(t)
+		r, otherURL := pgtest.NewRole(t, adminURL, "lh_other")
+		owner, other = o, r
+		ctx := t.Context()
+		oc, err := pgx.Connect(ctx, ownerURL)
+		if err != nil {
+			t.Fatalf("connect as the owner: %v", err)
+		}
+		defer oc.Close(context.Background())
+		var user string
+		if err := oc.QueryRow(ctx, `SELECT current_user`).Scan(&user); err != nil || user != owner {
+			t.Fatalf("owner's session runs as %q (%v), want %q", user, err, owner)
+		}
+		if _, err := oc.Exec(ctx, `CREATE TABLE owned (a int)`); err != nil {
+			t.Fatalf("the owner cannot create a table: %v", err)
+		}
+		rc, err := pgx.Connect(ctx, otherURL)
+		if err != nil {
+			t.Fatalf("connect as the other role: %v", err)
+		}
+		defer rc.Close(context.Background())
+		if _, err := rc.Exec(ctx, `CREATE TABLE not_mine (a int)`); err == nil {
+			t.Error("a role that owns nothing created a table in the public schema")
+		}
+	})
+	if t.Failed() || owner == "" {
+		return
+	}
+	conn, err := pgx.Connect(t.Context(), pgtest.ServerURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	var left int
+	if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_roles WHERE rolname IN ($1, $2)`, owner, other).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Errorf("%d of roles %s, %s still exist after their test ended", left, owner, other)
+	}
+}

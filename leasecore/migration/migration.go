@@ -9,15 +9,13 @@
 // per driver. The libraries we looked at (goose) lock across processes on
 // PostgreSQL only and would add a dependency tree for a few dozen lines.
 //
-// Files are named NNNN_description.sql; versions start at 1 and have no gaps,
-// but for versions a driver reserves (see Load).
+// Files are named NNNN_description.sql; versions start at 1 and have no gaps.
 package migration
 
 import (
 	"fmt"
 	"io/fs"
 	"path"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,13 +28,8 @@ type Migration struct {
 	SQL     string
 }
 
-// Load reads every *.sql file in dir of fsys, ordered by version. Versions
-// run 1, 2, 3… without gaps or repeats, except that each version in
-// reserved must be missing: a number another line of work has taken for a
-// migration not merged yet, which a later migration may skip over. Once
-// that migration arrives, Load refuses the reservation, so that it is
-// dropped rather than left to hide a real gap.
-func Load(fsys fs.FS, dir string, reserved ...int) ([]Migration, error) {
+// Load reads every *.sql file in dir of fsys, ordered by version.
+func Load(fsys fs.FS, dir string) ([]Migration, error) {
 	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
 		return nil, fmt.Errorf("read migrations: %w", err)
@@ -59,18 +52,10 @@ func Load(fsys fs.FS, dir string, reserved ...int) ([]Migration, error) {
 		out = append(out, Migration{Version: v, Name: name, SQL: string(body)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
-	want := 1
 	for i, m := range out {
-		for slices.Contains(reserved, want) {
-			want++
-		}
-		if slices.Contains(reserved, m.Version) {
-			return nil, fmt.Errorf("migration %04d_%s has a reserved version: it has arrived, so drop %d from the reserved versions", m.Version, m.Name, m.Version)
-		}
-		if m.Version != want {
+		if m.Version != i+1 {
 			return nil, fmt.Errorf("migration versions must run 1, 2, 3… without gaps or repeats; found %d at position %d", m.Version, i+1)
 		}
-		want++
 	}
 	return out, nil
 }

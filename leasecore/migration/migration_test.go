@@ -1,7 +1,6 @@
 package migration
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -48,46 +47,6 @@ func TestLoad(t *testing.T) {
 			}
 			if p := Pending(got, 1); len(p) != 1 || p[0].Version != 2 {
 				t.Errorf("Pending(1) = %+v, want only version 2", p)
-			}
-		})
-	}
-}
-
-// TestLoadReserved: a reserved version may be missing, and only it; once a
-// migration takes it, Load says to drop the reservation.
-func TestLoadReserved(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name     string
-		files    fstest.MapFS
-		reserved []int
-		want     []int
-		wantErr  string
-	}{
-		{"skipped", fstest.MapFS{"m/0001_a.sql": {}, "m/0002_b.sql": {}, "m/0004_d.sql": {}}, []int{3}, []int{1, 2, 4}, ""},
-		{"not reached yet", fstest.MapFS{"m/0001_a.sql": {}, "m/0002_b.sql": {}}, []int{3}, []int{1, 2}, ""},
-		{"arrived", fstest.MapFS{"m/0001_a.sql": {}, "m/0002_b.sql": {}, "m/0003_c.sql": {}, "m/0004_d.sql": {}}, []int{3}, nil, "drop 3 from the reserved versions"},
-		{"another gap", fstest.MapFS{"m/0001_a.sql": {}, "m/0004_d.sql": {}}, []int{3}, nil, "without gaps"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			got, err := Load(tt.files, "m", tt.reserved...)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("Load error = %v, want one containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var versions []int
-			for _, m := range got {
-				versions = append(versions, m.Version)
-			}
-			if !slices.Equal(versions, tt.want) {
-				t.Errorf("Load versions %v, want %v", versions, tt.want)
 			}
 		})
 	}

@@ -2,9 +2,12 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/leasehold/leasehold/leasecore"
 )
@@ -72,6 +75,13 @@ type batcher[Q, R any] struct {
 	// tasks as the batch is taken from the queue, in that order; calls sent
 	// alone by their callers are not batches and are not reported.
 	sent func(tasks []string)
+
+	// refused and admit (readmitWith) handle a batch that the database
+	// refused as a whole for one call's sake: refused says whether a
+	// batch's error is such a refusal, admit judges one call again (nil:
+	// send it). See run.
+	refused func(err error) bool
+	admit   func(ctx context.Context, req Q) error
 }
 
 // A call is one caller's request, waiting for its batch.
@@ -264,17 +274,43 @@ func (b *batcher[Q, R]) take() []*call[Q, R] {
 	return batch
 }
 
+// readmitWith makes b judge again, by s's scope for right, the calls of a
+// batch that row-level security refused (refusedByPolicy): a claim of a
+// task that left the role's scope after it was admitted fails its whole
+// statement, and must not fail the calls batched with it.
+func (b *batcher[Q, R]) readmitWith(s *Store, right string) {
+	b.refused = func(err error) bool {
+		var pgErr *pgconn.PgError
+		return errors.As(err, &pgErr) && pgErr.Code == "42501"
+	}
+	b.admit = func(ctx context.Context, req Q) error { return s.checkScope(ctx, b.op, right, b.task(req)) }
+}
+
 // run sends one batch and answers its callers. The statement runs under its
 // own timeout, not under any caller's context.
+//
+// When the database refuses the batch for one call's sake (refused: a task
+// that left the role's scope after its call was admitted), the calls are
+// judged again (admit, by a copy of the scope read afresh: the refusal
+// dropped the old one); those refused now get their refusal, and the rest
+// are sent once more, as one batch. So a change of scope costs the other
+// calls one more statement, not an error. A second refusal fails them all,
+// as any failed statement does.
 func (b *batcher[Q, R]) run(batch []*call[Q, R]) {
-	reqs := make([]Q, len(batch))
-	for i, c := range batch {
-		reqs[i] = c.req
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	defer cancel()
+	reqs := requests(batch)
 	vals, err := b.send(ctx, reqs)
-	cancel()
 	b.count(len(reqs))
+	if err != nil && len(batch) > 1 && b.refused != nil && b.refused(err) {
+		batch = b.readmit(ctx, batch)
+		if len(batch) == 0 {
+			return
+		}
+		reqs = requests(batch)
+		vals, err = b.send(ctx, reqs)
+		b.count(len(reqs))
+	}
 	if err != nil {
 		err = interpretError(b.op, err) // one failed statement fails every call in it
 		for _, c := range batch {
@@ -285,6 +321,29 @@ func (b *batcher[Q, R]) run(batch []*call[Q, R]) {
 	for i, c := range batch {
 		c.done <- answer[R]{val: vals[i]}
 	}
+}
+
+// requests are the requests of batch's calls, in order.
+func requests[Q, R any](batch []*call[Q, R]) []Q {
+	reqs := make([]Q, len(batch))
+	for i, c := range batch {
+		reqs[i] = c.req
+	}
+	return reqs
+}
+
+// readmit judges each call of batch again (admit), answers those it
+// refuses with their refusal, and returns the others, in order.
+func (b *batcher[Q, R]) readmit(ctx context.Context, batch []*call[Q, R]) []*call[Q, R] {
+	kept := batch[:0]
+	for _, c := range batch {
+		if err := b.admit(ctx, c.req); err != nil {
+			c.done <- answer[R]{err: err}
+			continue
+		}
+		kept = append(kept, c)
+	}
+	return kept
 }
 
 // stop fails the queued calls with unavailable, lets the batches in flight

@@ -223,6 +223,9 @@ func (s *Store) History(ctx context.Context, task string, limit int) ([]leasecor
 	if s.closed.Load() {
 		return nil, interpretError(op, errClosed)
 	}
+	if err := s.checkScope(ctx, op, leasecore.RightRead, task); err != nil {
+		return nil, err
+	}
 	rows, err := s.pool.Query(ctx, historySQL, task, limit)
 	if err != nil {
 		return nil, interpretError(op, err)

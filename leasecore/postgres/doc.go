@@ -24,7 +24,15 @@
 //   - errors.go: interpretError, the one place that turns pgx errors into
 //     leasecore outcomes (and masks credentials in their text).
 //   - migrate.go and migrations/: the schema, applied under an advisory
-//     lock.
+//     lock; a role that may not change it (a runtime role) migrates a
+//     current schema as a no-op.
+//   - grants.go: the privileges of a runtime role, table by table
+//     (MigrateGranting, `leasehold migrate --grant-runtime`).
+//   - scope.go: role scopes (leasecore.RoleScopeStore): the copy of the
+//     role's scope that refuses tasks outside it before they can join a
+//     batch; migration 0005's row-level security enforces it in the
+//     database. docs/store-roles.md and docs/design.md ("The store as the
+//     boundary").
 //
 // # Invariants a change must keep
 //

@@ -44,12 +44,15 @@ func interpretConstraintError(op string, err, exists, missing error) error {
 // describe picks the readable detail for err.
 func describe(err error) error {
 	var (
+		cannot  *cannotMigrateError
 		step    *stepError
 		pgErr   *pgconn.PgError
 		connErr *pgconn.ConnectError
 		netErr  net.Error
 	)
 	switch {
+	case errors.As(err, &cannot):
+		return err // its text says what to do
 	case errors.As(err, &step):
 		return detail(err, "%s: %v", step.step, describe(step.err))
 	case errors.Is(err, errClosed), errors.Is(err, errUndecided), errors.Is(err, leasecore.ErrSchemaBehind),
@@ -78,7 +81,11 @@ func describe(err error) error {
 func describePgError(e *pgconn.PgError) string {
 	switch e.Code {
 	case "42501": // insufficient_privilege
-		return fmt.Sprintf("permission denied (%s): the role needs SELECT, INSERT, UPDATE and DELETE on the leasehold tables, and CREATE on the schema to migrate", e.Message)
+		if isRLSMessage(e) {
+			return describeRLS(e)
+		}
+		return fmt.Sprintf("permission denied (%s): a runtime role needs the privileges `leasehold migrate --store URL --grant-runtime ROLE` gives it, "+
+			"run as the role that owns leasehold's tables, which alone may migrate (docs/store-roles.md)", e.Message)
 	case "28000", "28P01": // invalid_authorization_specification, invalid_password
 		return fmt.Sprintf("PostgreSQL refused the login: %s", e.Message)
 	case "3D000": // invalid_catalog_name

@@ -3,11 +3,14 @@ package postgres
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/migration"
 )
 
@@ -16,34 +19,56 @@ var migrationFiles embed.FS
 
 // loadMigrations reads the embedded migrations once.
 var loadMigrations = sync.OnceValues(func() ([]migration.Migration, error) {
-	return migration.Load(migrationFiles, "migrations", reservedVersions...)
+	return migration.Load(migrationFiles, "migrations")
 })
-
-// reservedVersions are migration numbers taken by work that is not merged
-// on this line yet (0005, the role scopes), which later migrations skip
-// over (0006_credential). Drop a number when its migration arrives:
-// migration.Load refuses the reservation then.
-var reservedVersions = []int{5}
 
 // migrationLockKey is the pg_advisory_xact_lock key that serialises
 // migrators of one database: the bytes of "leasehol".
 const migrationLockKey int64 = 0x6c65617365686f6c
 
 const createMigrationsTableSQL = `
-CREATE TABLE IF NOT EXISTS leasehold_schema_migrations (
+CREATE TABLE leasehold_schema_migrations (
     version    integer     PRIMARY KEY,
     name       text        NOT NULL,
     applied_at timestamptz NOT NULL DEFAULT now()
 )`
 
+// schemaVersionSQL reads the schema's version; it needs SELECT on
+// leasehold_schema_migrations and nothing else.
+const schemaVersionSQL = `SELECT coalesce(max(version), 0) FROM leasehold_schema_migrations`
+
 // Migrate applies the pending embedded migrations in one transaction. Several
 // processes may migrate one database at once: each waits for a transaction
 // advisory lock, so they run one after the other and the later ones find
 // nothing pending. A failed migration rolls back entirely.
+//
+// A schema that is current needs nothing but SELECT on
+// leasehold_schema_migrations, so a runtime role that may only read and
+// write leasehold's rows (docs/store-roles.md) migrates a current schema
+// as a no-op, even when it finds it behind and then waits for the owner's
+// migration to commit. When the schema is behind and the role may not
+// change it, the error names the role and says to run `leasehold migrate`
+// as the owner.
 func (s *Store) Migrate(ctx context.Context) error {
+	return s.MigrateGranting(ctx, nil)
+}
+
+// MigrateGranting is Migrate, then, in the same transaction, gives each of
+// runtimeRoles exactly the privileges a runtime role needs on leasehold's
+// tables (RuntimeGrants): the privileges it had on them are revoked first,
+// so a role granted more by hand ends with these. It is what
+// `leasehold migrate --grant-runtime ROLE` runs, as the owner, at every
+// upgrade: a migration that adds a table grants it in the transaction that
+// creates it, so a runtime role never meets a schema it may not use.
+func (s *Store) MigrateGranting(ctx context.Context, runtimeRoles []string) error {
 	const op = "migrate"
 	if s.closed.Load() {
 		return interpretError(op, errClosed)
+	}
+	for _, r := range runtimeRoles {
+		if err := leasecore.ValidateRoleName(r); err != nil {
+			return err
+		}
 	}
 	all, err := loadMigrations()
 	if err != nil {
@@ -55,8 +80,10 @@ func (s *Store) Migrate(ctx context.Context) error {
 	// Anything else (a missing table, a failure) is left to the
 	// transaction below, which meets it again.
 	var current int
-	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM leasehold_schema_migrations`).Scan(&current); err == nil && current >= len(all) {
-		return nil
+	if len(runtimeRoles) == 0 {
+		if err := s.pool.QueryRow(ctx, schemaVersionSQL).Scan(&current); err == nil && current >= len(all) {
+			return nil
+		}
 	}
 	// READ COMMITTED whatever the server's default: every statement takes a
 	// new snapshot, so the version read after the lock is granted includes
@@ -67,28 +94,104 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLockKey); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, createMigrationsTableSQL); err != nil {
+		// The table is created only when it is missing: CREATE TABLE IF NOT
+		// EXISTS checks the CREATE privilege on the schema before it looks
+		// for the table, and a runtime role has none.
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT to_regclass('leasehold_schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
 			return err
 		}
-		var current int
-		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM leasehold_schema_migrations`).Scan(&current); err != nil {
+		if !exists {
+			if _, err := tx.Exec(ctx, createMigrationsTableSQL); err != nil {
+				return &behindError{current: 0, want: len(all), err: err}
+			}
+		}
+		if err := tx.QueryRow(ctx, schemaVersionSQL).Scan(&current); err != nil {
 			return err
 		}
 		for _, m := range migration.Pending(all, current) {
 			// No arguments: pgx sends it with the simple protocol, so a file
 			// may hold several statements.
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {
-				return &stepError{step: fmt.Sprintf("migration %04d_%s", m.Version, m.Name), err: err}
+				return &behindError{current: current, want: len(all), err: &stepError{step: fmt.Sprintf("migration %04d_%s", m.Version, m.Name), err: err}}
 			}
 			if _, err := tx.Exec(ctx, `INSERT INTO leasehold_schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
-				return &stepError{step: fmt.Sprintf("recording migration %04d_%s", m.Version, m.Name), err: err}
+				return &behindError{current: current, want: len(all), err: &stepError{step: fmt.Sprintf("recording migration %04d_%s", m.Version, m.Name), err: err}}
+			}
+		}
+		for _, role := range runtimeRoles {
+			if err := grantRuntime(ctx, tx, role); err != nil {
+				return err
 			}
 		}
 		return nil
 	})
 	if err != nil {
 		s.noteReadOnly(err)
-		return interpretError(op, err)
+		return interpretError(op, s.explainCannotMigrate(ctx, err))
 	}
 	return nil
 }
+
+// behindError is a failure to bring the schema from version current to
+// want: explainCannotMigrate words it when the role lacked the privilege.
+type behindError struct {
+	current, want int
+	err           error
+}
+
+func (e *behindError) Error() string { return e.err.Error() }
+func (e *behindError) Unwrap() error { return e.err }
+
+// explainCannotMigrate turns a migration refused for want of a privilege
+// (insufficient_privilege, 42501) into cannotMigrateError, which names the
+// role that ran it and the one that owns leasehold's tables; other errors
+// are returned as they are.
+func (s *Store) explainCannotMigrate(ctx context.Context, err error) error {
+	var (
+		be    *behindError
+		pgErr *pgconn.PgError
+	)
+	if !errors.As(err, &be) || !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+		return err
+	}
+	ce := &cannotMigrateError{current: be.current, want: be.want, err: err}
+	// Best effort: the error is worth having without the names.
+	_ = s.pool.QueryRow(ctx, `
+SELECT current_user, coalesce((SELECT pg_get_userbyid(c.relowner) FROM pg_class AS c
+                                WHERE c.oid = to_regclass('leasehold_leases')), '')`).Scan(&ce.role, &ce.owner)
+	return ce
+}
+
+// cannotMigrateError: the schema is missing or behind, and the role the
+// store runs as may not create or change it (a runtime role). Its text
+// says what to do.
+type cannotMigrateError struct {
+	role, owner   string
+	current, want int
+	err           error
+}
+
+func (e *cannotMigrateError) Error() string {
+	state := fmt.Sprintf("the leasehold schema is at version %d and this build needs %d", e.current, e.want)
+	if e.current == 0 {
+		state = fmt.Sprintf("the leasehold schema is missing (this build needs version %d)", e.want)
+	}
+	who := "the store's role"
+	if e.role != "" {
+		who = fmt.Sprintf("role %q", e.role)
+	}
+	owner := "the role that owns leasehold's tables"
+	if e.owner != "" {
+		owner = fmt.Sprintf("the role that owns leasehold's tables (%q)", e.owner)
+	}
+	var pgErr *pgconn.PgError
+	errors.As(e.err, &pgErr)
+	return fmt.Sprintf("%s, and %s may not change it (%s): run `leasehold migrate --store URL` as %s, "+
+		"then this process carries on (docs/store-roles.md)", state, who, pgErr.Message, owner)
+}
+
+// Unwrap keeps the server's error reachable. It does not match
+// leasecore.ErrSchemaBehind: the text already says how to migrate, and
+// Ping reports the schema's state on its own.
+func (e *cannotMigrateError) Unwrap() error { return e.err }

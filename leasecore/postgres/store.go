@@ -121,6 +121,10 @@ type Store struct {
 	listenCtx  context.Context
 	stopListen context.CancelFunc
 	listeners  sync.WaitGroup
+
+	// scope is the copy of the scope of the role the store runs as
+	// (scope.go), by which calls of tasks outside it are refused up front.
+	scope scopeCache
 }
 
 // readOnlyNote is a read-only answer and when it was seen.
@@ -160,6 +164,8 @@ var (
 	_ leasecore.BatchRenewer = (*Store)(nil)
 	_ leasecore.WriteCounter = (*Store)(nil)
 	_ leasecore.HistoryFeed  = (*Store)(nil)
+
+	_ leasecore.RoleScopeStore = (*Store)(nil)
 )
 
 // Failures the driver finds itself, reported as unavailable with their own text.
@@ -195,6 +201,9 @@ type Options struct {
 	// pooler needs a ListenURL that reaches PostgreSQL directly (the same
 	// database). Empty: the store URL.
 	ListenURL string
+	// ScopeMaxAge bounds how stale the driver's copy of its role's scope
+	// (leasecore.RoleScope) may be; zero or less means DefaultScopeMaxAge.
+	ScopeMaxAge time.Duration
 }
 
 // OpenWith is Open with options.
@@ -235,10 +244,17 @@ func OpenWith(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, redact.Error(fmt.Errorf("postgres store: %w", err))
 	}
 	s := &Store{pool: pool, readOnlyBackoff: defaultReadOnlyBackoff, listen: listen}
+	s.scope.maxAge = opts.ScopeMaxAge
+	if s.scope.maxAge <= 0 {
+		s.scope.maxAge = DefaultScopeMaxAge
+	}
 	s.listenCtx, s.stopListen = context.WithCancel(context.Background())
-	s.claims = newBatcher("claim", func(r claimReq) string { return r.task }, watchReadOnly(s, s.sendClaims))
-	s.renewals = newBatcher("renew", func(r renewReq) string { return r.task }, watchReadOnly(s, s.sendRenewals))
-	s.releases = newBatcher("release", func(r releaseReq) string { return r.task }, watchReadOnly(s, s.sendReleases))
+	s.claims = newBatcher("claim", func(r claimReq) string { return r.task }, watchScope(s, watchReadOnly(s, s.sendClaims)))
+	s.renewals = newBatcher("renew", func(r renewReq) string { return r.task }, watchScope(s, watchReadOnly(s, s.sendRenewals)))
+	s.releases = newBatcher("release", func(r releaseReq) string { return r.task }, watchScope(s, watchReadOnly(s, s.sendReleases)))
+	for _, b := range []interface{ readmitWith(*Store, string) }{s.claims, s.renewals, s.releases} {
+		b.readmitWith(s, leasecore.RightHold)
+	}
 	return s, nil
 }
 
@@ -257,6 +273,9 @@ func (s *Store) Claim(ctx context.Context, p leasecore.ClaimParams) (*leasecore.
 	ttlMS := p.TTL.Milliseconds()
 	if ttlMS <= 0 { // Service never sends one; a direct caller gets the model's default
 		ttlMS = leasecore.DefaultTTL.Milliseconds()
+	}
+	if err := s.checkScope(ctx, op, leasecore.RightHold, p.Task); err != nil {
+		return nil, err
 	}
 	req := claimReq{task: p.Task, owner: p.Owner, ttlMS: ttlMS, note: p.Note, credential: p.Credential}
 	for range maxClaimAttempts {
@@ -319,6 +338,9 @@ func (s *Store) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.
 	if s.closed.Load() {
 		return nil, interpretError(op, errClosed)
 	}
+	if err := s.checkScope(ctx, op, leasecore.RightHold, p.Task); err != nil {
+		return nil, err
+	}
 	lease, err := s.renewals.do(ctx, renewReq{task: p.Task, owner: p.Owner, ttlMS: p.TTL.Milliseconds(), token: p.Token})
 	if err != nil {
 		return nil, err
@@ -333,6 +355,13 @@ func (s *Store) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.
 	)
 	err = s.pool.QueryRow(ctx, renewStateSQL, p.Task, p.Owner, p.Credential).Scan(&owner, &token, &released, &live)
 	if errors.Is(err, pgx.ErrNoRows) {
+		// No row, or one row-level security hides: the role's scope may
+		// have lost the task since the copy was read. Ask afresh rather
+		// than answer "never claimed" for a task the role may not see.
+		s.scope.invalidate()
+		if err := s.checkScope(ctx, op, leasecore.RightHold, p.Task); err != nil {
+			return nil, err
+		}
 		return nil, leasecore.RenewLost(p, leasecore.LeaseState{})
 	}
 	if err != nil {
@@ -376,8 +405,21 @@ func (s *Store) RenewBatch(ctx context.Context, ps []leasecore.RenewParams) ([]l
 		return nil, interpretError(op, errClosed)
 	}
 	results := make([]leasecore.RenewResult, len(ps))
-	var refused []int
-	for rest := indexes(len(ps)); len(rest) > 0; {
+	var refused, admitted []int
+	for i, p := range ps {
+		err := s.checkScope(ctx, op, leasecore.RightHold, p.Task)
+		switch {
+		case errors.Is(err, leasecore.ErrForbidden):
+			results[i].Err = err
+			continue
+		case err != nil:
+			// The scope could not be read: the batch fails, as its
+			// statement would have.
+			return nil, err
+		}
+		admitted = append(admitted, i)
+	}
+	for rest := admitted; len(rest) > 0; {
 		var chunk []int
 		chunk, rest = distinctTasks(ps, rest, maxRenewBatch)
 		reqs := make([]renewReq, len(chunk))
@@ -437,21 +479,25 @@ func (s *Store) lostReasons(ctx context.Context, ps []leasecore.RenewParams, ref
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	invalidated := false
 	for _, i := range refused {
 		p := ps[i]
 		st, ok := found[p.Task]
+		if !ok {
+			// No row, or one row-level security hides: as in Renew, ask
+			// the role's scope afresh (once for the batch).
+			if !invalidated {
+				s.scope.invalidate()
+				invalidated = true
+			}
+			if err := s.checkScope(ctx, "renew", leasecore.RightHold, p.Task); err != nil {
+				results[i].Err = err
+				continue
+			}
+		}
 		results[i].Err = leasecore.RenewLost(p, leasecore.LeaseState{Exists: ok, Owner: st.owner, Token: st.token, Released: st.released, Live: st.live})
 	}
 	return nil
-}
-
-// indexes returns 0, 1, …, n-1.
-func indexes(n int) []int {
-	is := make([]int, n)
-	for i := range is {
-		is[i] = i
-	}
-	return is
 }
 
 // distinctTasks splits the indexes of ps in order into a chunk of at most
@@ -525,6 +571,9 @@ func (s *Store) Release(ctx context.Context, p leasecore.ReleaseParams) (bool, e
 	if s.closed.Load() {
 		return false, interpretError(op, errClosed)
 	}
+	if err := s.checkScope(ctx, op, leasecore.RightHold, p.Task); err != nil {
+		return false, err
+	}
 	return s.releases.do(ctx, releaseReq{task: p.Task, owner: p.Owner, token: p.Token, credential: p.Credential})
 }
 
@@ -572,6 +621,9 @@ func (s *Store) Get(ctx context.Context, task string) (*leasecore.Lease, error) 
 	const op = "get"
 	if s.closed.Load() {
 		return nil, interpretError(op, errClosed)
+	}
+	if err := s.checkScope(ctx, op, leasecore.RightRead, task); err != nil {
+		return nil, err
 	}
 	lease, err := scanLease(s.pool.QueryRow(ctx, getSQL, task))
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -138,6 +138,7 @@ func (e EventKind) Valid() bool {
 const (
 	KeepaliveLostReasonDeadline      KeepaliveLostReason = "deadline"
 	KeepaliveLostReasonExpired       KeepaliveLostReason = "expired"
+	KeepaliveLostReasonForbidden     KeepaliveLostReason = "forbidden"
 	KeepaliveLostReasonHeldByOther   KeepaliveLostReason = "held_by_other"
 	KeepaliveLostReasonNotHeld       KeepaliveLostReason = "not_held"
 	KeepaliveLostReasonTokenMismatch KeepaliveLostReason = "token_mismatch"
@@ -149,6 +150,8 @@ func (e KeepaliveLostReason) Valid() bool {
 	case KeepaliveLostReasonDeadline:
 		return true
 	case KeepaliveLostReasonExpired:
+		return true
+	case KeepaliveLostReasonForbidden:
 		return true
 	case KeepaliveLostReasonHeldByOther:
 		return true
@@ -531,11 +534,11 @@ type InvalidParam struct {
 type KeepaliveLost struct {
 	Detail string `json:"detail"`
 
-	// Reason Why the lease was lost; `deadline` when no renewal could be confirmed before the lease would expire (the store kept failing).
+	// Reason Why the lease was lost; `deadline` when no renewal could be confirmed before the lease would expire (the store kept failing); `forbidden` when the task left the scope of the PostgreSQL role the sidecar's store runs as (docs/store-roles.md).
 	Reason KeepaliveLostReason `json:"reason"`
 }
 
-// KeepaliveLostReason Why the lease was lost; `deadline` when no renewal could be confirmed before the lease would expire (the store kept failing).
+// KeepaliveLostReason Why the lease was lost; `deadline` when no renewal could be confirmed before the lease would expire (the store kept failing); `forbidden` when the task left the scope of the PostgreSQL role the sidecar's store runs as (docs/store-roles.md).
 type KeepaliveLostReason string
 
 // KeepaliveReleased Data of a keepalive stream's `released` event.

@@ -28,7 +28,8 @@ const (
 	// ExitHeld: another owner holds the task (after --wait, when given); the
 	// command did not run (EX_TEMPFAIL).
 	ExitHeld = 75
-	// ExitNoPerm: the sidecar refused the credentials (EX_NOPERM).
+	// ExitNoPerm: the sidecar refused the credentials, or the store's role
+	// may not act on the task (EX_NOPERM).
 	ExitNoPerm = 77
 	// ExitUndeclared: the task is not declared and the sidecar requires
 	// declared tasks (serve --require-declared); the command did not run

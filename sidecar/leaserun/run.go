@@ -226,6 +226,9 @@ func acquire(ctx context.Context, cfg *Config, log *slog.Logger) (hold, int) {
 	case errors.Is(err, errUnauthorized):
 		log.Error("unauthorized", "addr", cli.RedactAddr(cfg.Addr), "err", err)
 		return nil, ExitNoPerm
+	case errors.Is(err, leasecore.ErrForbidden):
+		log.Error("forbidden", "task", cfg.Task, "err", err)
+		return nil, ExitNoPerm
 	default:
 		log.Error("unavailable", "task", cfg.Task, "err", err)
 		return nil, ExitUnavailable

@@ -53,7 +53,7 @@ func exitCode(err error) int {
 		return ExitHeld
 	case errors.Is(err, leasecore.ErrUndeclared):
 		return ExitUndeclared
-	case errors.Is(err, leasecore.ErrReserved):
+	case errors.Is(err, leasecore.ErrReserved), errors.Is(err, leasecore.ErrForbidden):
 		return ExitNoPerm
 	case errors.Is(err, leasecore.ErrInvalid):
 		return ExitUsage

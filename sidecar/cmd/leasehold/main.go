@@ -4,7 +4,7 @@
 //	                  [--store sqlite:./leasehold.db]
 //	                  [--require-declared] [--prune-interval 10m]
 //	                  [--token-file PATH] [--log-format text|json] [--allow-host NAME]
-//	leasehold migrate [--store URL] [--log-format text|json]
+//	leasehold migrate [--store URL] [--grant-runtime ROLE,…] [--log-format text|json]
 //	leasehold prune   [--store URL] [--log-format text|json]
 //	leasehold run     [--addr URL | --store URL] --task T [--ttl 30s] [--owner O]
 //	                  [--wait 0s] [--grace 10s] -- COMMAND [ARG...]
@@ -52,8 +52,9 @@ Usage:
                     [--credentials-file PATH] [--token-grace 2m]
                     serve the HTTP API and the web console at /ui/ (migrates the store at start);
                     on unix:PATH, a Unix socket whose file mode decides who may connect
-  leasehold migrate [--store URL] [--log-format text|json]
-                    create or upgrade the store's schema, then exit
+  leasehold migrate [--store URL] [--grant-runtime ROLE,…] [--log-format text|json]
+                    create or upgrade the store's schema, then exit; with --grant-runtime
+                    (PostgreSQL, run as the owner) give those roles the runtime privileges
   leasehold prune   [--store URL] [--log-format text|json]
                     delete lease history beyond the retention policies (one pass), then exit;
                     refuses a store that does not exist (no SQLite file, no schema)
@@ -104,9 +105,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	case "serve":
 		return serve(rest, getenv, stderr)
 	case "migrate":
-		return storeCommand("migrate", cli.Migrate, rest, getenv, stderr)
+		return migrate(rest, getenv, stderr)
 	case "prune":
-		return storeCommand("prune", cli.Prune, rest, getenv, stderr)
+		return storeCommand("prune", nil, cli.Prune, rest, getenv, stderr)
 	case "credentials":
 		return credentials(rest, os.Stdin, stdout, stderr)
 	case "run":
@@ -147,11 +148,31 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) int {
 	return exitOK
 }
 
+// migrate runs `leasehold migrate`: storeCommand's flags, and
+// --grant-runtime.
+func migrate(args []string, getenv func(string) string, stderr io.Writer) int {
+	var grant string
+	return storeCommand("migrate", func(fs *flag.FlagSet) {
+		fs.StringVar(&grant, "grant-runtime", "", "PostgreSQL: give these `roles` (comma-separated) exactly the privileges a runtime role needs "+
+			"(read and write leasehold's rows, no DDL), in the migration's transaction; run as the owner of leasehold's tables (docs/store-roles.md)")
+	}, func(ctx context.Context, store string, log *slog.Logger) error {
+		roles, err := cli.ParseRoles(grant)
+		if err != nil {
+			return err
+		}
+		return cli.MigrateGranting(ctx, store, roles, log)
+	}, args, getenv, stderr)
+}
+
 // storeCommand runs a one-shot command on a store: migrate or prune.
-func storeCommand(verb string, do func(context.Context, string, *slog.Logger) error, args []string, getenv func(string) string, stderr io.Writer) int {
+// extra, when not nil, defines the verb's own flags.
+func storeCommand(verb string, extra func(*flag.FlagSet), do func(context.Context, string, *slog.Logger) error, args []string, getenv func(string) string, stderr io.Writer) int {
 	cfg := cli.DefaultStoreConfig()
 	fs := newFlagSet(verb, stderr)
 	cfg.RegisterFlags(fs)
+	if extra != nil {
+		extra(fs)
+	}
 	if code, ok := parse(fs, args, getenv, stderr); !ok {
 		return code
 	}
