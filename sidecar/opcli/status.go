@@ -3,6 +3,7 @@ package opcli
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/leasehold/leasehold/sidecar/api"
@@ -19,12 +20,29 @@ func printSidecarStatus(w io.Writer, addr string, st *api.SidecarStatus) {
 	fmt.Fprintf(tw, "store\t%s\n", storeText(&st.Store))
 	fmt.Fprintf(tw, "streams\t%d open of %d\n", st.Streams.Open, st.Streams.Max)
 	fmt.Fprintf(tw, "watchers\t%d\n", st.Watchers)
+	if c := st.Caller; c != nil {
+		fmt.Fprintf(tw, "caller\t%s\n", callerText(c))
+	}
 	label := "batching"
 	for _, b := range st.Batching {
 		fmt.Fprintf(tw, "%s\t%s: %d operations in %d round trips%s\n", label, display(b.Op), b.Operations, b.Statements, factor(b.Operations, b.Statements))
 		label = ""
 	}
 	_ = tw.Flush()
+}
+
+// callerText is the credential a request was made with and its scope, in
+// a few words, escaped for a terminal.
+func callerText(c *api.Caller) string {
+	name := "anonymous (no token required)"
+	if c.Name != "" {
+		name = "credential " + display(c.Name)
+	}
+	prefixes := make([]string, len(c.Prefixes))
+	for i, p := range c.Prefixes {
+		prefixes[i] = display(p)
+	}
+	return fmt.Sprintf("%s: %s on %s", name, display(string(c.Right)), strings.Join(prefixes, " "))
 }
 
 // storeText is a store's kind and readiness in a few words, escaped for a
