@@ -194,34 +194,56 @@ func testOutOfDescriptors(t *testing.T, store string) {
 		}
 	})
 	addr := strings.TrimPrefix(s.base, "http://")
-	shed := false
-	for i := 0; i <= fdLimit && !shed; i++ {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatalf("dial %s: %v", addr, err)
+	exhaust := func() {
+		t.Helper()
+		for i := 0; i <= fdLimit; i++ {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatalf("dial %s: %v", addr, err)
+			}
+			idle = append(idle, c)
+			_ = c.SetDeadline(time.Now().Add(answerDeadline))
+			if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: "+addr+"\r\n\r\n"); err != nil {
+				t.Fatalf("connection %d: send: %v", i, err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("connection %d: no answer (%v): a connection the sidecar has no descriptor for waits unanswered", i, err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			switch resp.StatusCode {
+			case http.StatusOK:
+			case http.StatusServiceUnavailable:
+				expectUnavailable(t, fmt.Sprintf("idle connection %d", i), resp.StatusCode, string(raw))
+				return
+			default:
+				t.Fatalf("connection %d: %d %s", i, resp.StatusCode, raw)
+			}
 		}
-		idle = append(idle, c)
-		_ = c.SetDeadline(time.Now().Add(answerDeadline))
-		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: "+addr+"\r\n\r\n"); err != nil {
-			t.Fatalf("connection %d: send: %v", i, err)
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatalf("connection %d: no answer (%v): a connection the sidecar has no descriptor for waits unanswered", i, err)
-		}
-		raw, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		switch resp.StatusCode {
-		case http.StatusOK:
-		case http.StatusServiceUnavailable:
-			expectUnavailable(t, fmt.Sprintf("idle connection %d", i), resp.StatusCode, string(raw))
-			shed = true
-		default:
-			t.Fatalf("connection %d: %d %s", i, resp.StatusCode, raw)
-		}
-	}
-	if !shed {
 		t.Fatalf("%d connections open and none shed: the sidecar's limit is not %d", len(idle), fdLimit)
+	}
+	// outOfDescriptors exhausts the descriptors, then asks: the answer must
+	// be 503 at once. The sidecar's other descriptors come and go (its
+	// store's pool may close a connection), so a probe that finds one
+	// freed since is served; it is closed, and the descriptors exhausted
+	// again. A probe that waits unanswered fails at once (its deadline).
+	outOfDescriptors := func(what string, ask func() (status int, body string, close func())) {
+		t.Helper()
+		for attempt := 1; attempt <= 5; attempt++ {
+			exhaust()
+			status, body, done := ask()
+			if status == http.StatusServiceUnavailable {
+				expectUnavailable(t, what, status, body)
+				return
+			}
+			if status != http.StatusOK {
+				t.Fatalf("%s: %d %s, want 503 unavailable", what, status, body)
+			}
+			done()
+			t.Logf("%s: served on attempt %d: a descriptor was freed since the sidecar shed one; exhausting again", what, attempt)
+		}
+		t.Fatalf("%s: served five times after the descriptors were exhausted, never answered 503", what)
 	}
 	// Renewals received so far do not count.
 	for _, k := range held {
@@ -231,25 +253,40 @@ func testOutOfDescriptors(t *testing.T, store string) {
 	}
 
 	hc := streamClient()
-	_, status, body := tryStream(t, hc, s.base+"/v1/leases/late/keepalive?owner=late&ttl_ms=1000")
-	expectUnavailable(t, "a keepalive stream out of descriptors", status, body)
-	_, status, body = tryStream(t, hc, s.base+"/v1/watch")
-	expectUnavailable(t, "a watch stream out of descriptors", status, body)
-	ctx, cancel := context.WithTimeout(context.Background(), answerDeadline)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/v1/leases/late/claim", strings.NewReader(`{"owner":"late"}`))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatalf("claim out of descriptors: %v", err)
+	stream := func(url string) func() (int, string, func()) {
+		return func() (int, string, func()) {
+			resp, status, body := tryStream(t, hc, url)
+			return status, body, func() {
+				if resp != nil {
+					resp.Body.Close()
+				}
+			}
+		}
 	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	var claim map[string]any
-	_ = json.Unmarshal(raw, &claim)
-	if resp.StatusCode != http.StatusServiceUnavailable || claim["acquired"] != false || claim["reason"] != "unavailable" {
-		t.Errorf("claim out of descriptors: %d %s, want 503 {acquired:false, reason:unavailable}", resp.StatusCode, raw)
-	}
+	outOfDescriptors("a keepalive stream out of descriptors", stream(s.base+"/v1/leases/late/keepalive?owner=late&ttl_ms=1000"))
+	outOfDescriptors("a watch stream out of descriptors", stream(s.base+"/v1/watch"))
+	outOfDescriptors("a claim out of descriptors", func() (int, string, func()) {
+		ctx, cancel := context.WithTimeout(context.Background(), answerDeadline)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/v1/leases/late/claim", strings.NewReader(`{"owner":"late"}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("claim out of descriptors: %v", err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			var claim map[string]any
+			_ = json.Unmarshal(raw, &claim)
+			if claim["acquired"] != false || claim["reason"] != "unavailable" {
+				t.Errorf("claim out of descriptors: %s, want {acquired:false, reason:unavailable}", raw)
+			}
+			// A claim's 503 is its unavailable body, not a problem.
+			return http.StatusServiceUnavailable, `{"type":"urn:leasehold:problem:unavailable"}`, func() {}
+		}
+		return resp.StatusCode, string(raw), func() {}
+	})
 
 	// The streams held before keep renewing.
 	for i, k := range held {
@@ -282,11 +319,11 @@ func testOutOfDescriptors(t *testing.T, store string) {
 	if !strings.Contains(logs, "out of file descriptors") {
 		t.Errorf("the sidecar did not log that it ran out of descriptors:\n%s", logs)
 	}
-	resp, err = hc.Get(s.base + "/metrics")
+	resp, err := hc.Get(s.base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, _ = io.ReadAll(resp.Body)
+	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	var shedCount float64
 	for line := range strings.SplitSeq(string(raw), "\n") {
