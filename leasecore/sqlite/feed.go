@@ -256,15 +256,21 @@ func (w *watcher) follow(ctx context.Context, ch chan<- struct{}) {
 	tick := time.NewTicker(w.s.changesPoll)
 	defer tick.Stop()
 	var retry *backoff.Backoff // non-nil while polls fail
-	for {
-		// Taken before the wait, so that a commit during the poll below
-		// is not missed.
-		local := w.s.committed.wait()
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		case <-local:
+	// local is taken before each poll, so that a commit during the poll is
+	// not missed. The first poll comes at once: this process's commits
+	// between HistoryChanges' baseline and this goroutine's first wait
+	// notified nobody (under load that gap is long), and the next may not
+	// come before the ticker.
+	local := w.s.committed.wait()
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			case <-local:
+			}
+			local = w.s.committed.wait()
 		}
 		changed, err := w.poll(ctx)
 		if ctx.Err() != nil {
