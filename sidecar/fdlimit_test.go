@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -240,5 +241,63 @@ func TestFDListenerShedsWhenOutOfDescriptors(t *testing.T) {
 	script.accepts <- accepted{err: errors.New("listener broken")}
 	if _, err := ln.Accept(); err == nil || !strings.Contains(err.Error(), "listener broken") {
 		t.Errorf("Accept after a plain error: %v", err)
+	}
+}
+
+// TestFDListenerRearmsALostSpare: when the spare descriptor was lost (an
+// open elsewhere took the descriptor a shed connection freed) and cannot be
+// opened again, the next connection accepted is shed instead of served, so
+// that its descriptor becomes the spare; otherwise the next exhaustion
+// would leave connections waiting unanswered.
+func TestFDListenerRearmsALostSpare(t *testing.T) {
+	t.Parallel()
+	lostServer, lostClient := net.Pipe()
+	nextServer, nextClient := net.Pipe()
+	t.Cleanup(func() { lostClient.Close(); nextServer.Close(); nextClient.Close() })
+	script := &scriptedListener{accepts: make(chan accepted, 2)}
+	script.accepts <- accepted{conn: lostServer}
+	script.accepts <- accepted{conn: nextServer}
+	shed := prometheus.NewCounter(prometheus.CounterOpts{Name: "shed", Help: "connections shed"})
+	ln, err := newFDListener(script, slog.New(slog.DiscardHandler), shed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	// The spare is lost, and no descriptor is free to open it again until
+	// the shed connection gives its own back.
+	ln.mu.Lock()
+	ln.spare.Close()
+	ln.spare = nil
+	var failing atomic.Bool
+	failing.Store(true)
+	ln.openSpare = func() (*os.File, error) {
+		if failing.Swap(false) {
+			return nil, os.NewSyscallError("open", syscall.EMFILE)
+		}
+		return os.Open(os.DevNull)
+	}
+	ln.mu.Unlock()
+
+	go func() {
+		_ = lostClient.SetDeadline(time.Now().Add(30 * time.Second))
+		_, _ = io.WriteString(lostClient, "GET /v1/leases HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+		_, _ = io.Copy(io.Discard, lostClient)
+	}()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatalf("Accept: %v", err)
+	}
+	if c != nextServer {
+		t.Fatal("Accept served the connection whose descriptor had to become the spare")
+	}
+	select {
+	case <-ln.back:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the shed connection did not give its descriptor back")
+	}
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	if ln.spare == nil {
+		t.Error("no spare descriptor after the connection was shed in its place")
 	}
 }

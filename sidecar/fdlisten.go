@@ -44,6 +44,9 @@ type fdListener struct {
 	net.Listener
 	log  *slog.Logger
 	shed prometheus.Counter
+	// openSpare opens the spare descriptor (/dev/null); a seam for tests,
+	// which cannot run the process out of descriptors.
+	openSpare func() (*os.File, error)
 
 	exhausted atomic.Bool // out of descriptors since the last accept that succeeded
 
@@ -72,12 +75,15 @@ const (
 
 // newFDListener wraps ln; it closes ln when it fails.
 func newFDListener(ln net.Listener, log *slog.Logger, shed prometheus.Counter) (*fdListener, error) {
-	spare, err := os.Open(os.DevNull)
+	l := &fdListener{Listener: ln, log: log, shed: shed, back: make(chan struct{}, 1),
+		openSpare: func() (*os.File, error) { return os.Open(os.DevNull) }}
+	spare, err := l.openSpare()
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
-	return &fdListener{Listener: ln, log: log, shed: shed, spare: spare, back: make(chan struct{}, 1)}, nil
+	l.spare = spare
+	return l, nil
 }
 
 // Accept returns the next connection to serve; connections that arrive
@@ -87,6 +93,17 @@ func (l *fdListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err == nil {
+			if !l.rearm() {
+				// The spare was lost (another open took the descriptor a
+				// shed connection freed) and none is free to open it
+				// again: without it the next exhaustion would leave
+				// connections waiting. This connection's descriptor
+				// becomes the spare once it is shed.
+				l.takeShed()
+				go l.shedConn(c)
+				wait = 0
+				continue
+			}
 			if l.exhausted.Load() {
 				l.recovered()
 			}
@@ -140,7 +157,7 @@ func (l *fdListener) takeOne(cause error) net.Conn {
 			"hint", "raise the open-file limit, or lower --max-streams and --max-watchers (README: Configuration)")
 	}
 	if l.spare == nil && !l.shedding && !l.closed {
-		l.spare, _ = os.Open(os.DevNull) // lost to another open; fails while none is free
+		l.spare, _ = l.openSpare() // lost to another open; fails while none is free
 	}
 	spare := l.spare
 	if spare == nil {
@@ -160,12 +177,35 @@ func (l *fdListener) takeOne(cause error) net.Conn {
 	return c
 }
 
+// rearm opens the spare again when it is missing and no shed connection
+// holds its descriptor; false when it is missing and cannot be opened.
+func (l *fdListener) rearm() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.spare != nil || l.shedding || l.closed {
+		return true
+	}
+	spare, err := l.openSpare()
+	if err != nil {
+		return false
+	}
+	l.spare = spare
+	return true
+}
+
+// takeShed marks a connection being shed in place of the spare.
+func (l *fdListener) takeShed() {
+	l.mu.Lock()
+	l.shedding = true
+	l.mu.Unlock()
+}
+
 // shedDone takes the spare back after a connection was shed.
 func (l *fdListener) shedDone() {
 	l.mu.Lock()
 	l.shedding = false
 	if !l.closed {
-		l.spare, _ = os.Open(os.DevNull) // on failure, takeOne tries again
+		l.spare, _ = l.openSpare() // on failure, takeOne or rearm tries again
 	}
 	l.mu.Unlock()
 	select {
