@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/leasehold/leasehold/leasecore/internal/snapcache"
 )
 
 // DefaultDeclarationsMaxAge is how stale the declarations a Service applies
@@ -27,7 +27,7 @@ func WithDeclarations(maxAge time.Duration, require bool) Option {
 		if maxAge <= 0 {
 			maxAge = DefaultDeclarationsMaxAge
 		}
-		s.decls.maxAge = maxAge
+		s.decls.copy.MaxAge = maxAge
 		s.decls.require = require
 	}
 }
@@ -36,121 +36,47 @@ func WithDeclarations(maxAge time.Duration, require bool) Option {
 // Claims read it without a round trip; when the copy is older than maxAge,
 // the first claim to notice reloads it with one ListTasks and the claims
 // arriving meanwhile wait for that load and use its result, so no claim
-// applies a copy older than maxAge, counted from when its load was sent.
+// applies a copy older than maxAge, counted from when its load was sent
+// (snapcache).
 type declarations struct {
-	maxAge  time.Duration
+	copy    snapcache.Cache[map[string]*TaskDecl] // never changed once loaded
 	require bool
-
-	snap atomic.Pointer[declSnapshot]
-
-	mu       sync.Mutex
-	inflight *declLoad // the load claims wait for, if one is running
-	gen      uint64    // bumped by invalidate: a load sent before must not be kept
-}
-
-type declSnapshot struct {
-	at    time.Time            // when the load was sent
-	tasks map[string]*TaskDecl // never changed once the snapshot is published
-}
-
-// get returns the task's declaration, or nil. The caller must not change it:
-// it is the snapshot's own.
-func (s *declSnapshot) get(task string) *TaskDecl {
-	return s.tasks[task]
-}
-
-// declLoad is one ListTasks, shared by the claims that wait for it.
-type declLoad struct {
-	sent time.Time
-	done chan struct{}
-	snap *declSnapshot
-	err  error
 }
 
 // invalidate marks the copy stale after this Service changed a declaration
 // itself: claims that start afterwards load a fresh one, and a load already
 // in flight (which may have read the store before the change) is neither
 // kept nor joined. Renewals keep bounding ttls by the stale copy until then.
-func (d *declarations) invalidate() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.gen++
-	d.inflight = nil
-	if old := d.snap.Load(); old != nil {
-		d.snap.Store(&declSnapshot{tasks: old.tasks}) // at zero: too old for a claim
-	}
-}
+func (d *declarations) invalidate() { d.copy.Invalidate(true) }
 
 // lookupDecl returns the task's declaration (nil when undeclared), reloading
-// the copy when it is too old.
+// the copy when it is too old. The caller must not change it: it is the
+// copy's own.
 func (s *Service) lookupDecl(ctx context.Context, op, task string) (*TaskDecl, error) {
-	d := &s.decls
-	if snap := d.snap.Load(); snap != nil && time.Since(snap.at) < d.maxAge {
-		return snap.get(task), nil
+	tasks, err := s.decls.copy.Get(ctx, s.loadDecls)
+	if err != nil {
+		return nil, Unavailable(op, err)
 	}
-	d.mu.Lock()
-	// A load sent longer than maxAge ago (a slow store) is too old to
-	// join: its answer may predate a change this claim must see.
-	if l := d.inflight; l != nil && time.Since(l.sent) < d.maxAge {
-		d.mu.Unlock()
-		select {
-		case <-l.done:
-		case <-ctx.Done():
-			return nil, Unavailable(op, ctx.Err())
-		}
-		return l.result(op, task)
-	}
-	l := &declLoad{sent: time.Now(), done: make(chan struct{})}
-	d.inflight = l
-	gen := d.gen
-	d.mu.Unlock()
-	s.loadDecls(ctx, l, gen)
-	return l.result(op, task)
+	return tasks[task], nil
 }
 
-func (l *declLoad) result(op, task string) (*TaskDecl, error) {
-	if l.err != nil {
-		return nil, Unavailable(op, fmt.Errorf("read task declarations: %w", l.err))
-	}
-	return l.snap.get(task), nil
-}
-
-// loadDecls runs one load and publishes it (unless the Service changed a
-// declaration meanwhile). It belongs to no caller: the first caller giving
-// up must not fail the others waiting for it. Whatever happens, the load
-// ends for its waiters.
-func (s *Service) loadDecls(ctx context.Context, l *declLoad, gen uint64) {
-	d := &s.decls
-	defer func() {
-		if l.snap == nil && l.err == nil {
-			l.err = errors.New("loading the declarations failed") // ListTasks panicked
-		}
-		d.mu.Lock()
-		if d.inflight == l {
-			d.inflight = nil
-		}
-		if l.err == nil && d.gen == gen {
-			d.snap.Store(l.snap)
-		}
-		d.mu.Unlock()
-		close(l.done)
-	}()
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.loadTimeout())
+// loadDecls reads every declaration, for the copy.
+func (s *Service) loadDecls(ctx context.Context) (map[string]*TaskDecl, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.loadTimeout())
 	defer cancel()
 	var list []TaskDecl
-	err := s.call(lctx, OpListTasks, func(ctx context.Context) (err error) {
+	err := s.call(ctx, OpListTasks, func(ctx context.Context) (err error) {
 		list, err = s.store.ListTasks(ctx, ListParams{}) // every declaration: the copy is the whole catalog
 		return err
 	})
 	if err != nil {
-		l.err = err
-		return
+		return nil, fmt.Errorf("read task declarations: %w", err)
 	}
 	tasks := make(map[string]*TaskDecl, len(list))
 	for i := range list {
 		tasks[list[i].Name] = &list[i]
 	}
-	l.snap = &declSnapshot{at: l.sent, tasks: tasks}
+	return tasks, nil
 }
 
 func (s *Service) loadTimeout() time.Duration {
@@ -238,11 +164,8 @@ func (s *Service) checkRenewDecl(task string, ttl time.Duration) error {
 	if IsReserved(task) {
 		return nil
 	}
-	snap := s.decls.snap.Load()
-	if snap == nil {
-		return nil
-	}
-	if decl := snap.get(task); decl != nil {
+	tasks, _ := s.decls.copy.Latest()
+	if decl := tasks[task]; decl != nil {
 		return checkMaxTTL(decl, task, ttl)
 	}
 	return nil

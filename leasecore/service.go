@@ -47,7 +47,7 @@ func WithOpTimeout(d time.Duration) Option { return func(s *Service) { s.opTimeo
 // New returns a Service over store.
 func New(store Store, opts ...Option) *Service {
 	s := &Service{store: store, opTimeout: DefaultOpTimeout, watchBuffer: DefaultWatchBuffer, watchLinger: WatchLinger}
-	s.decls.maxAge = DefaultDeclarationsMaxAge
+	s.decls.copy.MaxAge = DefaultDeclarationsMaxAge
 	for _, o := range opts {
 		o(s)
 	}

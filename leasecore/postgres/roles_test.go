@@ -322,7 +322,7 @@ func TestScopeShrinksUnderABatch(t *testing.T) {
 
 	// Alone, with the copy stale again.
 	db.scope(t, db.a, "a/", "gate/", "x/")
-	st.scope.invalidate()
+	st.scope.Invalidate(false)
 	if _, err := st.Claim(ctx, leasecore.ClaimParams{Task: "a/warm", Owner: "o", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +360,7 @@ func TestScopeShrinksUnderALease(t *testing.T) {
 	// The same in a batch (how keepalive streams renew), the copy stale
 	// again.
 	db.scope(t, db.a, "a/", "x/")
-	st.scope.invalidate()
+	st.scope.Invalidate(false)
 	if _, err := st.Claim(ctx, leasecore.ClaimParams{Task: "a/warm", Owner: "o", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}

@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -41,74 +38,10 @@ SELECT current_user, s.role IS NOT NULL, coalesce(s.prefixes, '{}')
   FROM (SELECT) AS one
   LEFT JOIN leasehold_role_scopes AS s ON s.role = current_user`
 
-// scopeCache is a Store's copy of its role's scope. A call finds it fresh,
-// or waits for the one load in flight (or starts it), so no call is judged
-// by a copy loaded longer than maxAge before it started.
-type scopeCache struct {
-	maxAge time.Duration
-	snap   atomic.Pointer[scopeSnap]
-
-	mu       sync.Mutex
-	inflight *scopeLoad
-	gen      uint64 // bumped by invalidate: a load sent before it is neither kept nor joined
-}
-
-type scopeSnap struct {
-	at    time.Time // when its load was sent
-	scope leasecore.Scope
-}
-
-type scopeLoad struct {
-	sent time.Time
-	done chan struct{}
-	snap *scopeSnap
-	err  error
-}
-
-// get returns the scope, loading it when the copy is too old.
-func (c *scopeCache) get(ctx context.Context, s *Store) (leasecore.Scope, error) {
-	if snap := c.snap.Load(); snap != nil && time.Since(snap.at) < c.maxAge {
-		return snap.scope, nil
-	}
-	c.mu.Lock()
-	if l := c.inflight; l != nil && time.Since(l.sent) < c.maxAge {
-		c.mu.Unlock()
-		select {
-		case <-l.done:
-		case <-ctx.Done():
-			return leasecore.Scope{}, ctx.Err()
-		}
-		if l.err != nil {
-			return leasecore.Scope{}, l.err
-		}
-		return l.snap.scope, nil
-	}
-	l := &scopeLoad{sent: time.Now(), done: make(chan struct{})}
-	c.inflight = l
-	gen := c.gen
-	c.mu.Unlock()
-	c.load(ctx, s, l, gen)
-	if l.err != nil {
-		return leasecore.Scope{}, l.err
-	}
-	return l.snap.scope, nil
-}
-
-// load runs one load for every caller waiting on it: under a timeout of
-// its own, so that the first caller giving up does not fail the others.
-func (c *scopeCache) load(ctx context.Context, s *Store, l *scopeLoad, gen uint64) {
-	defer func() {
-		c.mu.Lock()
-		if c.inflight == l {
-			c.inflight = nil
-		}
-		if l.err == nil && c.gen == gen {
-			c.snap.Store(l.snap)
-		}
-		c.mu.Unlock()
-		close(l.done)
-	}()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
+// loadScope reads the scope of the role the session runs as, for the
+// Store's copy (Store.scope, at most Options.ScopeMaxAge old).
+func (s *Store) loadScope(ctx context.Context) (leasecore.Scope, error) {
+	ctx, cancel := context.WithTimeout(ctx, batchTimeout)
 	defer cancel()
 	var (
 		scope    leasecore.Scope
@@ -116,24 +49,12 @@ func (c *scopeCache) load(ctx context.Context, s *Store, l *scopeLoad, gen uint6
 		prefixes []string
 	)
 	if err := s.pool.QueryRow(ctx, scopeSQL).Scan(&scope.Role, &limited, &prefixes); err != nil {
-		l.err = fmt.Errorf("read the role's scope: %w", err)
-		return
+		return leasecore.Scope{}, fmt.Errorf("read the role's scope: %w", err)
 	}
 	if limited {
 		scope.Prefixes = append([]string{}, prefixes...) // not nil, even when empty: limited to nothing
 	}
-	l.snap = &scopeSnap{at: l.sent, scope: scope}
-}
-
-// invalidate drops the copy: the next call loads the scope again, and a
-// load in flight (which may have read it before the change that made the
-// database refuse a statement) is neither kept nor joined.
-func (c *scopeCache) invalidate() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.gen++
-	c.inflight = nil
-	c.snap.Store(nil)
+	return scope, nil
 }
 
 // checkScope returns the *leasecore.ForbiddenError refusing right on task
@@ -145,7 +66,7 @@ func (s *Store) checkScope(ctx context.Context, op, right, task string) error {
 	if leasecore.IsReserved(task) && !strings.HasPrefix(task, leasecore.PruneTask+"/") {
 		return nil
 	}
-	scope, err := s.scope.get(ctx, s)
+	scope, err := s.scope.Get(ctx, s.loadScope)
 	if err != nil {
 		return interpretError(op, err)
 	}
@@ -160,7 +81,7 @@ func (s *Store) checkScope(ctx context.Context, op, right, task string) error {
 func (s *Store) refusedByPolicy(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
-		s.scope.invalidate()
+		s.scope.Invalidate(false)
 		return true
 	}
 	return false
@@ -185,7 +106,7 @@ func (s *Store) Scope(ctx context.Context) (leasecore.Scope, error) {
 	if s.closed.Load() {
 		return leasecore.Scope{}, interpretError(op, errClosed)
 	}
-	scope, err := s.scope.get(ctx, s)
+	scope, err := s.scope.Get(ctx, s.loadScope)
 	if err != nil {
 		return leasecore.Scope{}, interpretError(op, err)
 	}
@@ -247,17 +168,15 @@ func (s *Store) putRoleScope(ctx context.Context, op, sql string, r leasecore.Ro
 		return nil, interpretConstraintError(op, err, &leasecore.ExistsError{Kind: "role scope", Name: r.Role}, nil)
 	}
 	if out.Role == s.currentRole() {
-		s.scope.invalidate()
+		s.scope.Invalidate(false)
 	}
 	return out, nil
 }
 
 // currentRole is the role of the copy of the scope, or "" when none is loaded.
 func (s *Store) currentRole() string {
-	if snap := s.scope.snap.Load(); snap != nil {
-		return snap.scope.Role
-	}
-	return ""
+	scope, _ := s.scope.Latest()
+	return scope.Role
 }
 
 // GetRoleScope returns a role's scope, or nil when it has none.
@@ -287,7 +206,7 @@ func (s *Store) DeleteRoleScope(ctx context.Context, role string) (bool, error) 
 		return false, interpretError(op, err)
 	}
 	if role == s.currentRole() {
-		s.scope.invalidate()
+		s.scope.Invalidate(false)
 	}
 	return tag.RowsAffected() == 1, nil
 }

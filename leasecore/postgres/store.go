@@ -15,6 +15,7 @@ import (
 
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/internal/redact"
+	"github.com/leasehold/leasehold/leasecore/internal/snapcache"
 )
 
 // checkUserinfo refuses a URL whose user name or password holds a raw '@'
@@ -124,7 +125,7 @@ type Store struct {
 
 	// scope is the copy of the scope of the role the store runs as
 	// (scope.go), by which calls of tasks outside it are refused up front.
-	scope scopeCache
+	scope snapcache.Cache[leasecore.Scope]
 }
 
 // readOnlyNote is a read-only answer and when it was seen.
@@ -244,9 +245,9 @@ func OpenWith(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, redact.Error(fmt.Errorf("postgres store: %w", err))
 	}
 	s := &Store{pool: pool, readOnlyBackoff: defaultReadOnlyBackoff, listen: listen}
-	s.scope.maxAge = opts.ScopeMaxAge
-	if s.scope.maxAge <= 0 {
-		s.scope.maxAge = DefaultScopeMaxAge
+	s.scope.MaxAge = opts.ScopeMaxAge
+	if s.scope.MaxAge <= 0 {
+		s.scope.MaxAge = DefaultScopeMaxAge
 	}
 	s.listenCtx, s.stopListen = context.WithCancel(context.Background())
 	s.claims = newBatcher("claim", func(r claimReq) string { return r.task }, watchScope(s, watchReadOnly(s, s.sendClaims)))
@@ -358,7 +359,7 @@ func (s *Store) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.
 		// No row, or one row-level security hides: the role's scope may
 		// have lost the task since the copy was read. Ask afresh rather
 		// than answer "never claimed" for a task the role may not see.
-		s.scope.invalidate()
+		s.scope.Invalidate(false)
 		if err := s.checkScope(ctx, op, leasecore.RightHold, p.Task); err != nil {
 			return nil, err
 		}
@@ -487,7 +488,7 @@ func (s *Store) lostReasons(ctx context.Context, ps []leasecore.RenewParams, ref
 			// No row, or one row-level security hides: as in Renew, ask
 			// the role's scope afresh (once for the batch).
 			if !invalidated {
-				s.scope.invalidate()
+				s.scope.Invalidate(false)
 				invalidated = true
 			}
 			if err := s.checkScope(ctx, "renew", leasecore.RightHold, p.Task); err != nil {
