@@ -121,12 +121,15 @@ func guardOrigin(next http.Handler, hosts *HostPolicy, m *metrics) http.Handler 
 		}
 		if isAPIPath(r.URL.Path) {
 			// CrossOriginProtection lets GET, HEAD and OPTIONS through; a
-			// shallow copy with an unsafe method gets every /v1 request
-			// the full check. Only the method differs, so nothing it reads
-			// is lost.
-			probe := *r
-			probe.Method = http.MethodPost
-			if err := cop.Check(&probe); err != nil {
+			// shallow copy with an unsafe method gets those the full
+			// check. Only the method differs, so nothing it reads is lost.
+			probe := r
+			if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions {
+				c := *r
+				c.Method = http.MethodPost
+				probe = &c
+			}
+			if err := cop.Check(probe); err != nil {
 				m.refused(refusedCrossSite)
 				writeProblemHTTP(w, newProblem(http.StatusForbidden, problemCrossSite, "Cross-site request",
 					"this sidecar refuses requests that a page of another origin makes a browser send (Sec-Fetch-Site / Origin); "+

@@ -189,19 +189,21 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 }
 
 func writeProblem(c echo.Context, p *problemError) {
+	_ = c.Blob(p.Status, contentTypeProblem, problemBody(p))
+}
+
+// problemBody is p's JSON.
+func problemBody(p *problemError) []byte {
 	body, err := json.Marshal(p.Problem)
 	if err != nil { // cannot happen: api.Problem has only strings and ints
 		body = []byte(`{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"internal server error"}`)
 	}
-	_ = c.Blob(p.Status, contentTypeProblem, body)
+	return body
 }
 
 // writeProblemHTTP answers p outside echo (the checks that run before it).
 func writeProblemHTTP(w http.ResponseWriter, p *problemError) {
-	body, err := json.Marshal(p.Problem)
-	if err != nil { // cannot happen: api.Problem has only strings and ints
-		body = []byte(`{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"internal server error"}`)
-	}
+	body := problemBody(p)
 	w.Header().Set(echo.HeaderContentType, contentTypeProblem)
 	w.Header().Set(echo.HeaderXContentTypeOptions, "nosniff")
 	w.WriteHeader(p.Status)

@@ -17,18 +17,27 @@ const AddrRule = "must be the sidecar's base URL: http:// or https://, a host, a
 	"; or unix:PATH for a sidecar on a Unix socket"
 
 // ParseAddr checks the address of a sidecar, the --addr of `leasehold run`
-// and of the operator commands, and returns it parsed. Its error says what
+// and of the operator commands, and returns the endpoint that reaches it
+// (endpoint.Parse of an address this rule admits). Its error says what
 // is wrong, then AddrRule; it quotes no part of the address that may be a
 // credential, so a caller prints the address with RedactAddr.
 //
 // Each kind of address is one case of the scheme switch: a new one (a Unix
 // socket, say) is a case of its own with its own rule.
-func ParseAddr(raw string) (*url.URL, error) {
+func ParseAddr(raw string) (endpoint.Endpoint, error) {
+	if err := checkAddr(raw); err != nil {
+		return endpoint.Endpoint{}, err
+	}
+	return endpoint.Parse(raw)
+}
+
+// checkAddr is ParseAddr's rule.
+func checkAddr(raw string) error {
 	if path, ok := endpoint.SocketPath(raw); ok {
 		if err := endpoint.CheckSocketPath(path); err != nil {
-			return nil, addrError("%v", err)
+			return addrError("%v", err)
 		}
-		return &url.URL{Scheme: "unix", Path: path}, nil
+		return nil
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -37,21 +46,21 @@ func ParseAddr(raw string) (*url.URL, error) {
 			err = ue.Err // url.Error quotes the whole address, password and all
 		}
 		if !strings.Contains(raw, "://") {
-			return nil, addrError("it has no http:// or https://")
+			return addrError("it has no http:// or https://")
 		}
-		return nil, addrError("%v", err)
+		return addrError("%v", err)
 	}
 	switch u.Scheme {
 	case "http", "https":
-		return u, checkHTTPAddr(raw, u)
+		return checkHTTPAddr(raw, u)
 	case "":
-		return nil, addrError("it has no http:// or https://")
+		return addrError("it has no http:// or https://")
 	default:
 		if u.Opaque != "" {
 			// localhost:7411 parses as the scheme "localhost".
-			return nil, addrError("it has no http:// or https://")
+			return addrError("it has no http:// or https://")
 		}
-		return nil, addrError("scheme %q is not http or https", u.Scheme)
+		return addrError("scheme %q is not http or https", u.Scheme)
 	}
 }
 

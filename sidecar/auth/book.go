@@ -74,8 +74,7 @@ func OpenTokenFile(path string, o BookOptions) (*Book, error) {
 // would make it.
 func SingleToken(token []byte) *Book {
 	b := &Book{now: time.Now}
-	b.state.Store(&bookState{tokens: map[Digest]entry{DigestOf(token): {cred: &Credential{
-		Name: TokenCredentialName, Prefixes: []string{AllPrefixes}, Rights: []Right{Admin}}}}, count: 1})
+	b.state.Store(&bookState{tokens: map[Digest]entry{DigestOf(token): {cred: tokenCredential()}}, count: 1})
 	return b
 }
 

@@ -145,7 +145,13 @@ func parseTokenFile(b []byte) (map[Digest]*Credential, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[Digest]*Credential{DigestOf(tok): {Name: TokenCredentialName, Prefixes: []string{AllPrefixes}, Rights: []Right{Admin}}}, nil
+	return map[Digest]*Credential{DigestOf(tok): tokenCredential()}, nil
+}
+
+// tokenCredential is the one credential of a token file: every right on
+// every task.
+func tokenCredential() *Credential {
+	return &Credential{Name: TokenCredentialName, Prefixes: []string{AllPrefixes}, Rights: []Right{Admin}}
 }
 
 // readFile reads a file of at most maxFileBytes.

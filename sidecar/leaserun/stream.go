@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/cli"
-	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/internal/sse"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar/api"
@@ -71,7 +70,7 @@ func openStream(ctx context.Context, cfg *Config, wait time.Duration) (hold, err
 	if waitMs > 0 {
 		q.Set("wait_ms", strconv.FormatInt(waitMs, 10))
 	}
-	ep, err := endpoint.Parse(cfg.Addr)
+	ep, err := cli.ParseAddr(cfg.Addr)
 	if err != nil { // Config.check refused it already
 		return nil, fmt.Errorf("%w: --addr %q: %v", leasecore.ErrInvalid, cfg.Addr, err)
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/cli"
-	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar/api"
@@ -150,14 +149,11 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 		defer sb.close()
 		b = sb
 	} else {
-		if _, err := cli.ParseAddr(o.addr); err != nil {
+		ep, err := cli.ParseAddr(o.addr)
+		if err != nil {
 			if !onLine["addr"] {
 				return usageError("%s=%q: %v", cli.EnvName("addr"), cli.RedactAddr(o.addr), err)
 			}
-			return usageError("--addr %q: %v", cli.RedactAddr(o.addr), err)
-		}
-		ep, err := endpoint.Parse(o.addr)
-		if err != nil { // cli.ParseAddr is the stricter: it let nothing through that this refuses
 			return usageError("--addr %q: %v", cli.RedactAddr(o.addr), err)
 		}
 		var token string

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -40,7 +39,8 @@ func credentials(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "new":
 		return newCredential(args[1:], stdout, stderr)
 	case "hash":
-		tok, err := cli.ParseToken(readAtMost(stdin, 4097))
+		raw, _ := io.ReadAll(io.LimitReader(stdin, 4097)) // ParseToken refuses more than a token's 4096 bytes
+		tok, err := cli.ParseToken(raw)
 		if err != nil {
 			return fail(stderr, "credentials hash", fmt.Errorf("the token on stdin: %w", err))
 		}
@@ -147,11 +147,5 @@ func mustJSON(v any) []byte {
 	if err != nil {
 		panic(err) // the file types hold strings only
 	}
-	return b
-}
-
-// readAtMost reads up to n bytes of r.
-func readAtMost(r io.Reader, n int64) []byte {
-	b, _ := io.ReadAll(io.LimitReader(bufio.NewReader(r), n))
 	return b
 }
