@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,13 +20,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/leasehold/leasehold/internal/lockedbuf"
+	"github.com/leasehold/leasehold/internal/pgbouncer"
 	"github.com/leasehold/leasehold/internal/pgtest"
 )
-
-// Through PgBouncer in transaction mode the store URL needs a query exec
-// mode that prepares no named statements (README, "PgBouncer").
-const bouncerParams = "default_query_exec_mode=exec"
 
 // The fleet this test runs through one PgBouncer.
 const (
@@ -40,107 +35,29 @@ const (
 	bouncerRounds      = 6 // claims per sidecar
 )
 
-// pgbouncerPath finds PgBouncer: on PATH, or where Debian's package puts it.
-// Missing, the test skips (fails under CI).
-func pgbouncerPath(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("pgbouncer"); err == nil {
-		return p
-	}
-	if executableFile("/usr/sbin/pgbouncer") {
-		return "/usr/sbin/pgbouncer"
-	}
-	msg := "pgbouncer not found: install Debian's pgbouncer package (apt-get install pgbouncer)"
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg + " (CI is set, so this is a failure, not a skip)")
-	}
-	t.Skip(msg)
-	return ""
-}
-
-func executableFile(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
-}
-
 // startPgBouncer runs PgBouncer in transaction mode in front of the
 // database at dbURL, holding at most bouncerServerConns server
-// connections, and returns the database's URL through it.
+// connections, and returns the database's URL through it. Without
+// PgBouncer the test skips (fails under CI).
 func startPgBouncer(t *testing.T, dbURL string) string {
 	t.Helper()
-	bin := pgbouncerPath(t)
-	u, err := url.Parse(dbURL)
+	b, err := pgbouncer.Start(dbURL, pgbouncer.Config{ServerConns: bouncerServerConns})
+	if errors.Is(err, pgbouncer.ErrNotInstalled) {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err.Error() + " (CI is set, so this is a failure, not a skip)")
+		}
+		t.Skip(err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	user := u.User.Username()
-	dir, err := os.MkdirTemp("", "leasehold-pgbouncer-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	var args []string
-	if os.Getuid() == 0 {
-		// PgBouncer refuses to run as root: it reads its files as root, then
-		// becomes the postgres user (who runs the test server as well).
-		args = append(args, "-u", "postgres")
-		if err := os.Chmod(dir, 0o755); err != nil {
-			t.Fatal(err)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("pgbouncer output:\n%s", b.Logs())
 		}
-	}
-	if err := os.WriteFile(filepath.Join(dir, "users.txt"), fmt.Appendf(nil, "%q \"\"\n", user), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for attempt := 0; ; attempt++ {
-		port := freeLocalPort(t)
-		conf := fmt.Sprintf(`[databases]
-* = host=%s port=%s
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = %d
-unix_socket_dir =
-auth_type = trust
-auth_file = %s
-pool_mode = transaction
-default_pool_size = %d
-max_db_connections = %d
-max_client_conn = 1000
-`, u.Hostname(), u.Port(), port, filepath.Join(dir, "users.txt"), bouncerServerConns, bouncerServerConns)
-		cfg := filepath.Join(dir, "pgbouncer.ini")
-		if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(bin, append(args, cfg)...)
-		logs := &lockedbuf.Buffer{}
-		cmd.Stdout, cmd.Stderr = logs, logs
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start pgbouncer: %v", err)
-		}
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		stop := func() {
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		through := *u
-		through.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		through.RawQuery = strings.TrimPrefix(u.RawQuery+"&"+bouncerParams, "&")
-		if err := awaitPostgres(through.String(), done); err != nil {
-			stop()
-			if attempt < 3 && strings.Contains(logs.String(), "in use") {
-				continue // lost the port to another process: try another
-			}
-			t.Fatalf("pgbouncer: %v\n%s", err, logs.String())
-		}
-		t.Cleanup(func() {
-			stop()
-			if t.Failed() {
-				t.Logf("pgbouncer output:\n%s", logs.String())
-			}
-		})
-		return through.String()
-	}
+		b.Stop()
+	})
+	return b.URL
 }
 
 func freeLocalPort(t *testing.T) int {
@@ -151,33 +68,6 @@ func freeLocalPort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-// awaitPostgres polls dbURL with SELECT 1 until it answers, the process
-// ends (done closes) or 30 s pass.
-func awaitPostgres(dbURL string, done <-chan struct{}) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		conn, err := pgx.Connect(ctx, dbURL)
-		if err == nil {
-			_, err = conn.Exec(ctx, "SELECT 1")
-			conn.Close(ctx)
-		}
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-done:
-			return fmt.Errorf("exited: %w", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no answer within 30s: %w", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // watchServerConns counts the server connections to database db every
