@@ -26,9 +26,13 @@ type Config struct {
 	ListenMode os.FileMode
 	// Store is the store URL: sqlite:PATH or postgres://…
 	Store string
-	// WatchStore, for a PostgreSQL store, is the URL of the connection the
-	// watch LISTENs on, when the store URL does not reach PostgreSQL
-	// directly (PgBouncer in transaction mode). Empty: the store URL.
+	// WatchStore is ignored. It was the URL of a connection of its own on
+	// which the watch LISTENed for changes of a PostgreSQL store behind
+	// PgBouncer; the watch now follows the store through Store itself (no
+	// LISTEN, no NOTIFY), and the flag is kept so that command lines and
+	// environments that set it still start. Run warns when it is set.
+	//
+	// Deprecated: the watch reads through Store.
 	WatchStore string
 	// AllowHosts are the Host names the sidecar answers besides loopback
 	// names, IP addresses and the name it listens on (--allow-host):
@@ -71,7 +75,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "`address` to listen on: host:port (a non-loopback host needs --token-file), or unix:PATH for a Unix socket")
 	fs.Var(listenModeFlag{&c.ListenMode}, "listen-mode", "file `mode` of a unix:PATH socket, in octal (default 0660: its owner and group may connect)")
 	fs.StringVar(&c.Store, "store", c.Store, "store `URL`: sqlite:PATH or postgres://USER@HOST:PORT/DB")
-	fs.StringVar(&c.WatchStore, "watch-store", c.WatchStore, "PostgreSQL `URL` the watch (GET /v1/watch) listens for changes on, reaching the server directly when --store goes through PgBouncer; default: --store")
+	fs.StringVar(&c.WatchStore, "watch-store", c.WatchStore, "ignored, and deprecated: the watch (GET /v1/watch) follows a PostgreSQL store through --store, PgBouncer included, with no connection of its own")
 	fs.Var((*hostList)(&c.AllowHosts), "allow-host", "a Host `name` to answer besides loopback names, IP addresses and the --listen host, as in leasehold.default.svc; *.DOMAIN matches its subdomains, * any host; repeat or separate with commas")
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "`path` of a file holding the bearer token required on /v1/*")
 	fs.StringVar(&c.CredentialsFile, "credentials-file", c.CredentialsFile, "`path` of a credentials file: named bearer tokens (stored as SHA-256), each with the task prefixes it covers and its right (read, hold, admin); exclusive with --token-file")
@@ -98,14 +102,6 @@ func (c Config) Validate() error {
 	}
 	if c.Store == "" {
 		return errors.New("--store must name a store: sqlite:PATH or postgres://…")
-	}
-	if c.WatchStore != "" {
-		if _, sqlite := storeurl.SQLitePath(c.Store); sqlite {
-			return errors.New("--watch-store applies to a PostgreSQL store only: an SQLite store is followed through its file")
-		}
-		if !strings.HasPrefix(c.WatchStore, "postgres://") && !strings.HasPrefix(c.WatchStore, "postgresql://") {
-			return errors.New("--watch-store must be a postgres:// URL that reaches the store's database directly (not through PgBouncer)")
-		}
 	}
 	if c.PruneInterval < 0 || (c.PruneInterval > 0 && c.PruneInterval < time.Second) {
 		return fmt.Errorf("--prune-interval must be 0 (off) or at least 1s, not %s", c.PruneInterval)

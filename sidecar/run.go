@@ -72,7 +72,11 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		book = b
 	}
 	storeName := storeurl.Redact(cfg.Store)
-	store, err := storeurl.OpenWith(ctx, cfg.Store, storeurl.Options{WatchURL: cfg.WatchStore})
+	if cfg.WatchStore != "" {
+		// Its value may hold a password: name the flag, not what it says.
+		log.Warn("--watch-store (LEASEHOLD_WATCH_STORE) is ignored and deprecated: the watch follows the store through --store, PgBouncer included; remove it")
+	}
+	store, err := storeurl.Open(ctx, cfg.Store)
 	if err != nil {
 		return fmt.Errorf("open store %s: %w", storeName, err)
 	}

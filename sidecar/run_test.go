@@ -35,7 +35,11 @@ func TestServeStopsWithContext(t *testing.T) {
 	t.Parallel()
 	var logs lockedbuf.Buffer
 	log, _ := cli.NewLogger("text", &logs)
-	cfg := Config{Listen: "127.0.0.1:0", Store: "sqlite:" + filepath.Join(t.TempDir(), "leasehold.db"), LogFormat: "text"}
+	// --watch-store, deprecated, is ignored with a warning that names the
+	// flag and not the URL, which may hold a password.
+	const watchSecret = "w4tchs3cr3t"
+	cfg := Config{Listen: "127.0.0.1:0", Store: "sqlite:" + filepath.Join(t.TempDir(), "leasehold.db"), LogFormat: "text",
+		WatchStore: "postgres://u:" + watchSecret + "@db-direct/l"}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -62,5 +66,8 @@ func TestServeStopsWithContext(t *testing.T) {
 	out := logs.String()
 	if !strings.Contains(out, "leasehold listening") || !strings.Contains(out, "addr=127.0.0.1:") || !strings.Contains(out, "msg=stopped") {
 		t.Errorf("log lacks the address or the clean stop:\n%s", out)
+	}
+	if !strings.Contains(out, "--watch-store (LEASEHOLD_WATCH_STORE) is ignored") || strings.Contains(out, watchSecret) {
+		t.Errorf("log lacks the --watch-store warning, or shows its URL:\n%s", out)
 	}
 }

@@ -18,7 +18,8 @@
 //     releases of distinct tasks as one statement each, with no timer.
 //   - feed.go: the history feed the watch follows (leasecore.HistoryFeed):
 //     a cursor that never reads past an id a transaction in flight may
-//     still commit, the LISTEN session of HistoryChanges, RecordExpiries.
+//     still commit, HistoryChanges (a poll of the newest committed id, and
+//     this Store's own commits), RecordExpiries.
 //   - catalog.go: declarations, retention policies, history and pruning
 //     (leasecore.CatalogStore).
 //   - errors.go: interpretError, the one place that turns pgx errors into

@@ -6,23 +6,24 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/leasehold/leasehold/internal/backoff"
 	"github.com/leasehold/leasehold/leasecore"
-	"github.com/leasehold/leasehold/leasecore/internal/redact"
 )
 
 // The driver's side of the watch (leasecore.HistoryFeed): a cursor that
 // reads leasehold_history in id order without ever skipping an event that
-// commits late, a LISTEN connection that says when to read, and the sweep
-// that records expiries nobody else noticed.
-
-// HistoryChannel is the channel on which the trigger of migration 0004
-// notifies, once per transaction that inserts history (empty payload).
-const HistoryChannel = "leasehold_history"
+// commits late, a poll of the newest committed event that says when to read
+// (with this Store's own commits signalled at once), and the sweep that
+// records expiries nobody else noticed.
+//
+// No transaction that claims, renews or releases notifies anybody. Until
+// migration 0007 a trigger ran pg_notify in every one that wrote history,
+// and a transaction that has notified takes a lock on the whole instance
+// while it commits (PostgreSQL keeps its notification queue in commit
+// order): every grant of every sidecar, and every notifying transaction of
+// any other application on the instance, committed one at a time.
+// docs/design.md ("The history feed") weighs the poll against the other
+// ways of telling watchers.
 
 // GapSettleTimeout is the longest a cursor holds events back behind a
 // missing id whose transaction it cannot prove ended (see cursor.Next):
@@ -40,43 +41,20 @@ const GapSettleTimeout = 30 * time.Second
 // positive.
 const defaultReadLimit = 1000
 
-// The LISTEN connection's pacing: the first and the longest pause before
-// reconnecting, and how long it waits for a notification before checking
-// that the connection is alive (a peer that vanished without closing the
-// TCP connection sends no error).
-const (
-	listenRetryFirst = 100 * time.Millisecond
-	listenRetryMax   = 5 * time.Second
-	listenHeartbeat  = 30 * time.Second
-)
+// ChangesPoll is how often HistoryChanges asks the database for its newest
+// committed event id while somebody follows it: the longest an event that
+// another process commits waits before this one is told of it. The
+// question is one short read through the pool (followFromNowSQL: the last
+// entry of the history's primary key), so it goes through PgBouncer in
+// transaction mode like every other statement and needs no session of its
+// own. Events this Store commits are signalled at once, without a poll.
+const ChangesPoll = 100 * time.Millisecond
+
+// changesRetryMax bounds the pause between failed polls.
+const changesRetryMax = 5 * time.Second
 
 // opHistoryChanges names HistoryChanges in its errors.
 const opHistoryChanges = "history_changes"
-
-// listenConfig is the configuration of the connections HistoryChanges
-// opens: the store's (store, from its URL) when listenURL is empty, else
-// listenURL's, with the same defaults.
-func listenConfig(store *pgxpool.Config, listenURL string) (*pgx.ConnConfig, error) {
-	if listenURL == "" {
-		return store.ConnConfig.Copy(), nil
-	}
-	if err := checkUserinfo(listenURL, "postgres listen URL"); err != nil {
-		return nil, err
-	}
-	// pgxpool's parser, so that pool_* parameters copied from the store
-	// URL are accepted (and ignored) rather than sent as server settings.
-	cfg, err := pgxpool.ParseConfig(listenURL)
-	if err != nil {
-		return nil, redact.Error(fmt.Errorf("postgres listen URL: %w", parseError(err)))
-	}
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
-	}
-	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
-		cfg.ConnConfig.RuntimeParams["application_name"] = "leasehold"
-	}
-	return cfg.ConnConfig, nil
-}
 
 // FollowHistory returns a cursor after the event with ID after, or, for an
 // after below zero, after the newest event committed when it is called. An
@@ -283,6 +261,9 @@ func (s *Store) RecordExpiries(ctx context.Context, limit int) (leasecore.Expiry
 		s.noteReadOnly(err)
 		return leasecore.ExpirySweep{}, interpretError(op, err)
 	}
+	if n > 0 {
+		s.committed.Notify()
+	}
 	sweep := leasecore.ExpirySweep{Recorded: int(n)}
 	if next != nil {
 		sweep.NextExpiry = next.UTC()
@@ -290,27 +271,35 @@ func (s *Store) RecordExpiries(ctx context.Context, limit int) (leasecore.Expiry
 	return sweep, nil
 }
 
-// HistoryChanges returns a channel that receives a value after any process
-// commits history events to the database, and after every (re)connection
-// of the listening session, since notifications sent while it was down
-// are lost. The session is a connection of its own, outside the pool, to
-// the listen URL (Options.ListenURL) or the store's; when it fails, it is
-// opened again with a growing pause. The channel is closed when ctx ends or
-// the store closes. It fails only on a closed store.
+// HistoryChanges returns a channel that receives a value soon after any
+// process commits history events to the database: a goroutine asks the
+// database for its newest committed event id every ChangesPoll (the
+// store's changesPoll) and sends a value when the id moved, and sends one
+// at once when this Store commits history. It sends one after its first
+// poll too, and after a failed poll (the reader then reads, and meets the
+// failure itself, or the events committed while the database was away);
+// failed polls are retried with a growing pause. The channel is closed when
+// ctx ends or the store closes. It fails only on a closed store.
+//
+// A newest id that did not move does not mean that nothing committed: an
+// event with a smaller id than one already seen may commit late. The cursor
+// then holds the later events back behind the gap and says so (Pending), and
+// its reader reads again soon on its own (Service.Watch does), so no signal
+// is needed for it.
 func (s *Store) HistoryChanges(ctx context.Context) (<-chan struct{}, error) {
-	s.listenMu.Lock()
-	defer s.listenMu.Unlock()
-	if s.closed.Load() || s.listenCtx.Err() != nil {
+	s.changesMu.Lock()
+	defer s.changesMu.Unlock()
+	if s.closed.Load() || s.changesCtx.Err() != nil {
 		return nil, interpretError(opHistoryChanges, errClosed)
 	}
 	ch := make(chan struct{}, 1)
 	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(s.listenCtx, cancel)
-	s.listeners.Go(func() {
+	stop := context.AfterFunc(s.changesCtx, cancel)
+	s.changes.Go(func() {
 		defer close(ch)
 		defer stop()
 		defer cancel()
-		s.listenLoop(ctx, ch)
+		s.followChanges(ctx, ch)
 	})
 	return ch, nil
 }
@@ -323,63 +312,51 @@ func signal(ch chan<- struct{}) {
 	}
 }
 
-// listenLoop keeps a listening session open until ctx ends, signalling ch
-// on every notification and after every connection.
-func (s *Store) listenLoop(ctx context.Context, ch chan<- struct{}) {
-	pause := backoff.New(listenRetryFirst, listenRetryMax)
-	for ctx.Err() == nil {
-		conn, err := s.listenConn(ctx)
-		if err == nil {
-			pause = backoff.New(listenRetryFirst, listenRetryMax)
-			signal(ch) // anything committed while no session listened
-			waitNotifications(ctx, conn, ch)
-			closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_ = conn.Close(closeCtx)
-			cancel()
+// followChanges polls the newest committed event id until ctx ends,
+// signalling ch when it moves and whenever this Store commits history.
+func (s *Store) followChanges(ctx context.Context, ch chan<- struct{}) {
+	tick := time.NewTicker(s.changesPoll)
+	defer tick.Stop()
+	var (
+		newest int64
+		known  bool
+		retry  *backoff.Backoff // non-nil while polls fail
+		// local is taken before each poll, so that a commit of this Store
+		// during the poll is signalled rather than lost between the two.
+		local <-chan struct{}
+	)
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return
+			case <-local:
+				// This Store committed history: no need to ask.
+				local = s.committed.Wait()
+				signal(ch)
+				continue
+			case <-tick.C:
+			}
 		}
-		if backoff.Sleep(ctx, pause.Next()) != nil {
+		local = s.committed.Wait()
+		var n int64
+		err := s.pool.QueryRow(ctx, followFromNowSQL).Scan(&n)
+		if ctx.Err() != nil {
 			return
 		}
-	}
-}
-
-// listenConn opens a session and runs LISTEN on it.
-func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
-	conn, err := pgx.ConnectConfig(ctx, s.listen.Copy())
-	if err != nil {
-		return nil, err
-	}
-	if _, err := conn.Exec(ctx, "LISTEN "+HistoryChannel); err != nil {
-		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = conn.Close(closeCtx)
-		return nil, err
-	}
-	return conn, nil
-}
-
-// waitNotifications signals ch on every notification conn receives, until
-// ctx ends or the session fails (a heartbeat ping finds a session that
-// died silently).
-func waitNotifications(ctx context.Context, conn *pgx.Conn, ch chan<- struct{}) {
-	for ctx.Err() == nil {
-		waitCtx, cancel := context.WithTimeout(ctx, listenHeartbeat)
-		_, err := conn.WaitForNotification(waitCtx)
-		cancel()
-		switch {
-		case err == nil:
-			signal(ch)
-		case ctx.Err() != nil:
-			return
-		case errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err):
-			pingCtx, cancel := context.WithTimeout(ctx, DefaultConnectTimeout)
-			err := conn.Ping(pingCtx)
-			cancel()
-			if err != nil {
+		if err != nil {
+			if retry == nil {
+				retry = backoff.New(s.changesPoll, changesRetryMax)
+				signal(ch)
+			}
+			if backoff.Sleep(ctx, retry.Next()) != nil {
 				return
 			}
-		default:
-			return
+			continue
 		}
+		if !known || retry != nil || n != newest {
+			signal(ch)
+		}
+		newest, known, retry = n, true, nil
 	}
 }

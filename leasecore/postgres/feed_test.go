@@ -3,7 +3,9 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -284,28 +286,27 @@ func mustQuiet(t *testing.T, ch <-chan struct{}, what string) {
 }
 
 // HistoryChanges fires for history another store commits, not for claims
-// that record nothing, again after its session is killed and reopened, and
-// closes its channel when its context ends.
+// that record nothing, and closes its channel when its context ends.
 func TestHistoryChanges(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewDatabase(t)
 	st := mustMigrated(t, url)
 	other := mustOpen(t, url)
-	admin := mustConn(t, url)
 
 	ctx, cancel := context.WithCancel(t.Context())
 	ch, err := st.HistoryChanges(ctx)
 	if err != nil {
 		t.Fatalf("history changes: %v", err)
 	}
-	waitSignal(t, ch, "after connecting")
+	waitSignal(t, ch, "after the first poll")
 
 	l := mustClaim(t, other, "task", "a", time.Minute)
 	waitSignal(t, ch, "a claim by another store")
 
-	// A refresh and a refused claim insert no history: no signal. (A
-	// release after them does; its signal is the proof that the earlier
-	// statements' notifications, had there been any, were delivered.)
+	// A refresh, a refused claim and a release of what is not held insert
+	// no history: no signal. (A release after them does; its signal comes
+	// from a poll after theirs, so any signal of theirs would be waiting
+	// by then.)
 	mustClaim(t, other, "task", "a", time.Minute)
 	if _, err := other.Claim(t.Context(), leasecore.ClaimParams{Task: "task", Owner: "b", TTL: time.Minute}); !errors.Is(err, leasecore.ErrHeld) {
 		t.Fatalf("claim by b: %v, want held", err)
@@ -319,20 +320,6 @@ func TestHistoryChanges(t *testing.T) {
 	waitSignal(t, ch, "a release")
 	mustQuiet(t, ch, "after the release")
 
-	// Kill the listening session: the listener opens a new one and
-	// signals (notifications may have been lost meanwhile), then hears
-	// commits again.
-	var killed int
-	err = admin.QueryRow(t.Context(), `
-SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
- WHERE datname = current_database() AND pid <> pg_backend_pid() AND query = 'LISTEN `+HistoryChannel+`'`).Scan(&killed)
-	if err != nil || killed != 1 {
-		t.Fatalf("terminating the listening session: killed %d, %v; want 1", killed, err)
-	}
-	waitSignal(t, ch, "after reconnecting")
-	mustClaim(t, other, "task2", "a", time.Minute)
-	waitSignal(t, ch, "a claim after reconnecting")
-
 	cancel()
 	select {
 	case _, ok := <-ch:
@@ -344,6 +331,128 @@ SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 		}
 	case <-time.After(feedWait):
 		t.Fatal("the channel stayed open after its context ended")
+	}
+}
+
+// A store's own commits of history are signalled at once, without waiting
+// for a poll: with polls an hour apart, each kind of write that records an
+// event still wakes the store's HistoryChanges.
+func TestHistoryChangesOwnCommits(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabase(t)
+	st := mustMigrated(t, url)
+	st.changesPoll = time.Hour
+	ch, err := st.HistoryChanges(t.Context())
+	if err != nil {
+		t.Fatalf("history changes: %v", err)
+	}
+	waitSignal(t, ch, "after the first poll")
+
+	l := mustClaim(t, st, "own", "a", leasecore.MinTTL)
+	waitSignal(t, ch, "the store's own claim")
+	if _, err := st.Release(t.Context(), leasecore.ReleaseParams{Task: "own", Owner: "a", Token: l.Token}); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	waitSignal(t, ch, "the store's own release")
+
+	// Concurrent claims, which go out as one batch statement.
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() { mustClaim(t, st, fmt.Sprintf("batch-%d", i), "a", leasecore.MinTTL) })
+	}
+	wg.Wait()
+	waitSignal(t, ch, "the store's own claims")
+
+	// The leases run out: a renewal refused records "lost", and the
+	// expiry sweep records "expired" for the others.
+	waitExpired(t, st, "batch-0")
+	mustQuiet(t, ch, "before the renewal") // waitExpired lists, which writes nothing
+	if _, err := st.Renew(t.Context(), leasecore.RenewParams{Task: "batch-0", Owner: "a", TTL: leasecore.MinTTL}); !errors.Is(err, leasecore.ErrLost) {
+		t.Fatalf("renewal of an expired lease: %v, want lost", err)
+	}
+	waitSignal(t, ch, "the store's own refused renewal")
+	if sw, err := st.RecordExpiries(t.Context(), 100); err != nil || sw.Recorded == 0 {
+		t.Fatalf("record expiries: %+v, %v; want some recorded", sw, err)
+	}
+	waitSignal(t, ch, "the store's own expiry sweep")
+}
+
+// notifications reports whether claims, batched claims, renewals (granted
+// and refused), releases and the expiry sweep on the store at url notify
+// on the channel migration 0004's trigger used: a session LISTENing there
+// must get, first, the notification a statement sends after all of them.
+// PostgreSQL delivers notifications in commit order, so one sent by any of
+// the writes would come before it.
+func notifications(t *testing.T, url string) (first string) {
+	t.Helper()
+	st := mustOpen(t, url)
+	listener := mustConn(t, url)
+	if _, err := listener.Exec(t.Context(), "LISTEN leasehold_history"); err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	l := mustClaim(t, st, "n", "a", leasecore.MinTTL)
+	if _, err := st.Renew(t.Context(), leasecore.RenewParams{Task: "n", Owner: "a", TTL: leasecore.MinTTL, Token: l.Token}); err != nil {
+		t.Fatalf("renew: %v", err)
+	}
+	if _, err := st.Release(t.Context(), leasecore.ReleaseParams{Task: "n", Owner: "a", Token: l.Token}); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() { mustClaim(t, st, fmt.Sprintf("n-%d", i), "a", leasecore.MinTTL) })
+	}
+	wg.Wait()
+	waitExpired(t, st, "n-0")
+	if _, err := st.Renew(t.Context(), leasecore.RenewParams{Task: "n-0", Owner: "a", TTL: leasecore.MinTTL}); !errors.Is(err, leasecore.ErrLost) {
+		t.Fatalf("renewal of an expired lease: %v, want lost", err)
+	}
+	if _, err := st.RecordExpiries(t.Context(), 100); err != nil {
+		t.Fatalf("record expiries: %v", err)
+	}
+	if _, err := mustConn(t, url).Exec(t.Context(), "NOTIFY leasehold_history, 'after the writes'"); err != nil {
+		t.Fatalf("notify: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), feedWait)
+	defer cancel()
+	n, err := listener.WaitForNotification(ctx)
+	if err != nil {
+		t.Fatalf("wait for the notification sent after the writes: %v", err)
+	}
+	return n.Payload
+}
+
+// No transaction of a claim, renewal, release or expiry sweep notifies:
+// migration 0007 dropped 0004's trigger, whose NOTIFY made every grant's
+// commit take a lock on the whole instance. The checker catches the trigger
+// put back, as 0004 created it.
+func TestWritesDoNotNotify(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabase(t)
+	mustMigrated(t, url)
+	if first := notifications(t, url); first != "after the writes" {
+		t.Errorf("a lease statement notified (payload %q) before the notification sent after them all", first)
+	}
+	var triggers int
+	err := mustConn(t, url).QueryRow(t.Context(), `
+SELECT count(*) FROM pg_trigger
+ WHERE NOT tgisinternal AND tgrelid IN ('leasehold_history'::regclass, 'leasehold_leases'::regclass)`).Scan(&triggers)
+	if err != nil || triggers != 0 {
+		t.Errorf("%d triggers on the lease and history tables (%v), want none", triggers, err)
+	}
+
+	// The mutant: the same checks on a store with 0004's trigger back.
+	mutant := pgtest.NewDatabase(t)
+	mustMigrated(t, mutant)
+	sql, err := migrationFiles.ReadFile("migrations/0004_watch.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	trigger := string(sql)[:strings.Index(string(sql), "-- No new index.")]
+	if _, err := mustConn(t, mutant).Exec(t.Context(), trigger); err != nil {
+		t.Fatalf("put 0004's trigger back: %v", err)
+	}
+	if first := notifications(t, mutant); first == "after the writes" {
+		t.Error("the checker did not catch 0004's trigger put back")
 	}
 }
 
@@ -361,49 +470,6 @@ func TestHistoryChangesClosedWithStore(t *testing.T) {
 	}
 	if _, err := st.HistoryChanges(t.Context()); !errors.Is(err, leasecore.ErrUnavailable) {
 		t.Fatalf("history changes on a closed store: %v, want unavailable", err)
-	}
-}
-
-// The listening session goes to Options.ListenURL when it is given.
-func TestListenURL(t *testing.T) {
-	t.Parallel()
-	url := pgtest.NewDatabase(t)
-	mustMigrated(t, url)
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	st, err := OpenWith(t.Context(), url, Options{ListenURL: url + sep + "application_name=leasehold-listener"})
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	defer st.Close()
-	ch, err := st.HistoryChanges(t.Context())
-	if err != nil {
-		t.Fatalf("history changes: %v", err)
-	}
-	waitSignal(t, ch, "after connecting")
-	var app string
-	err = mustConn(t, url).QueryRow(t.Context(), `
-SELECT application_name FROM pg_stat_activity
- WHERE datname = current_database() AND query = 'LISTEN `+HistoryChannel+`'`).Scan(&app)
-	if err != nil || app != "leasehold-listener" {
-		t.Fatalf("listening session's application_name %q (%v), want leasehold-listener", app, err)
-	}
-}
-
-// A listen URL that cannot be parsed fails OpenWith, naming the listen
-// URL, with its password masked.
-func TestListenURLInvalid(t *testing.T) {
-	t.Parallel()
-	for _, bad := range []string{
-		"postgres://u:s3cr3t@127.0.0.1:notaport/db",
-		"postgres://u:s3cr3t@x@127.0.0.1:1/db",
-	} {
-		_, err := OpenWith(t.Context(), "postgres://u@127.0.0.1:1/db", Options{ListenURL: bad})
-		if err == nil || !strings.Contains(err.Error(), "listen URL") || strings.Contains(err.Error(), "s3cr3t") {
-			t.Errorf("OpenWith(listen URL %q) = %v, want an error naming the listen URL without the password", bad, err)
-		}
 	}
 }
 

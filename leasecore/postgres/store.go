@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/internal/notify"
 	"github.com/leasehold/leasehold/leasecore/internal/redact"
 	"github.com/leasehold/leasehold/leasecore/internal/snapcache"
 )
@@ -114,14 +116,17 @@ type Store struct {
 	readOnly        atomic.Pointer[readOnlyNote]
 	readOnlyBackoff time.Duration
 
-	// listen configures the connections HistoryChanges opens; listenCtx
-	// ends when the store closes, which stops them, and listeners counts
-	// their goroutines for Close to wait on.
-	listen     *pgx.ConnConfig
-	listenMu   sync.Mutex // orders HistoryChanges' listeners.Go before Close's Wait
-	listenCtx  context.Context
-	stopListen context.CancelFunc
-	listeners  sync.WaitGroup
+	// committed is notified after this Store commits history, which its
+	// HistoryChanges then signal at once; changesPoll is how often they ask
+	// for other processes' commits (ChangesPoll). changesCtx ends when the
+	// store closes, which stops them, and changes counts their goroutines
+	// for Close to wait on.
+	committed   notify.Notifier
+	changesPoll time.Duration
+	changesMu   sync.Mutex // orders HistoryChanges' changes.Go before Close's Wait
+	changesCtx  context.Context
+	stopChanges context.CancelFunc
+	changes     sync.WaitGroup
 
 	// scope is the copy of the scope of the role the store runs as
 	// (scope.go), by which calls of tasks outside it are refused up front.
@@ -196,12 +201,6 @@ func Open(ctx context.Context, url string) (*Store, error) {
 
 // Options are the settings of a Store besides its URL.
 type Options struct {
-	// ListenURL is the database HistoryChanges listens on, when not the
-	// store URL's: LISTEN needs a session of its own, which PgBouncer in
-	// transaction mode does not give, so a store URL pointing at such a
-	// pooler needs a ListenURL that reaches PostgreSQL directly (the same
-	// database). Empty: the store URL.
-	ListenURL string
 	// ScopeMaxAge bounds how stale the driver's copy of its role's scope
 	// (leasecore.RoleScope) may be; zero or less means DefaultScopeMaxAge.
 	ScopeMaxAge time.Duration
@@ -236,23 +235,19 @@ func OpenWith(ctx context.Context, url string, opts Options) (*Store, error) {
 	// the new primary, after a failover, when the URL lists every host
 	// with target_session_attrs=read-write.
 	cfg.AfterRelease = func(c *pgx.Conn) bool { return !readOnlyConn(c) }
-	listen, err := listenConfig(cfg, opts.ListenURL)
-	if err != nil {
-		return nil, err
-	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, redact.Error(fmt.Errorf("postgres store: %w", err))
 	}
-	s := &Store{pool: pool, readOnlyBackoff: defaultReadOnlyBackoff, listen: listen}
+	s := &Store{pool: pool, readOnlyBackoff: defaultReadOnlyBackoff, changesPoll: ChangesPoll}
 	s.scope.MaxAge = opts.ScopeMaxAge
 	if s.scope.MaxAge <= 0 {
 		s.scope.MaxAge = DefaultScopeMaxAge
 	}
-	s.listenCtx, s.stopListen = context.WithCancel(context.Background())
-	s.claims = newBatcher("claim", func(r claimReq) string { return r.task }, watchScope(s, watchReadOnly(s, s.sendClaims)))
+	s.changesCtx, s.stopChanges = context.WithCancel(context.Background())
+	s.claims = newBatcher("claim", func(r claimReq) string { return r.task }, watchScope(s, watchReadOnly(s, tellChanges(s, granted, s.sendClaims))))
 	s.renewals = newBatcher("renew", func(r renewReq) string { return r.task }, watchScope(s, watchReadOnly(s, s.sendRenewals)))
-	s.releases = newBatcher("release", func(r releaseReq) string { return r.task }, watchScope(s, watchReadOnly(s, s.sendReleases)))
+	s.releases = newBatcher("release", func(r releaseReq) string { return r.task }, watchScope(s, watchReadOnly(s, tellChanges(s, released, s.sendReleases))))
 	for _, b := range []interface{ readmitWith(*Store, string) }{s.claims, s.renewals, s.releases} {
 		b.readmitWith(s, leasecore.RightHold)
 	}
@@ -310,6 +305,13 @@ func (s *Store) Claim(ctx context.Context, p leasecore.ClaimParams) (*leasecore.
 		errUndecided, maxClaimAttempts, p.Task))
 }
 
+// granted: a claim that was not refused, which wrote history when it
+// granted a new lease (a holder's own claim only refreshes its lease).
+func granted(l *leasecore.Lease) bool { return l != nil }
+
+// released: a release that ended a lease, and wrote its history.
+func released(ended bool) bool { return ended }
+
 // sendClaims runs one batch of claims of distinct tasks; a nil lease is a
 // refused claim.
 func (s *Store) sendClaims(ctx context.Context, reqs []claimReq) ([]*leasecore.Lease, error) {
@@ -355,6 +357,7 @@ func (s *Store) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.
 		released, live bool
 	)
 	err = s.pool.QueryRow(ctx, renewStateSQL, p.Task, p.Owner, p.Credential).Scan(&owner, &token, &released, &live)
+	s.committed.Notify() // the read records the loss of an expired lease
 	if errors.Is(err, pgx.ErrNoRows) {
 		// No row, or one row-level security hides: the role's scope may
 		// have lost the task since the copy was read. Ask afresh rather
@@ -463,6 +466,7 @@ func (s *Store) lostReasons(ctx context.Context, ps []leasecore.RenewParams, ref
 		tasks[j], owners[j], credentials[j] = ps[i].Task, ps[i].Owner, ps[i].Credential
 	}
 	rows, err := s.pool.Query(ctx, renewStatesSQL, tasks, owners, credentials)
+	defer s.committed.Notify() // the read records the losses of expired leases
 	if err != nil {
 		return err
 	}
@@ -745,6 +749,19 @@ func (s *Store) recentReadOnly() error {
 	return nil
 }
 
+// tellChanges is send, followed by a signal to this Store's HistoryChanges
+// (Store.committed) when wrote says that the batch may have written history,
+// or the batch failed: a statement cut off may have committed all the same.
+func tellChanges[Q, R any](s *Store, wrote func(R) bool, send func(context.Context, []Q) ([]R, error)) func(context.Context, []Q) ([]R, error) {
+	return func(ctx context.Context, reqs []Q) ([]R, error) {
+		res, err := send(ctx, reqs)
+		if err != nil || slices.ContainsFunc(res, wrote) {
+			s.committed.Notify()
+		}
+		return res, err
+	}
+}
+
 // watchReadOnly is send, refused with the recent read-only answer without a
 // round trip (recentReadOnly), calling noteReadOnly with its error.
 func watchReadOnly[Q, R any](s *Store, send func(context.Context, []Q) ([]R, error)) func(context.Context, []Q) ([]R, error) {
@@ -772,10 +789,10 @@ func (s *Store) Close() error {
 		wg.Go(stop)
 	}
 	wg.Wait()
-	s.listenMu.Lock()
-	s.stopListen()
-	s.listenMu.Unlock()
-	s.listeners.Wait()
+	s.changesMu.Lock()
+	s.stopChanges()
+	s.changesMu.Unlock()
+	s.changes.Wait()
 	s.pool.Close()
 	return nil
 }

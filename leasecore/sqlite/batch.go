@@ -246,7 +246,7 @@ func (s *Store) execute(ctx context.Context, batch []*request) ([]*answer, error
 		return nil, err
 	}
 	if st.recorded > 0 {
-		s.committed.notify()
+		s.committed.Notify()
 	}
 	s.countWrites(batch, answers)
 	return answers, nil

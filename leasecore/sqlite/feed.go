@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"sync"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/backoff"
@@ -261,7 +260,7 @@ func (w *watcher) follow(ctx context.Context, ch chan<- struct{}) {
 	// between HistoryChanges' baseline and this goroutine's first wait
 	// notified nobody (under load that gap is long), and the next may not
 	// come before the ticker.
-	local := w.s.committed.wait()
+	local := w.s.committed.Wait()
 	for first := true; ; first = false {
 		if !first {
 			select {
@@ -270,7 +269,7 @@ func (w *watcher) follow(ctx context.Context, ch chan<- struct{}) {
 			case <-tick.C:
 			case <-local:
 			}
-			local = w.s.committed.wait()
+			local = w.s.committed.Wait()
 		}
 		changed, err := w.poll(ctx)
 		if ctx.Err() != nil {
@@ -328,31 +327,6 @@ func (w *watcher) close() {
 	if w.conn != nil {
 		_ = w.conn.Close()
 		w.conn = nil
-	}
-}
-
-// notifier wakes every goroutine waiting on it: wait returns a channel that
-// the next notify closes.
-type notifier struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-func (n *notifier) wait() <-chan struct{} {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.ch == nil {
-		n.ch = make(chan struct{})
-	}
-	return n.ch
-}
-
-func (n *notifier) notify() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.ch != nil {
-		close(n.ch)
-		n.ch = nil
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/backoff"
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/internal/notify"
 	"github.com/leasehold/leasehold/leasecore/migration"
 
 	msqlite "modernc.org/sqlite"
@@ -93,7 +94,7 @@ type Store struct {
 	// history, so that HistoryChanges looks at once rather than at its
 	// next poll. feeds counts the HistoryChanges goroutines, which Close
 	// waits for.
-	committed notifier
+	committed notify.Notifier
 	feeds     sync.WaitGroup
 
 	// stmts are the writer's prepared statements, owned by the writer

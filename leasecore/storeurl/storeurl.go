@@ -22,41 +22,14 @@ const Default = "sqlite:./leasehold.db"
 // the result (leasehold serve does so at start). Its error holds no
 // credential from raw (see Redact).
 func Open(ctx context.Context, raw string) (leasecore.Store, error) {
-	return OpenWith(ctx, raw, Options{})
-}
-
-// Options are the settings of a store besides its URL.
-type Options struct {
-	// WatchURL is, for a PostgreSQL store, the database URL of the session
-	// that listens for history changes (the watch), when it must differ
-	// from the store URL: a store URL pointing at PgBouncer in transaction
-	// mode, where LISTEN does not work, needs a WatchURL that reaches
-	// PostgreSQL directly. Empty: the store URL. Only a postgres:// URL is
-	// accepted, and only for a PostgreSQL store.
-	WatchURL string
-}
-
-// OpenWith is Open with options.
-func OpenWith(ctx context.Context, raw string, opts Options) (leasecore.Store, error) {
-	s, err := open(ctx, raw, opts)
+	s, err := open(ctx, raw)
 	if err != nil {
 		return nil, redact.Error(err)
 	}
 	return s, nil
 }
 
-func open(ctx context.Context, raw string, opts Options) (leasecore.Store, error) {
-	isPostgres := func(u string) bool {
-		return strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://")
-	}
-	if opts.WatchURL != "" {
-		switch {
-		case !isPostgres(raw):
-			return nil, fmt.Errorf("watch URL %q: only a PostgreSQL store (postgres://) listens on a URL of its own; store %q is not one", Redact(opts.WatchURL), Redact(raw))
-		case !isPostgres(opts.WatchURL):
-			return nil, fmt.Errorf("watch URL %q: must be postgres://USER@HOST:PORT/DB, the store's database reached directly", Redact(opts.WatchURL))
-		}
-	}
+func open(ctx context.Context, raw string) (leasecore.Store, error) {
 	switch {
 	case strings.HasPrefix(raw, "sqlite:"):
 		path, _ := SQLitePath(raw)
@@ -64,8 +37,8 @@ func open(ctx context.Context, raw string, opts Options) (leasecore.Store, error
 			return nil, fmt.Errorf("store %q: sqlite: needs a file path, as in %s", Redact(raw), Default)
 		}
 		return sqlite.Open(ctx, path)
-	case isPostgres(raw):
-		return postgres.OpenWith(ctx, raw, postgres.Options{ListenURL: opts.WatchURL})
+	case strings.HasPrefix(raw, "postgres://") || strings.HasPrefix(raw, "postgresql://"):
+		return postgres.Open(ctx, raw)
 	default:
 		return nil, fmt.Errorf("store %q: must be sqlite:PATH or postgres://USER@HOST:PORT/DB", Redact(raw))
 	}

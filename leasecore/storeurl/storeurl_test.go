@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -96,44 +95,6 @@ func TestOpenErrorsHoldNoSecret(t *testing.T) {
 		_ = s.Close()
 		cancel()
 	}
-}
-
-// A watch URL is refused, by its name and without its password, for a
-// store that is not PostgreSQL and when it is not a postgres:// URL;
-// otherwise OpenWith's errors hold no secret from it either.
-func TestOpenWithWatchURL(t *testing.T) {
-	t.Parallel()
-	sqliteStore := "sqlite:" + filepath.Join(t.TempDir(), "l.db")
-	for _, c := range []struct{ store, watch string }{
-		{sqliteStore, "postgres://u:" + secret + "@127.0.0.1:1/db"},
-		{"postgres://u@127.0.0.1:1/db", "mysql://u:" + secret + "@h/db"},
-		{"postgres://u@127.0.0.1:1/db", "host=127.0.0.1 password=" + secret},
-	} {
-		s, err := OpenWith(t.Context(), c.store, Options{WatchURL: c.watch})
-		if err == nil {
-			_ = s.Close()
-			t.Errorf("OpenWith(%q, watch %q) succeeded, want refused", c.store, c.watch)
-			continue
-		}
-		if !strings.Contains(err.Error(), "watch URL") || strings.Contains(err.Error(), "s3cr3t") {
-			t.Errorf("OpenWith(%q, watch %q) = %v, want an error naming the watch URL without its password", c.store, c.watch, err)
-		}
-	}
-	for _, watch := range shapes {
-		s, err := OpenWith(t.Context(), "postgres://u@127.0.0.1:1/db", Options{WatchURL: watch})
-		if err != nil {
-			if strings.Contains(err.Error(), "s3cr3t") {
-				t.Errorf("OpenWith(watch %q) = %v", watch, err)
-			}
-			continue
-		}
-		_ = s.Close()
-	}
-	s, err := OpenWith(t.Context(), "postgres://u@127.0.0.1:1/db", Options{WatchURL: "postgresql://u@127.0.0.1:2/db"})
-	if err != nil {
-		t.Fatalf("OpenWith with a postgres watch URL: %v", err)
-	}
-	_ = s.Close()
 }
 
 func TestRedactAttr(t *testing.T) {

@@ -48,7 +48,7 @@ Usage:
                     [--store sqlite:./leasehold.db]
                     [--require-declared] [--prune-interval 10m]
                     [--token-file PATH] [--log-format text|json] [--max-streams 20000]
-                    [--max-watchers 1000] [--watch-store postgres://…] [--allow-host NAME]
+                    [--max-watchers 1000] [--allow-host NAME]
                     [--credentials-file PATH] [--token-grace 2m]
                     serve the HTTP API and the web console at /ui/ (migrates the store at start);
                     on unix:PATH, a Unix socket whose file mode decides who may connect

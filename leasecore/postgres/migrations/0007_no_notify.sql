@@ -1,0 +1,21 @@
+-- No transaction that writes history notifies anybody any more.
+--
+-- Migration 0004's trigger ran pg_notify in every claim, release and
+-- expiry sweep that inserted history. A transaction that has notified takes
+-- a lock on the whole PostgreSQL instance while it commits (the server
+-- keeps its notification queue in commit order), so every grant of every
+-- sidecar, and every notifying transaction of any other application on the
+-- same instance, committed one at a time: a fleet of sidecars on one
+-- PostgreSQL lost half its grants per second to it. Watchers now learn of
+-- new events by asking for the newest committed event id, about ten times
+-- a second, and each sidecar signals its own commits to its watchers at
+-- once (postgres.ChangesPoll, docs/design.md "The history feed").
+--
+-- Dropping the trigger takes a brief ACCESS EXCLUSIVE lock on the history
+-- table, as creating it did; the migration runs in the transaction of every
+-- other pending one. Sidecars of an older version still running against
+-- the migrated store keep working; their watchers, which only LISTEN, then
+-- see other sidecars' events once a second (the watch's read-anyway timer)
+-- instead of at once, until they are upgraded.
+DROP TRIGGER IF EXISTS leasehold_history_notify ON leasehold_history;
+DROP FUNCTION IF EXISTS leasehold_history_notify();
