@@ -311,3 +311,28 @@ func BenchmarkFollowNextEmpty(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHistoryChangesPoll: the question a watched sidecar asks the
+// database every ChangesPoll (followFromNowSQL) on a history of 100,000
+// events, from one client: what one poll costs, round trip included.
+func BenchmarkHistoryChangesPoll(b *testing.B) {
+	url := pgtest.NewDatabase(b)
+	st := mustMigrated(b, url)
+	ctx := context.Background()
+	const events = 100_000
+	if _, err := st.pool.Exec(ctx, `
+INSERT INTO leasehold_history (task, kind, owner, token, at)
+SELECT 'bench/poll/' || (i % 1000), 'acquired', 'o', i, now() FROM generate_series(1, $1::bigint) AS i`, events); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := st.pool.Exec(ctx, `VACUUM ANALYZE leasehold_history`); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		var newest int64
+		if err := st.pool.QueryRow(ctx, followFromNowSQL).Scan(&newest); err != nil || newest < events {
+			b.Fatalf("newest %d: %v", newest, err)
+		}
+	}
+}
