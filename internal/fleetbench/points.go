@@ -176,7 +176,7 @@ func medMax(vs []float64, scale float64) string {
 	if len(vs) == 0 {
 		return "n/a"
 	}
-	return fmt.Sprintf("%.1f/%.1f", median(vs)*scale, slices.Max(vs)*scale)
+	return fmt.Sprintf("%.1f/%.1f", benchproc.Median(vs)*scale, slices.Max(vs)*scale)
 }
 
 func perGrantUS(d time.Duration, grants int64) float64 {

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/leasehold/leasehold/internal/benchproc"
 )
 
 // results gathers every run's points.
@@ -73,20 +75,7 @@ func medianOf(ps []point, f func(point) (float64, bool)) cell {
 		}
 		vs = append(vs, v)
 	}
-	return cell{v: median(vs), ok: true}
-}
-
-func median(vs []float64) float64 {
-	s := slices.Clone(vs)
-	slices.Sort(s)
-	n := len(s)
-	if n == 0 {
-		return 0
-	}
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
+	return cell{v: benchproc.Median(vs), ok: true}
 }
 
 func ratio(num, den cell) cell {
@@ -160,14 +149,14 @@ func (r *results) tables() string {
 		f    func(point) (float64, bool)
 		fmt  func(float64) string
 	}{
-		{"new grants/s", rateOf, grouped},
-		{"p50 ms", p50Of, twoPlaces},
-		{"p99 ms", p99Of, twoPlaces},
-		{"renewals/s", renewalsOf, grouped},
-		{"PG CPU µs/grant", pgCPUOf, oneOrNone},
-		{"sidecars CPU µs/grant", scCPUOf, oneOrNone},
-		{"PgBouncer CPU µs/grant", bncCPUOf, oneOrNone},
-		{"server conns (max)", connsOf, grouped},
+		{"new grants/s", rateOf, benchproc.Grouped},
+		{"p50 ms", p50Of, benchproc.TwoPlaces},
+		{"p99 ms", p99Of, benchproc.TwoPlaces},
+		{"renewals/s", renewalsOf, benchproc.Grouped},
+		{"PG CPU µs/grant", pgCPUOf, benchproc.OneOrNone},
+		{"sidecars CPU µs/grant", scCPUOf, benchproc.OneOrNone},
+		{"PgBouncer CPU µs/grant", bncCPUOf, benchproc.OneOrNone},
+		{"server conns (max)", connsOf, benchproc.Grouped},
 	}
 	pairs := []struct {
 		head  string
@@ -200,12 +189,12 @@ func (r *results) tables() string {
 					sb.WriteString(" " + medianOf(ps, c.f).format(c.fmt) + " |")
 				}
 				for _, q := range pairs {
-					med := medianOf(ps, over(q.field, median, q.scale))
+					med := medianOf(ps, over(q.field, benchproc.Median, q.scale))
 					top := medianOf(ps, over(q.field, maxOf, q.scale))
 					if med.ok && top.ok {
-						fmt.Fprintf(&sb, " %s / %s |", oneOrNone(med.v), oneOrNone(top.v))
+						fmt.Fprintf(&sb, " %s / %s |", benchproc.OneOrNone(med.v), benchproc.OneOrNone(top.v))
 					} else {
-						sb.WriteString(" " + med.format(oneOrNone) + " |")
+						sb.WriteString(" " + med.format(benchproc.OneOrNone) + " |")
 					}
 				}
 				sb.WriteString("\n")
@@ -223,7 +212,7 @@ func (r *results) tables() string {
 			label string
 			f     func(point) (float64, bool)
 			fmt   func(float64) string
-		}{{"new grants/s", rateOf, grouped}, {"PG CPU µs/grant", pgCPUOf, oneOrNone}} {
+		}{{"new grants/s", rateOf, benchproc.Grouped}, {"PG CPU µs/grant", pgCPUOf, benchproc.OneOrNone}} {
 			sb.WriteString("| " + row.label + " |")
 			for _, c := range cfg.raw {
 				sb.WriteString(" " + medianOf(r.raw[c], row.f).format(row.fmt) + " |")
@@ -235,30 +224,3 @@ func (r *results) tables() string {
 }
 
 func times(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) + "×" }
-
-func twoPlaces(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
-
-func oneOrNone(v float64) string {
-	if v >= 100 {
-		return grouped(v)
-	}
-	return strconv.FormatFloat(v, 'f', 1, 64)
-}
-
-// grouped rounds v to a whole number written with thousands separators.
-func grouped(v float64) string {
-	s := strconv.FormatFloat(v, 'f', 0, 64)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var out []byte
-	for i := range len(s) {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			out = append(out, ',')
-		}
-		out = append(out, s[i])
-	}
-	if neg {
-		return "-" + string(out)
-	}
-	return string(out)
-}

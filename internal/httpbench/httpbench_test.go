@@ -113,12 +113,3 @@ func TestTable(t *testing.T) {
 		t.Errorf("failures = %d, want 1", n)
 	}
 }
-
-func TestGrouped(t *testing.T) {
-	t.Parallel()
-	for v, want := range map[float64]string{0: "0", 999.4: "999", 1000: "1,000", 54425.6: "54,426", 1234567: "1,234,567", -4321: "-4,321"} {
-		if got := grouped(v); got != want {
-			t.Errorf("grouped(%v) = %q, want %q", v, got, want)
-		}
-	}
-}
