@@ -28,11 +28,11 @@ import (
 
 // loadResult is what `fleetbench load` prints as its last line.
 type loadResult struct {
-	Grants       int64   `json:"grants"`        // claims answered 200 with a new grant
-	Errors       int64   `json:"errors"`        // claims that were not
+	Grants       int64   `json:"grants"` // claims answered 200 with a new grant
+	Errors       int64   `json:"errors"` // claims that were not
 	FirstError   string  `json:"first_error,omitempty"`
-	Seconds      float64 `json:"seconds"`       // the claim window, first start to last answer
-	P50US        float64 `json:"p50_us"`        // over every claim of the fleet
+	Seconds      float64 `json:"seconds"` // the claim window, first start to last answer
+	P50US        float64 `json:"p50_us"`  // over every claim of the fleet
 	P99US        float64 `json:"p99_us"`
 	Renewals     int64   `json:"renewals"`      // renewed events during the claim window
 	StreamErrors int64   `json:"stream_errors"` // streams and watchers that failed, ended early or lost their lease
