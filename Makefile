@@ -124,6 +124,31 @@ bench-http: build ## New grants/s from an outside client: sidecar (wrk) vs raw p
 	$(WITH_PG) $(BIN)/httpbench -leasehold $(BIN)/leasehold -etcd $(BIN)/etcd -etcdload $(BIN)/etcdload \
 	  -duration $(BENCH_HTTP_DURATION) -runs $(RUNS) -clients "$(CLIENTS)" -out bench-http.txt
 
+# make bench-fleet: a fleet of sidecars on one PostgreSQL (README: Fleet). Its load per point is
+# DURATION when given, else 10s, like bench-http's; RUNS is 1 unless given. Each sidecar's store
+# URL gets pool_max_conns=FLEET_POOL: 64 sidecars × 2 = 128 server connections directly, within
+# with-postgres.sh's max_connections=300 (PgBouncer holds FLEET_BOUNCER_CONNS whatever the fleet).
+FLEET     ?= 4 16 32 64
+FLEET_CONNS ?= 2
+FLEET_POOL ?= 2
+FLEET_BOUNCER_CONNS ?= 16
+FLEET_WATCHERS ?= 4
+FLEET_STREAMS ?= 64
+FLEET_STREAM_TTL ?= 3s
+FLEET_RAW ?= 8 32
+BENCH_FLEET_RUNS = $(if $(filter file undefined,$(origin RUNS)),1,$(RUNS))
+
+.PHONY: bench-fleet
+bench-fleet: build ## FLEET sidecars (4 16 32 64) on one PostgreSQL, direct and via PgBouncer, no notification vs watch vs 0004's trigger; FLEET_CONNS=2 claim conns/sidecar, FLEET_POOL=2, FLEET_BOUNCER_CONNS=16, FLEET_WATCHERS=4, FLEET_STREAMS=64, FLEET_STREAM_TTL=3s, FLEET_RAW="8 32", DURATION=10s, RUNS=1 (bench-fleet.txt)
+	@command -v pgbouncer >/dev/null || [[ -x /usr/sbin/pgbouncer ]] || { \
+	  if [[ "$$(id -u)" == 0 ]]; then apt-get install -y pgbouncer || { apt-get update && apt-get install -y pgbouncer; }; \
+	  else echo "bench-fleet needs PgBouncer: install the Debian package pgbouncer (apt-get install -y pgbouncer, as root)"; exit 1; fi; }
+	$(GO) build -o $(BIN)/fleetbench ./internal/fleetbench
+	$(WITH_PG) $(BIN)/fleetbench -leasehold $(BIN)/leasehold -fleet "$(FLEET)" -conns $(FLEET_CONNS) -pool $(FLEET_POOL) \
+	  -bouncer-conns $(FLEET_BOUNCER_CONNS) -watchers $(FLEET_WATCHERS) -streams $(FLEET_STREAMS) -stream-ttl $(FLEET_STREAM_TTL) \
+	  -raw "$(FLEET_RAW)" -duration $(BENCH_HTTP_DURATION) -runs $(BENCH_FLEET_RUNS) \
+	  -trigger-sql leasecore/postgres/migrations/0004_watch.sql -out bench-fleet.txt
+
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [[ -n "$$out" ]]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -152,4 +177,4 @@ check-docs: docs ## Fail when tfprovider/docs differs from what is committed
 
 .PHONY: clean
 clean: ## Remove build output
-	rm -rf $(BIN) bench.txt bench-streams.txt bench-watch.txt bench-http.txt
+	rm -rf $(BIN) bench.txt bench-streams.txt bench-watch.txt bench-http.txt bench-fleet.txt

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"os"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/leasehold/leasehold/leasecore/postgres"
 )
 
 // wrk's own report, then claim.lua's line, as wrk 4.1 prints them.
@@ -65,60 +62,6 @@ func TestWrkThreads(t *testing.T) {
 	}
 }
 
-func TestParseProcStat(t *testing.T) {
-	t.Parallel()
-	// A command name with a space and a parenthesis, as a process may name itself.
-	line := "4242 (post gres) x) S 17 4242 4242 0 -1 4194560 900 0 0 0 250 75 12 3 20 0 1 0 100 0 0\n"
-	st, err := parseProcStat(line)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := (procStat{PPID: 17, UTime: 250, STime: 75, CUTime: 12, CSTime: 3}); st != want {
-		t.Errorf("parseProcStat = %+v, want %+v", st, want)
-	}
-	if _, err := parseProcStat("4242 (x) S 17 1 2"); err == nil {
-		t.Error("a short line parsed")
-	}
-	if _, err := parseProcStat("4242 x S 17"); err == nil {
-		t.Error("a line without the command's parentheses parsed")
-	}
-
-	// This process's own line names its parent.
-	self, err := readProcStat(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if self.PPID != os.Getppid() {
-		t.Errorf("PPID = %d, want %d", self.PPID, os.Getppid())
-	}
-}
-
-// The raw baseline sends the driver's own lone-claim statement: a grant
-// with its history row, decided by the conflict clause.
-func TestClaimStatement(t *testing.T) {
-	t.Parallel()
-	sql := postgres.LoneClaimSQL()
-	for _, want := range []string{"INSERT INTO leasehold_leases", "ON CONFLICT (task) DO UPDATE", "INSERT INTO leasehold_history", "$1", "$5"} {
-		if !strings.Contains(sql, want) {
-			t.Errorf("claimSQL lacks %q:\n%s", want, sql)
-		}
-	}
-}
-
-func TestParseLoad(t *testing.T) {
-	t.Parallel()
-	lr, err := parseLoad([]byte("{\"ops\":10,\"errors\":1,\"seconds\":2.5,\"keys\":10,\"error\":\"boom\"}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := (loadResult{Ops: 10, Errors: 1, Seconds: 2.5, Keys: 10, Error: "boom"}); lr != want {
-		t.Errorf("parseLoad = %+v, want %+v", lr, want)
-	}
-	if _, err := parseLoad([]byte("panic: oops\n")); err == nil {
-		t.Error("a crash's output parsed as a result")
-	}
-}
-
 func TestParseClients(t *testing.T) {
 	t.Parallel()
 	got, err := parseClients("1 8,32")
@@ -168,14 +111,5 @@ func TestTable(t *testing.T) {
 	}
 	if n := r.failures(); n != 1 {
 		t.Errorf("failures = %d, want 1", n)
-	}
-}
-
-func TestGrouped(t *testing.T) {
-	t.Parallel()
-	for v, want := range map[float64]string{0: "0", 999.4: "999", 1000: "1,000", 54425.6: "54,426", 1234567: "1,234,567", -4321: "-4,321"} {
-		if got := grouped(v); got != want {
-			t.Errorf("grouped(%v) = %q, want %q", v, got, want)
-		}
 	}
 }

@@ -4,10 +4,10 @@
 //
 // Every op is a new grant on a task of its own (a history row with it):
 //
-//   - raw pgx: the PostgreSQL driver's single-claim statement (claimSQL,
-//     read from leasecore/postgres's source so that it cannot drift), one
-//     statement and one commit per op on N pooled connections, sent by
-//     httpbench itself re-run as a separate process (httpbench raw);
+//   - raw pgx: the PostgreSQL driver's single-claim statement
+//     (postgres.LoneClaimSQL, so that it cannot drift), one statement and
+//     one commit per op on N pooled connections, sent by httpbench itself
+//     re-run as a separate process (httpbench raw, benchproc.RawMain);
 //   - sidecar PG and sidecar SQLite: `leasehold serve` driven by wrk with
 //     claim.lua, a POST …/claim of a new task per request;
 //   - etcd: a lease grant and a put attached to it, from etcdload (a module
@@ -38,13 +38,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/benchproc"
 )
 
 func main() {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "raw":
-			os.Exit(rawMain(os.Args[2:]))
+			os.Exit(benchproc.RawMain(os.Args[2:], os.Stdout))
 		case "hello":
 			os.Exit(helloMain(os.Args[2:]))
 		}

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -22,6 +20,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite" // database/sql driver "sqlite", to count a SQLite store's grants
+
+	"github.com/leasehold/leasehold/internal/benchproc"
 )
 
 type config struct {
@@ -89,7 +89,7 @@ func run(cfg config) error {
 	}
 	defer admin.Close(ctx)
 	b := &bench{cfg: cfg, self: self, tmp: tmp, runID: randomID(), admin: admin}
-	b.postmaster = findPostmaster(ctx, admin)
+	b.postmaster = benchproc.FindPostmaster(ctx, admin)
 
 	var pgVersion string
 	_ = admin.QueryRow(ctx, `SHOW server_version`).Scan(&pgVersion)
@@ -173,15 +173,15 @@ func (b *bench) rawPoint(clients int, prefix string) (point, error) {
 	pg0, pgOK := b.pgCPU()
 	var before map[int]bool
 	if pgOK {
-		_, before, _ = treeCPUChildren(b.postmaster)
+		_, before, _ = benchproc.TreeCPUChildren(b.postmaster)
 	}
 	out, err := exec.Command(b.self, "raw", "-url", dbURL,
 		"-clients", strconv.Itoa(clients), "-duration", b.cfg.duration.String(), "-prefix", prefix).Output()
 	if pgOK {
-		b.awaitBackendsGone(before)
+		benchproc.AwaitBackendsGone(b.postmaster, before)
 	}
 	pg1, pgOK1 := b.pgCPU()
-	lr, perr := parseLoad(out)
+	lr, perr := benchproc.ParseLoad(out)
 	if perr != nil {
 		return p, fmt.Errorf("httpbench raw: %v (%w)", perr, err)
 	}
@@ -210,7 +210,7 @@ func (b *bench) sidecarPoint(kind string, clients int, prefix string) (point, er
 		}
 		defer drop()
 		store = dbURL
-		count = func() (int64, error) { return countPostgres(dbURL, prefix) }
+		count = func() (int64, error) { return benchproc.CountPostgres(dbURL, prefix) }
 	case "sqlite":
 		path := filepath.Join(b.tmp, prefix+".db")
 		defer removeSQLite(path)
@@ -263,7 +263,7 @@ func (b *bench) floorPoint(clients int, prefix string) (point, error) {
 // wrkPoint runs wrk against srv and measures srv's CPU (and PostgreSQL's).
 func (b *bench) wrkPoint(srv *server, clients int, prefix string, withPG bool) (point, error) {
 	var p point
-	cpu0, err := processCPU(srv.pid())
+	cpu0, err := benchproc.ProcessCPU(srv.pid())
 	if err != nil {
 		return p, err
 	}
@@ -272,7 +272,7 @@ func (b *bench) wrkPoint(srv *server, clients int, prefix string, withPG bool) (
 	if err != nil {
 		return p, err
 	}
-	cpu1, err := processCPU(srv.pid())
+	cpu1, err := benchproc.ProcessCPU(srv.pid())
 	if err != nil {
 		return p, err
 	}
@@ -298,10 +298,10 @@ func (b *bench) etcdPoint(clients int, prefix string) (point, error) {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ { // a free port can be lost to a race
 		var cport, pport int
-		if cport, err = freePort(); err != nil {
+		if cport, err = benchproc.FreePort(); err != nil {
 			return p, err
 		}
-		if pport, err = freePort(); err != nil {
+		if pport, err = benchproc.FreePort(); err != nil {
 			return p, err
 		}
 		endpoint = fmt.Sprintf("http://127.0.0.1:%d", cport)
@@ -326,14 +326,14 @@ func (b *bench) etcdPoint(clients int, prefix string) (point, error) {
 		return p, err
 	}
 	defer srv.stop()
-	cpu0, err := processCPU(srv.pid())
+	cpu0, err := benchproc.ProcessCPU(srv.pid())
 	if err != nil {
 		return p, err
 	}
 	out, err := exec.Command(b.cfg.etcdload, "-endpoint", endpoint, "-clients", strconv.Itoa(clients),
 		"-duration", b.cfg.duration.String(), "-prefix", prefix+"/").Output()
-	cpu1, cerr := processCPU(srv.pid())
-	lr, perr := parseLoad(out)
+	cpu1, cerr := benchproc.ProcessCPU(srv.pid())
+	lr, perr := benchproc.ParseLoad(out)
 	if perr != nil {
 		return p, fmt.Errorf("etcdload: %v (%w)", perr, err)
 	}
@@ -349,18 +349,6 @@ func (b *bench) etcdPoint(clients int, prefix string) (point, error) {
 		p.failed = "keys do not match: " + p.check
 	}
 	return p, nil
-}
-
-func parseLoad(out []byte) (loadResult, error) {
-	var lr loadResult
-	line := bytes.TrimSpace(out)
-	if i := bytes.LastIndexByte(line, '\n'); i >= 0 {
-		line = line[i+1:]
-	}
-	if err := json.Unmarshal(line, &lr); err != nil {
-		return lr, fmt.Errorf("no result line in %q: %w", out, err)
-	}
-	return lr, nil
 }
 
 // newDatabase creates an empty database on the PostgreSQL server and
@@ -382,77 +370,12 @@ func (b *bench) newDatabase(prefix string) (string, func(), error) {
 	return u.String(), drop, nil
 }
 
-// findPostmaster is the PID of the PostgreSQL server's postmaster when its
-// processes run on this host (0 otherwise): the parent of this session's
-// backend.
-func findPostmaster(ctx context.Context, admin *pgx.Conn) int {
-	var backend int
-	if err := admin.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
-		return 0
-	}
-	st, err := readProcStat(backend)
-	if err != nil || !isPostgres(backend) || !isPostgres(st.PPID) {
-		return 0
-	}
-	return st.PPID
-}
-
-func isPostgres(pid int) bool {
-	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	return err == nil && strings.HasPrefix(string(comm), "postgres")
-}
-
 func (b *bench) pgCPU() (time.Duration, bool) {
 	if b.postmaster == 0 {
 		return 0, false
 	}
-	d, err := treeCPU(b.postmaster)
+	d, err := benchproc.TreeCPU(b.postmaster)
 	return d, err == nil
-}
-
-// grantsSQL counts the acquired events of the tasks a point claimed,
-// leaving out the sidecar's own, such as its pruner's lease: the argument
-// is tasksLike(prefix). SQLite writes its placeholder ?.
-const grantsSQL = `SELECT count(*) FROM leasehold_history WHERE kind = 'acquired' AND task LIKE $1`
-
-// tasksLike matches the names of a point's tasks, PREFIX-...: prefixes
-// hold no LIKE wildcard.
-func tasksLike(prefix string) string { return prefix + "-%" }
-
-// awaitBackendsGone waits (5 s at most) until the postmaster has no child
-// that it did not have before a load: the load's backends have exited and
-// been reaped, so that their CPU is in the postmaster's cutime and cstime.
-// An exited backend not reaped yet would count neither there nor among the
-// live children.
-func (b *bench) awaitBackendsGone(before map[int]bool) {
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		_, now, err := treeCPUChildren(b.postmaster)
-		if err != nil {
-			return
-		}
-		gone := true
-		for pid := range now {
-			if !before[pid] {
-				gone = false
-				break
-			}
-		}
-		if gone {
-			return
-		}
-	}
-}
-
-func countPostgres(dbURL, prefix string) (int64, error) {
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close(ctx)
-	var n int64
-	err = conn.QueryRow(ctx, grantsSQL, tasksLike(prefix)).Scan(&n)
-	return n, err
 }
 
 func countSQLite(path, prefix string) (int64, error) {
@@ -462,7 +385,7 @@ func countSQLite(path, prefix string) (int64, error) {
 	}
 	defer db.Close()
 	var n int64
-	err = db.QueryRow(strings.Replace(grantsSQL, "$1", "?", 1), tasksLike(prefix)).Scan(&n)
+	err = db.QueryRow(strings.Replace(benchproc.GrantsSQL, "$1", "?", 1), benchproc.TasksLike(prefix)).Scan(&n)
 	return n, err
 }
 

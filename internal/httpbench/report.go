@@ -2,9 +2,9 @@ package main
 
 import (
 	"fmt"
-	"slices"
-	"strconv"
 	"strings"
+
+	"github.com/leasehold/leasehold/internal/benchproc"
 )
 
 // results gathers every run's points by system key and client count.
@@ -64,17 +64,7 @@ func (r *results) median(key string, clients int, f func(point) (float64, bool))
 		}
 		vs = append(vs, v)
 	}
-	return cell{v: median(vs), ok: true}
-}
-
-func median(vs []float64) float64 {
-	s := slices.Clone(vs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
+	return cell{v: benchproc.Median(vs), ok: true}
 }
 
 func rate(p point) (float64, bool) { return p.rate(), p.seconds > 0 }
@@ -104,7 +94,7 @@ func (r *results) table() string {
 		sb.WriteString("\n")
 	}
 	rates := func(key string) func(int) string {
-		return func(c int) string { return formatCell(r.median(key, c, rate), "%s", grouped) }
+		return func(c int) string { return formatCell(r.median(key, c, rate), "%s", benchproc.Grouped) }
 	}
 	for _, s := range systems {
 		row(s.label, rates(s.key))
@@ -120,7 +110,7 @@ func (r *results) table() string {
 		row(q.label, func(c int) string {
 			num, den := r.median(q.num, c, rate), r.median(q.den, c, rate)
 			ratio := cell{v: num.v / den.v, ok: num.ok && den.ok && den.v > 0, failed: num.failed || den.failed}
-			return formatCell(ratio, "%s×", twoPlaces)
+			return formatCell(ratio, "%s×", benchproc.TwoPlaces)
 		})
 	}
 	cpus := []struct {
@@ -135,7 +125,7 @@ func (r *results) table() string {
 		{"CPU µs/request: HTTP floor server", "floor", serverCPU},
 	}
 	for _, q := range cpus {
-		row(q.label, func(c int) string { return formatCell(r.median(q.key, c, q.f), "%s", oneOrNone) })
+		row(q.label, func(c int) string { return formatCell(r.median(q.key, c, q.f), "%s", benchproc.OneOrNone) })
 	}
 	return sb.String()
 }
@@ -148,31 +138,4 @@ func formatCell(c cell, layout string, format func(float64) string) string {
 		return "n/a"
 	}
 	return fmt.Sprintf(layout, format(c.v))
-}
-
-func twoPlaces(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
-
-func oneOrNone(v float64) string {
-	if v >= 100 {
-		return grouped(v)
-	}
-	return strconv.FormatFloat(v, 'f', 1, 64)
-}
-
-// grouped rounds v to a whole number written with thousands separators.
-func grouped(v float64) string {
-	s := strconv.FormatFloat(v, 'f', 0, 64)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var out []byte
-	for i := range len(s) {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			out = append(out, ',')
-		}
-		out = append(out, s[i])
-	}
-	if neg {
-		return "-" + string(out)
-	}
-	return string(out)
 }

@@ -1,24 +1,27 @@
-package main
+package benchproc
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"os"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/leasehold/leasehold/leasecore/postgres"
 )
 
-// loadResult is what a load process (httpbench raw, etcdload) prints as
-// one JSON line. Keys is what the store holds afterwards (grants recorded,
-// keys written), to check against Ops.
-type loadResult struct {
+// LoadResult is what a load process (httpbench raw, fleetbench raw,
+// etcdload) prints as one JSON line. Keys is what the store holds
+// afterwards (grants recorded, keys written), to check against Ops.
+type LoadResult struct {
 	Ops     int64   `json:"ops"`
 	Errors  int64   `json:"errors"`
 	Seconds float64 `json:"seconds"`
@@ -26,8 +29,49 @@ type loadResult struct {
 	Error   string  `json:"error,omitempty"`
 }
 
-// rawMain is `httpbench raw`: the raw pgx baseline's load process.
-func rawMain(args []string) int {
+// ParseLoad reads the last line of a load process's output as its
+// LoadResult.
+func ParseLoad(out []byte) (LoadResult, error) {
+	var lr LoadResult
+	line := bytes.TrimSpace(out)
+	if i := bytes.LastIndexByte(line, '\n'); i >= 0 {
+		line = line[i+1:]
+	}
+	if err := json.Unmarshal(line, &lr); err != nil {
+		return lr, fmt.Errorf("no result line in %q: %w", out, err)
+	}
+	return lr, nil
+}
+
+// GrantsSQL counts the acquired events of the tasks a point claimed,
+// leaving out the sidecar's own, such as its pruner's lease: the argument
+// is TasksLike(prefix). SQLite writes its placeholder ?.
+const GrantsSQL = `SELECT count(*) FROM leasehold_history WHERE kind = 'acquired' AND task LIKE $1`
+
+// TasksLike matches the names of a point's tasks, PREFIX-...: prefixes
+// hold no LIKE wildcard.
+func TasksLike(prefix string) string { return prefix + "-%" }
+
+// CountPostgres is GrantsSQL's count of prefix's grants in the database at
+// dbURL.
+func CountPostgres(dbURL, prefix string) (int64, error) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(ctx)
+	var n int64
+	err = conn.QueryRow(ctx, GrantsSQL, TasksLike(prefix)).Scan(&n)
+	return n, err
+}
+
+// RawMain is a bench's `raw` subcommand, the raw lone-claim baseline's load
+// process: the PostgreSQL driver's single-claim statement
+// (postgres.LoneClaimSQL), one statement and one commit per op on
+// -clients pooled connections, each on a task of its own, for -duration.
+// It prints a LoadResult line on out and returns the exit status.
+func RawMain(args []string, out io.Writer) int {
 	fs := flag.NewFlagSet("raw", flag.ExitOnError)
 	var (
 		url      = fs.String("url", "", "the PostgreSQL database, migrated")
@@ -40,15 +84,15 @@ func rawMain(args []string) int {
 	if err != nil {
 		res.Error = err.Error()
 	}
-	_ = json.NewEncoder(os.Stdout).Encode(res)
+	_ = json.NewEncoder(out).Encode(res)
 	if err != nil {
 		return 1
 	}
 	return 0
 }
 
-func rawLoad(url string, clients int, duration time.Duration, prefix string) (loadResult, error) {
-	var res loadResult
+func rawLoad(url string, clients int, duration time.Duration, prefix string) (LoadResult, error) {
+	var res LoadResult
 	sql := postgres.LoneClaimSQL()
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(url)
@@ -96,7 +140,7 @@ func rawLoad(url string, clients int, duration time.Duration, prefix string) (lo
 	wg.Wait()
 	res.Seconds = time.Since(start).Seconds()
 	res.Ops, res.Errors = ops.Load(), errs.Load()
-	if err := pool.QueryRow(ctx, grantsSQL, tasksLike(prefix)).Scan(&res.Keys); err != nil {
+	if err := pool.QueryRow(ctx, GrantsSQL, TasksLike(prefix)).Scan(&res.Keys); err != nil {
 		return res, fmt.Errorf("count acquired events: %w", err)
 	}
 	if err, _ := firstErr.Load().(error); err != nil {
