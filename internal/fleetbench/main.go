@@ -18,12 +18,11 @@
 //
 //   - none: no watchers, and the history NOTIFY trigger and its function
 //     dropped if present: the floor, no notification at all;
-//   - watch: the tree's code as migrated, with the watchers connected (behind
-//     PgBouncer their sidecars get --watch-store, the database reached
-//     directly, for LISTEN);
+//   - watch: the tree's code as migrated (no trigger since migration 0007:
+//     the watch polls), with the watchers connected;
 //   - trigger: the watchers, and the trigger (re)created exactly as
 //     migration 0004 defines it (read from -trigger-sql): the reference
-//     "before".
+//     "before", what every write paid for notification until 0007.
 //
 // Baseline: the raw lone claim statement (benchproc.RawMain) on a migrated
 // database without the trigger, at -raw connections.

@@ -340,21 +340,7 @@ func (b *bench) fleetPoint(ctx context.Context, n int, route, mode, prefix strin
 	if mode == "none" {
 		watchers = 0
 	}
-	// LISTEN needs a session of its own, which PgBouncer in transaction
-	// mode does not give: the watchers' sidecars reach the database
-	// directly for it.
-	watchStore := map[int]bool{}
-	if route == "pgbouncer" {
-		for k := range watchers {
-			watchStore[watcherSidecar(k, n, watchers)] = true
-		}
-	}
-	sidecars, err := startFleet(n, b.cfg.leasehold, storeURL, func(i int) []string {
-		if watchStore[i] {
-			return []string{"--watch-store", dbURL}
-		}
-		return nil
-	})
+	sidecars, err := startFleet(n, b.cfg.leasehold, storeURL)
 	defer stopFleet(sidecars)
 	if err != nil {
 		return p, err
@@ -523,10 +509,9 @@ func mustPath(u string) string {
 	return parsed.Path
 }
 
-// startFleet starts n sidecars at once (a few at a time); flags gives
-// sidecar i's extra flags. The sidecars started are returned even on error,
+// startFleet starts n sidecars at once (a few at a time). The sidecars started are returned even on error,
 // for stopFleet.
-func startFleet(n int, bin, storeURL string, flags func(i int) []string) ([]*benchproc.Sidecar, error) {
+func startFleet(n int, bin, storeURL string) ([]*benchproc.Sidecar, error) {
 	out := make([]*benchproc.Sidecar, n)
 	errs := make([]error, n)
 	sem := make(chan struct{}, 8)
@@ -535,7 +520,7 @@ func startFleet(n int, bin, storeURL string, flags func(i int) []string) ([]*ben
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			out[i], errs[i] = benchproc.StartSidecar(tool, bin, storeURL, flags(i)...)
+			out[i], errs[i] = benchproc.StartSidecar(tool, bin, storeURL)
 		})
 	}
 	wg.Wait()
