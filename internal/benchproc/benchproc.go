@@ -1,8 +1,10 @@
 // Package benchproc is what the sidecar benchmarks (streambench,
-// watchbench) share to measure a `leasehold serve` process from outside:
+// watchbench, httpbench, fleetsim) share to measure a `leasehold serve`
+// process, and the PostgreSQL server under it, from outside:
 // start it on a loopback port of its own and wait until it is ready, open
 // event streams to it, stop it, read its /metrics and its CPU and memory from /proc, give it a fresh
-// store (a SQLite file, or a PostgreSQL database of its own), and raise the
+// store (a SQLite file, or a PostgreSQL database of its own), read a
+// server's CPU as its process tree's (a postmaster and its backends), and raise the
 // bench's open-file limit for many connections.
 //
 // Each function takes the bench's name (tool), which prefixes what it
@@ -156,29 +158,15 @@ func Metric(text, series string) (float64, error) {
 // (0 when the field is not there).
 func (s *Sidecar) Usage(memField string) (cpuSeconds, memMB float64, err error) {
 	pid := s.cmd.Process.Pid
-	if cpuSeconds, err = processCPU(pid); err != nil {
+	cpu, err := ProcessCPU(pid)
+	if err != nil {
 		return 0, 0, err
 	}
+	cpuSeconds = cpu.Seconds()
 	if memMB, err = statusMB(pid, memField); err != nil {
 		return 0, 0, err
 	}
 	return cpuSeconds, memMB, nil
-}
-
-// processCPU is a process's CPU time so far (user + system), in seconds,
-// from /proc/PID/stat.
-func processCPU(pid int) (float64, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the command name (which may hold spaces): utime and
-	// stime are the 14th and 15th fields, in clock ticks (100 a second on
-	// Linux).
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-	utime, _ := strconv.ParseFloat(fields[11], 64)
-	stime, _ := strconv.ParseFloat(fields[12], 64)
-	return (utime + stime) / 100, nil
 }
 
 // statusMB is a memory field of /proc/PID/status in MB; 0 when the field

@@ -22,6 +22,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite" // database/sql driver "sqlite", to count a SQLite store's grants
+
+	"github.com/leasehold/leasehold/internal/benchproc"
 )
 
 type config struct {
@@ -89,7 +91,7 @@ func run(cfg config) error {
 	}
 	defer admin.Close(ctx)
 	b := &bench{cfg: cfg, self: self, tmp: tmp, runID: randomID(), admin: admin}
-	b.postmaster = findPostmaster(ctx, admin)
+	b.postmaster = benchproc.FindPostmaster(ctx, admin)
 
 	var pgVersion string
 	_ = admin.QueryRow(ctx, `SHOW server_version`).Scan(&pgVersion)
@@ -173,7 +175,7 @@ func (b *bench) rawPoint(clients int, prefix string) (point, error) {
 	pg0, pgOK := b.pgCPU()
 	var before map[int]bool
 	if pgOK {
-		_, before, _ = treeCPUChildren(b.postmaster)
+		_, before, _ = benchproc.TreeCPUChildren(b.postmaster)
 	}
 	out, err := exec.Command(b.self, "raw", "-url", dbURL,
 		"-clients", strconv.Itoa(clients), "-duration", b.cfg.duration.String(), "-prefix", prefix).Output()
@@ -263,7 +265,7 @@ func (b *bench) floorPoint(clients int, prefix string) (point, error) {
 // wrkPoint runs wrk against srv and measures srv's CPU (and PostgreSQL's).
 func (b *bench) wrkPoint(srv *server, clients int, prefix string, withPG bool) (point, error) {
 	var p point
-	cpu0, err := processCPU(srv.pid())
+	cpu0, err := benchproc.ProcessCPU(srv.pid())
 	if err != nil {
 		return p, err
 	}
@@ -272,7 +274,7 @@ func (b *bench) wrkPoint(srv *server, clients int, prefix string, withPG bool) (
 	if err != nil {
 		return p, err
 	}
-	cpu1, err := processCPU(srv.pid())
+	cpu1, err := benchproc.ProcessCPU(srv.pid())
 	if err != nil {
 		return p, err
 	}
@@ -326,13 +328,13 @@ func (b *bench) etcdPoint(clients int, prefix string) (point, error) {
 		return p, err
 	}
 	defer srv.stop()
-	cpu0, err := processCPU(srv.pid())
+	cpu0, err := benchproc.ProcessCPU(srv.pid())
 	if err != nil {
 		return p, err
 	}
 	out, err := exec.Command(b.cfg.etcdload, "-endpoint", endpoint, "-clients", strconv.Itoa(clients),
 		"-duration", b.cfg.duration.String(), "-prefix", prefix+"/").Output()
-	cpu1, cerr := processCPU(srv.pid())
+	cpu1, cerr := benchproc.ProcessCPU(srv.pid())
 	lr, perr := parseLoad(out)
 	if perr != nil {
 		return p, fmt.Errorf("etcdload: %v (%w)", perr, err)
@@ -382,31 +384,11 @@ func (b *bench) newDatabase(prefix string) (string, func(), error) {
 	return u.String(), drop, nil
 }
 
-// findPostmaster is the PID of the PostgreSQL server's postmaster when its
-// processes run on this host (0 otherwise): the parent of this session's
-// backend.
-func findPostmaster(ctx context.Context, admin *pgx.Conn) int {
-	var backend int
-	if err := admin.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
-		return 0
-	}
-	st, err := readProcStat(backend)
-	if err != nil || !isPostgres(backend) || !isPostgres(st.PPID) {
-		return 0
-	}
-	return st.PPID
-}
-
-func isPostgres(pid int) bool {
-	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	return err == nil && strings.HasPrefix(string(comm), "postgres")
-}
-
 func (b *bench) pgCPU() (time.Duration, bool) {
 	if b.postmaster == 0 {
 		return 0, false
 	}
-	d, err := treeCPU(b.postmaster)
+	d, err := benchproc.TreeCPU(b.postmaster)
 	return d, err == nil
 }
 
@@ -426,7 +408,7 @@ func tasksLike(prefix string) string { return prefix + "-%" }
 // live children.
 func (b *bench) awaitBackendsGone(before map[int]bool) {
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		_, now, err := treeCPUChildren(b.postmaster)
+		_, now, err := benchproc.TreeCPUChildren(b.postmaster)
 		if err != nil {
 			return
 		}
