@@ -60,6 +60,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/benchproc"
@@ -75,6 +76,7 @@ type config struct {
 	pool, serverConns           int
 	warmup, steady, outage      time.Duration
 	baseline, loginRetry        time.Duration
+	probeEvery, probeWindow     time.Duration
 	restart                     bool
 	idleStreams                 int
 	idleWarmup, idleWindow      time.Duration
@@ -92,6 +94,8 @@ func main() {
 	flag.DurationVar(&c.baseline, "baseline", 15*time.Second, "each baseline window: the sidecars with no streams, without and then with the watchers")
 	flag.DurationVar(&c.steady, "steady", 60*time.Second, "the steady window; 0 skips the fleet phases")
 	flag.DurationVar(&c.loginRetry, "login-retry", 0, "PgBouncer's server_login_retry (whole seconds); 0 keeps its default, 15 s")
+	flag.DurationVar(&c.probeEvery, "probe-every", 5*time.Second, "after the steady window, each pod's readiness probe (GET /readyz) at this period, as examples/kubernetes's; 0 skips")
+	flag.DurationVar(&c.probeWindow, "probe-window", 30*time.Second, "the window measuring the probes' cost on top of the renewals")
 	flag.BoolVar(&c.restart, "restart", true, "restart PostgreSQL under the fleet (pg_ctl restart -m fast)")
 	flag.DurationVar(&c.outage, "outage", 35*time.Second, "then stop PostgreSQL for this long (above the default ttl, so every lease expires); 0 skips")
 	flag.IntVar(&c.idleStreams, "idle-streams", 10, "keepalive streams on the idle sidecar")
@@ -250,6 +254,8 @@ type fleetSample struct {
 	renewStmts, renewOps float64
 	claimStmts, claimOps float64
 	allStmts             float64
+	historyReads         float64 // the watch's reads of the history
+	expirySweeps         float64 // and its expiry sweeps
 	cpuSeconds, rssMB    float64
 	renewed, acquired    int64
 }
@@ -277,6 +283,8 @@ func sampleSidecars(scs []*benchproc.Sidecar, f *fleet) (fleetSample, error) {
 			*m.dst += v
 		}
 		out.allStmts += sumSeries(text, "leasehold_store_write_statements_total{")
+		out.historyReads += sumSeries(text, `leasehold_store_operation_duration_seconds_count{operation="read_history"}`)
+		out.expirySweeps += sumSeries(text, `leasehold_store_operation_duration_seconds_count{operation="record_expiries"}`)
 		cpu, rss, err := sc.Usage("VmRSS")
 		if err != nil {
 			return out, err
@@ -419,6 +427,9 @@ func simulate(ctx context.Context, c config, srv *server) (bool, error) {
 	// Baselines: what the sidecars cost PostgreSQL with no streams, without
 	// and then with the watchers, so that the steady window's renewals are
 	// charged only what they add.
+	// Each sidecar prunes once as it starts; PostgreSQL's backends report
+	// their transactions up to 10 s late when idle: let both pass first.
+	time.Sleep(11 * time.Second)
 	idleRates, err := pgWindow(ctx, srv, db, c.baseline)
 	if err != nil {
 		return false, err
@@ -507,10 +518,11 @@ func simulate(ctx context.Context, c config, srv *server) (bool, error) {
 	// statement: PostgreSQL's CPU and WAL.
 	perStmt := time.Duration(max(0, safeDiv(pgCPU-watchRates.cores, renewStmts)) * 1e9)
 	walPerStmt := max(0, safeDiv(wal-watchRates.wal, renewStmts))
-	fmt.Printf("%s/steady\t1\t%d ns/op\t%.1f renewals/s\t%.2f renew-stmts/s\t%.1f leases/stmt\t%.1f pg-xact/s\t%.4f pg-cores\t%.0f pg-us/renew-stmt\t%.0f wal-B/renew-stmt\t%.0f wal-B/s\t%.4f bouncer-cores\t%.4f sidecar-cores/sidecar\t%.1f MB-rss/sidecar\t%d lost\n",
+	fmt.Printf("%s/steady\t1\t%d ns/op\t%.1f renewals/s\t%.2f renew-stmts/s\t%.1f leases/stmt\t%.1f pg-xact/s\t%.4f pg-cores\t%.0f pg-us/renew-stmt\t%.0f wal-B/renew-stmt\t%.0f wal-B/s\t%.4f bouncer-cores\t%.4f sidecar-cores/sidecar\t%.1f MB-rss/sidecar\t%.1f history-reads/s\t%.1f expiry-sweeps/s\t%d lost\n",
 		name, int64(el*1e9), renewals, renewStmts, safeDiv(renewOps, renewStmts), xacts, pgCPU,
 		float64(perStmt.Microseconds()), walPerStmt, wal, (b1-b0).Seconds()/el,
-		(s1.cpuSeconds-s0.cpuSeconds)/el/float64(c.sidecars), s1.rssMB/float64(c.sidecars), f.lost.Load()-lost0)
+		(s1.cpuSeconds-s0.cpuSeconds)/el/float64(c.sidecars), s1.rssMB/float64(c.sidecars),
+		(s1.historyReads-s0.historyReads)/el, (s1.expirySweeps-s0.expirySweeps)/el, f.lost.Load()-lost0)
 	fmt.Printf("%s/connections\t1\t%d ns/op\t%d bouncer-clients\t%d bouncer-clients-bound\t%d pg-backends-max\t%d pg-listen-conns\t%d pg-backends-bound\n",
 		name, int64(el*1e9), maxClients, c.sidecars*c.pool, maxBackends, maxListening, c.serverConns+min(c.watchers, c.sidecars))
 	if want := float64(c.streams) / renewEvery(leasecore.DefaultTTL).Seconds(); renewals < 0.9*want {
@@ -527,6 +539,32 @@ func simulate(ctx context.Context, c config, srv *server) (bool, error) {
 		capa.renewalsPerSecond(1000), capa.clientConns(1000), c.pool, c.serverConns, perStmt, safeDiv(renewOps, renewStmts), capa.cores(1000), capa.walPerSecond(1000)/1e3)
 	for _, cores := range []float64{1, 2, 4, 8} {
 		fmt.Printf("# a PostgreSQL of %g cores at half its CPU for renewals: %d pods\n", cores, capa.podsFor(cores, 0.5))
+	}
+
+	// The readiness probes, on top of the renewals: what each costs
+	// PostgreSQL. They go on through the restarts, as a kubelet's would.
+	var probes, probesFailed atomic.Int64
+	cpuPerProbe := time.Duration(0)
+	if c.probeEvery > 0 {
+		for _, p := range pods {
+			pwg.Go(func() { p.probe(podCtx, c.probeEvery, &probes, &probesFailed) })
+		}
+		time.Sleep(c.probeEvery)
+		n0 := probes.Load()
+		r, err := pgWindow(ctx, srv, db, c.probeWindow)
+		if err != nil {
+			return false, err
+		}
+		perSecond := float64(probes.Load()-n0) / c.probeWindow.Seconds()
+		cpuPerProbe = time.Duration(max(0, safeDiv(r.cores-pgCPU, perSecond)) * 1e9)
+		fmt.Printf("%s/probes\t1\t%d ns/op\t%.1f probes/s\t%.1f pg-xact/s\t%.4f pg-cores\t%.0f pg-us/probe\t%d failed\n",
+			name, int64(c.probeWindow), perSecond, r.xact, r.cores, float64(cpuPerProbe.Microseconds()), probesFailed.Load())
+		if probesFailed.Load() > 0 {
+			fail("probes: %d readiness probes failed with PostgreSQL up", probesFailed.Load())
+		}
+		perPod := float64(time.Second) / float64(c.probeEvery)
+		fmt.Printf("# 1,000 real pods probed every %s: %.0f probes/s, each 2 statements (and transactions) at PostgreSQL: %.0f/s, %.3f cores\n",
+			c.probeEvery, 1000*perPod, 2000*perPod, 1000*perPod*cpuPerProbe.Seconds())
 	}
 
 	if c.restart {

@@ -142,6 +142,33 @@ func (p *pod) read(ctx context.Context, body io.Reader) {
 	}
 }
 
+// probe asks the pod's sidecar /readyz every period from a random phase
+// until ctx ends, as the kubelet's readiness probe does (each answer needs
+// the store: two statements at PostgreSQL).
+func (p *pod) probe(ctx context.Context, period time.Duration, probes, failed *atomic.Int64) {
+	if backoff.Sleep(ctx, rand.N(period)) != nil {
+		return
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		probes.Add(1)
+		resp, err := streamClient.Get(p.base + "/readyz")
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		if err != nil || resp.StatusCode != http.StatusOK {
+			failed.Add(1)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // heldSince says whether the pod holds its lease with an event after t.
 func (p *pod) heldSince(t time.Time) bool {
 	p.mu.Lock()
