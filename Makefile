@@ -106,6 +106,26 @@ bench-watch: build ## What the watch costs per watcher: WATCHERS streams under W
 	done; exit $$rc' | tee bench-watch.txt
 	$(GO) tool benchstat bench-watch.txt
 
+# bench-fleet-sim is not part of make bench: it restarts its PostgreSQL server and takes minutes.
+SIM_SIDECARS ?= 20
+SIM_STREAMS  ?= 1000
+SIM_WATCHERS ?= 10
+SIM_POOL     ?= 2
+SIM_SERVER_CONNS ?= 20
+SIM_STEADY   ?= 60s
+SIM_OUTAGE   ?= 35s
+SIM_IDLE     ?= 60s
+
+.PHONY: bench-fleet-sim
+bench-fleet-sim: build ## 1,000 pods simulated on SIM_SIDECARS=20 sidecars via PgBouncer (SIM_STREAMS=1000 SIM_WATCHERS=10 SIM_POOL=2 SIM_SERVER_CONNS=20 SIM_STEADY=60s SIM_OUTAGE=35s), an idle sidecar SIM_IDLE=60s (bench-fleet-sim.txt)
+	@command -v pgbouncer >/dev/null || [[ -x /usr/sbin/pgbouncer ]] || { \
+	  if [[ "$$(id -u)" == 0 ]]; then apt-get install -y pgbouncer || { apt-get update && apt-get install -y pgbouncer; }; \
+	  else echo "bench-fleet-sim needs pgbouncer: install the Debian package pgbouncer (apt-get install -y pgbouncer, as root)"; exit 1; fi; }
+	$(GO) build -o $(BIN)/fleetsim ./internal/fleetsim
+	set -o pipefail; $(WITH_PG) $(BIN)/fleetsim -leasehold $(BIN)/leasehold -sidecars $(SIM_SIDECARS) -streams $(SIM_STREAMS) \
+	  -watchers $(SIM_WATCHERS) -pool $(SIM_POOL) -server-conns $(SIM_SERVER_CONNS) -steady $(SIM_STEADY) -outage $(SIM_OUTAGE) \
+	  -idle-window $(SIM_IDLE) | tee bench-fleet-sim.txt
+
 # make bench-http's load per point is DURATION when given (make bench-http DURATION=5s), else
 # 10s (DURATION's default above is make chaos's). RUNS interleaved runs, CLIENTS per point.
 BENCH_HTTP_DURATION = $(if $(filter file undefined,$(origin DURATION)),10s,$(DURATION))
@@ -177,4 +197,4 @@ check-docs: docs ## Fail when tfprovider/docs differs from what is committed
 
 .PHONY: clean
 clean: ## Remove build output
-	rm -rf $(BIN) bench.txt bench-streams.txt bench-watch.txt bench-http.txt bench-fleet.txt
+	rm -rf $(BIN) bench.txt bench-streams.txt bench-watch.txt bench-http.txt bench-fleet.txt bench-fleet-sim.txt

@@ -6,7 +6,9 @@ import (
 	"cmp"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -350,6 +352,78 @@ func TestSidecarConfiguration(t *testing.T) {
 	}
 	if lim, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && lim.Cmp(c.Resources.Requests[corev1.ResourceMemory]) < 0 {
 		t.Errorf("%s: memory limit %s below its request %s", c.Name, lim.String(), c.Resources.Requests.Memory())
+	}
+	if _, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
+		t.Errorf("%s has a CPU limit: throttling would delay the renewals that keep its leases", c.Name)
+	}
+}
+
+// The sidecar's Go runtime has a soft memory limit (GOMEMLIMIT) between
+// what it requests and its container's limit: below the request, the
+// collector would run without pause at the memory it is expected to use;
+// at the limit, the kernel would kill it before the collector worked
+// harder, since the runtime does not count the binary's own resident pages.
+func TestSidecarMemoryLimit(t *testing.T) {
+	t.Parallel()
+	m := load(t)
+	c := sidecarContainer(t, deployment(t, m).Spec.Template.Spec)
+	env, _ := m.environment(t, c)
+	raw, ok := env["GOMEMLIMIT"]
+	if !ok {
+		t.Fatalf("%s sets no GOMEMLIMIT", c.Name)
+	}
+	soft, err := parseGoMemLimit(raw)
+	if err != nil {
+		t.Fatalf("%s: GOMEMLIMIT=%q: %v", c.Name, raw, err)
+	}
+	if req := c.Resources.Requests.Memory(); req.IsZero() || soft < req.Value() {
+		t.Errorf("%s: GOMEMLIMIT=%s (%d bytes) below its memory request %s", c.Name, raw, soft, req)
+	}
+	lim, ok := c.Resources.Limits[corev1.ResourceMemory]
+	if !ok {
+		t.Fatalf("%s has no memory limit for GOMEMLIMIT to stay under", c.Name)
+	}
+	if soft > lim.Value()*9/10 {
+		t.Errorf("%s: GOMEMLIMIT=%s (%d bytes) above 90%% of its memory limit %s: the binary's resident pages and the runtime's slack need the rest", c.Name, raw, soft, lim.String())
+	}
+}
+
+// parseGoMemLimit reads GOMEMLIMIT as the Go runtime does: a whole number
+// of bytes with an optional unit B, KiB, MiB, GiB or TiB.
+func parseGoMemLimit(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		shift  uint
+	}{{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"B", 0}}
+	shift := uint(0)
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, shift = n, u.shift
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 || s[0] == '+' {
+		return 0, fmt.Errorf("want a positive whole number of bytes with an optional unit B, KiB, MiB, GiB or TiB")
+	}
+	if n > math.MaxInt64>>shift {
+		return 0, fmt.Errorf("out of range")
+	}
+	return n << shift, nil
+}
+
+func TestParseGoMemLimit(t *testing.T) {
+	t.Parallel()
+	good := map[string]int64{"160MiB": 160 << 20, "1GiB": 1 << 30, "4096": 4096, "12KiB": 12 << 10, "7B": 7, "2TiB": 2 << 40}
+	for in, want := range good {
+		if got, err := parseGoMemLimit(in); err != nil || got != want {
+			t.Errorf("parseGoMemLimit(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "160M", "160Mi", "1.5GiB", "-1MiB", "+5MiB", "0", "MiB", "off", "9999999999TiB"} {
+		if got, err := parseGoMemLimit(in); err == nil {
+			t.Errorf("parseGoMemLimit(%q) = %d, want an error", in, got)
+		}
 	}
 }
 

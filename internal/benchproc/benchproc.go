@@ -1,5 +1,5 @@
 // Package benchproc is what the sidecar benchmarks (streambench,
-// watchbench, httpbench, fleetbench) share to measure a `leasehold serve`
+// watchbench, httpbench, fleetbench, fleetsim) share to measure a `leasehold serve`
 // process from outside: start it on a loopback port of its own and wait
 // until it is ready, open event streams to it, stop it, read its /metrics
 // and its CPU and memory from /proc, give it a fresh store (a SQLite file,

@@ -51,6 +51,11 @@ type Config struct {
 	// MaxClients is the most client connections it accepts (max_client_conn);
 	// 0 means 1,000.
 	MaxClients int
+	// LoginRetry is how long PgBouncer waits to connect to the server
+	// again after a connection failed (server_login_retry, whole seconds);
+	// 0 keeps PgBouncer's default, 15 s. Meanwhile its clients are refused
+	// at once, so after a server restart it is part of the fleet's outage.
+	LoginRetry time.Duration
 }
 
 // Bouncer is a running PgBouncer.
@@ -121,6 +126,9 @@ default_pool_size = %d
 max_db_connections = %d
 max_client_conn = %d
 `, u.Hostname(), u.Port(), port, users, cfg.ServerConns, cfg.ServerConns, cfg.MaxClients)
+		if cfg.LoginRetry > 0 {
+			conf += fmt.Sprintf("server_login_retry = %d\n", max(1, int(cfg.LoginRetry.Round(time.Second)/time.Second)))
+		}
 		ini := filepath.Join(dir, "pgbouncer.ini")
 		if err := os.WriteFile(ini, []byte(conf), 0o644); err != nil {
 			os.RemoveAll(dir)
