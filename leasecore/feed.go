@@ -27,9 +27,13 @@ type HistoryFeed interface {
 	// HistoryChanges returns a channel that receives a value, soon, after
 	// any process commits history events to the store (coalesced: one
 	// value may stand for many commits), until ctx is done; then the
-	// channel is closed. An error means the signal could not be set up;
-	// the caller then reads on a timer.
-	HistoryChanges(ctx context.Context) (<-chan struct{}, error)
+	// channel is closed. poll is how often the driver asks the store
+	// whether another process committed, the longest such a commit waits
+	// to be signalled; zero or less means the driver's default
+	// (DefaultWatchPoll on both drivers). This process's own commits
+	// through the store are signalled at once. An error means the signal
+	// could not be set up; the caller then reads on a timer.
+	HistoryChanges(ctx context.Context, poll time.Duration) (<-chan struct{}, error)
 
 	// RecordExpiries records an "expired" event, at the lease's expiry
 	// (the store's time), for at most limit leases that ran out unreleased

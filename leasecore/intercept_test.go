@@ -181,7 +181,7 @@ func (r *batchRecordingStore) FollowHistory(ctx context.Context, after int64) (l
 
 // HistoryChanges is a signal that lasts as long as the watch, not a store
 // operation: it is not intercepted (see storeMethodOps).
-func (r *batchRecordingStore) HistoryChanges(ctx context.Context) (<-chan struct{}, error) {
+func (r *batchRecordingStore) HistoryChanges(ctx context.Context, _ time.Duration) (<-chan struct{}, error) {
 	ch := make(chan struct{})
 	go func() { <-ctx.Done(); close(ch) }()
 	return ch, nil

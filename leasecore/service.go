@@ -28,6 +28,9 @@ type Service struct {
 	decls        declarations // applied to claims and renewals
 
 	watchBuffer int           // WithWatchBuffer
+	// watchChangesPoll is WithWatchPoll's: how often the watch's store
+	// signal polls; 0, no signal.
+	watchChangesPoll time.Duration
 	watchLinger time.Duration // WatchLinger; shorter in tests
 	watchOnce   sync.Once
 	watch       *watchHub // the history's fan-out (watch.go), made on first use
@@ -46,7 +49,8 @@ func WithOpTimeout(d time.Duration) Option { return func(s *Service) { s.opTimeo
 
 // New returns a Service over store.
 func New(store Store, opts ...Option) *Service {
-	s := &Service{store: store, opTimeout: DefaultOpTimeout, watchBuffer: DefaultWatchBuffer, watchLinger: WatchLinger}
+	s := &Service{store: store, opTimeout: DefaultOpTimeout, watchBuffer: DefaultWatchBuffer, watchLinger: WatchLinger,
+		watchChangesPoll: DefaultWatchPoll}
 	s.decls.copy.MaxAge = DefaultDeclarationsMaxAge
 	for _, o := range opts {
 		o(s)

@@ -57,6 +57,11 @@ const (
 	// time, and watchQueue how many wait on its Events for the reader.
 	watchBatch = 64
 	watchQueue = 16
+	// DefaultWatchPoll is how often a watched Service's store is asked
+	// for other processes' commits (HistoryChanges), unless WithWatchPoll
+	// says otherwise: the longest such a commit waits before the watch
+	// reads it, besides the read's own pace (watchReadEvery).
+	DefaultWatchPoll = 100 * time.Millisecond
 	// WatchLinger is how long the hub keeps following after its last
 	// watcher left, so that a watcher reconnecting finds it running.
 	WatchLinger = 30 * time.Second
@@ -124,6 +129,19 @@ func WithWatchBuffer(n int) Option {
 	return func(s *Service) {
 		if n > 0 {
 			s.watchBuffer = n
+		}
+	}
+}
+
+// WithWatchPoll sets how often a watched Service asks its store for the
+// commits of other processes (default DefaultWatchPoll); this process's own
+// commits wake the watch at once. Zero turns the change signal off: the
+// watch then reads the store once a second (watchPoll), and nothing else,
+// the least a watch can cost the store. A negative d keeps the default.
+func WithWatchPoll(d time.Duration) Option {
+	return func(s *Service) {
+		if d >= 0 {
+			s.watchChangesPoll = d
 		}
 	}
 }
@@ -506,9 +524,11 @@ func (h *watchHub) start(feed HistoryFeed, gen uint64) {
 // cursor.
 func (h *watchHub) follow(ctx context.Context, feed HistoryFeed, cur HistoryCursor, gen uint64) {
 	defer func() { _ = cur.Close() }()
-	changes, err := feed.HistoryChanges(ctx)
-	if err != nil {
-		changes = nil // read on the timer alone
+	var changes <-chan struct{} // nil: read on the timer alone
+	if poll := h.s.watchChangesPoll; poll > 0 {
+		if ch, err := feed.HistoryChanges(ctx, poll); err == nil {
+			changes = ch
+		}
 	}
 	bo := backoff.New(watchPendingRetry, watchPoll)
 	wait := time.NewTimer(0)

@@ -23,6 +23,7 @@ type feedStore struct {
 	sweeps  atomic.Int64
 	failing atomic.Bool // FollowHistory and Next fail
 	reads   atomic.Int64
+	polls   chan time.Duration // each HistoryChanges call's poll, when not nil
 	pruned  map[int64]bool // events deleted: no cursor sees them
 
 	// hooks, when set: onFollow runs in FollowHistory, onCatchUpEmpty
@@ -73,7 +74,10 @@ func (f *feedStore) FollowHistory(_ context.Context, after int64) (HistoryCursor
 	return &feedCursor{f: f, pos: after, catchUp: catchUp}, nil
 }
 
-func (f *feedStore) HistoryChanges(ctx context.Context) (<-chan struct{}, error) {
+func (f *feedStore) HistoryChanges(ctx context.Context, poll time.Duration) (<-chan struct{}, error) {
+	if f.polls != nil {
+		f.polls <- poll
+	}
 	out := make(chan struct{}, 1)
 	go func() {
 		defer close(out)
@@ -197,6 +201,47 @@ func TestWatchFromNowSkipsOldEvents(t *testing.T) {
 	got := receive(t, w, 1)
 	if got[0].ID != id || got[0].Task != "new" {
 		t.Fatalf("got %+v, want the new event %d", got[0], id)
+	}
+}
+
+// TestWatchPoll: the watch asks its store for changes at the poll
+// WithWatchPoll sets (DefaultWatchPoll without it); with zero it asks for
+// no signal at all and still delivers, from its once-a-second read.
+func TestWatchPoll(t *testing.T) {
+	for _, c := range []struct {
+		opts []Option
+		want time.Duration // 0: HistoryChanges is not called
+	}{
+		{nil, DefaultWatchPoll},
+		{[]Option{WithWatchPoll(-time.Second)}, DefaultWatchPoll},
+		{[]Option{WithWatchPoll(250 * time.Millisecond)}, 250 * time.Millisecond},
+		{[]Option{WithWatchPoll(0)}, 0},
+	} {
+		f := newFeedStore()
+		f.polls = make(chan time.Duration, 1)
+		svc := New(f, c.opts...)
+		w, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-w.Ready()
+		id := f.add("t", EventAcquired)
+		if got := receive(t, w, 1); got[0].ID != id {
+			t.Fatalf("poll %v: got %+v, want event %d", c.want, got[0], id)
+		}
+		// The hub asks for the signal before its first read, and the event
+		// came after that: any call has been made by now.
+		select {
+		case poll := <-f.polls:
+			if c.want == 0 || poll != c.want {
+				t.Errorf("HistoryChanges asked to poll every %v, want %v (0: not asked)", poll, c.want)
+			}
+		default:
+			if c.want != 0 {
+				t.Errorf("HistoryChanges was not asked, want a poll every %v", c.want)
+			}
+		}
+		w.Close()
 	}
 }
 

@@ -58,6 +58,11 @@ type Config struct {
 	// MaxWatchers caps concurrent watch streams; 0 means
 	// DefaultMaxWatchers, lowered as MaxStreams is.
 	MaxWatchers int
+	// WatchPoll is how often a sidecar with watchers asks the store for
+	// other processes' commits (leasecore.WithWatchPoll): the longest one
+	// waits before its watchers are told. 0 turns the signal off: the
+	// watch reads the store once a second.
+	WatchPoll time.Duration
 	// RequireDeclared refuses claims of tasks that are not declared.
 	RequireDeclared bool
 	// PruneInterval is how often this sidecar tries to prune lease history
@@ -65,9 +70,18 @@ type Config struct {
 	PruneInterval time.Duration
 }
 
+// The bounds of --watch-poll: below MinWatchPoll the polls would cost the
+// store more than the watch's own reads, which come at most every 25 ms;
+// above MaxWatchPoll they would come after the watch's once-a-second read.
+const (
+	MinWatchPoll = 10 * time.Millisecond
+	MaxWatchPoll = time.Second
+)
+
 // DefaultConfig returns the configuration of `leasehold serve` with no flags.
 func DefaultConfig() Config {
-	return Config{Listen: cli.DefaultListen, Store: storeurl.Default, LogFormat: "text", PruneInterval: leasecore.DefaultPruneInterval}
+	return Config{Listen: cli.DefaultListen, Store: storeurl.Default, LogFormat: "text", PruneInterval: leasecore.DefaultPruneInterval,
+		WatchPoll: leasecore.DefaultWatchPoll}
 }
 
 // RegisterFlags defines the serve flags on fs, with c's values as defaults.
@@ -76,6 +90,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(listenModeFlag{&c.ListenMode}, "listen-mode", "file `mode` of a unix:PATH socket, in octal (default 0660: its owner and group may connect)")
 	fs.StringVar(&c.Store, "store", c.Store, "store `URL`: sqlite:PATH or postgres://USER@HOST:PORT/DB")
 	fs.StringVar(&c.WatchStore, "watch-store", c.WatchStore, "ignored, and deprecated: the watch (GET /v1/watch) follows a PostgreSQL store through --store, PgBouncer included, with no connection of its own")
+	fs.DurationVar(&c.WatchPoll, "watch-poll", c.WatchPoll, "how often a sidecar with watchers asks the store for other processes' commits, the longest one waits before the watch sees it (its own commits wake it at once); 10ms to 1s, or 0: no signal, the watch reads once a second")
 	fs.Var((*hostList)(&c.AllowHosts), "allow-host", "a Host `name` to answer besides loopback names, IP addresses and the --listen host, as in leasehold.default.svc; *.DOMAIN matches its subdomains, * any host; repeat or separate with commas")
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "`path` of a file holding the bearer token required on /v1/*")
 	fs.StringVar(&c.CredentialsFile, "credentials-file", c.CredentialsFile, "`path` of a credentials file: named bearer tokens (stored as SHA-256), each with the task prefixes it covers and its right (read, hold, admin); exclusive with --token-file")
@@ -96,6 +111,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxStreams < 0 {
 		return fmt.Errorf("--max-streams must be positive (0 means %d), not %d", DefaultMaxStreams, c.MaxStreams)
+	}
+	if c.WatchPoll != 0 && (c.WatchPoll < MinWatchPoll || c.WatchPoll > MaxWatchPoll) {
+		return fmt.Errorf("--watch-poll must be 0 (no signal: the watch reads once a second) or from %s to %s, not %s", MinWatchPoll, MaxWatchPoll, c.WatchPoll)
 	}
 	if c.MaxWatchers < 0 {
 		return fmt.Errorf("--max-watchers must be positive (0 means %d), not %d", DefaultMaxWatchers, c.MaxWatchers)

@@ -62,6 +62,14 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("prune interval %s: %v, want accepted=%v (a refusal names --prune-interval)", d, err, ok)
 		}
 	}
+	for d, ok := range map[time.Duration]bool{0: true, MinWatchPoll: true, 100 * time.Millisecond: true, MaxWatchPoll: true,
+		time.Millisecond: false, 2 * time.Second: false, -time.Second: false} {
+		c = DefaultConfig()
+		c.WatchPoll = d
+		if err := c.Validate(); (err == nil) != ok || (err != nil && !strings.Contains(err.Error(), "--watch-poll")) {
+			t.Errorf("watch poll %s: %v, want accepted=%v (a refusal names --watch-poll)", d, err, ok)
+		}
+	}
 	// --watch-store is ignored, whatever it says, so that command lines
 	// that still give it start.
 	for _, w := range []struct{ store, watch string }{

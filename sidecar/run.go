@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -96,7 +97,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		hosts = &p
 	}
 	srv, err := New(Options{Store: store, Credentials: book, Hosts: hosts, Logger: log, MaxStreams: maxStreams, MaxWatchers: maxWatchers, RequireDeclared: cfg.RequireDeclared,
-		UnixSocket: socketPath})
+		UnixSocket: socketPath, WatchPoll: cmp.Or(cfg.WatchPoll, -1)})
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,11 @@ type Options struct {
 	MaxStreams int
 	// MaxWatchers caps concurrent watch streams; 0 means DefaultMaxWatchers.
 	MaxWatchers int
+	// WatchPoll is how often the watch asks the store for other processes'
+	// commits (leasecore.WithWatchPoll); zero means
+	// leasecore.DefaultWatchPoll, and a negative value turns the signal
+	// off (the watch reads once a second).
+	WatchPoll time.Duration
 	// RequireDeclared refuses claims (and keepalive streams) of tasks that
 	// have no declaration, with a 404 undeclared-task problem.
 	RequireDeclared bool
@@ -109,7 +114,7 @@ func New(opts Options) (*Server, error) {
 		s.hosts = &p
 	}
 	svc := leasecore.New(opts.Store, leasecore.WithInterceptor(s.interceptStore), leasecore.WithInterceptor(cli.MigrateHint),
-		leasecore.WithDeclarations(opts.DeclarationsMaxAge, opts.RequireDeclared))
+		leasecore.WithDeclarations(opts.DeclarationsMaxAge, opts.RequireDeclared), watchPoll(opts.WatchPoll))
 	s.svc = svc
 	m.registerStoreCounts(svc)
 	m.registerStreams(s.streams)
@@ -326,4 +331,15 @@ func (s *Server) interceptStore(ctx context.Context, op string, call func(contex
 	err := call(ctx)
 	s.metrics.storeCall(s.log, op, start, err)
 	return err
+}
+
+// watchPoll is Options.WatchPoll as a leasecore option.
+func watchPoll(d time.Duration) leasecore.Option {
+	switch {
+	case d == 0:
+		return leasecore.WithWatchPoll(leasecore.DefaultWatchPoll)
+	case d < 0:
+		return leasecore.WithWatchPoll(0)
+	}
+	return leasecore.WithWatchPoll(d)
 }

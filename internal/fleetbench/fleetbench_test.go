@@ -269,7 +269,7 @@ func TestClaimClient(t *testing.T) {
 // (never a median of the rest), median and max over the sidecars.
 func TestTables(t *testing.T) {
 	t.Parallel()
-	cfg := config{fleet: []int{4, 16}, routes: []string{"direct"}, modes: []string{"none", "watch", "trigger"}, raw: []int{8}}
+	cfg := config{fleet: []int{4, 16}, routes: []string{"direct"}, modes: []string{"none", "floor", "watch", "trigger"}, raw: []int{8}}
 	r := newResults(cfg)
 	ok := func(grants int64) point {
 		return point{grants: grants, seconds: 1, p50US: 1500, p99US: 12000, renewals: 64, pgCPU: time.Duration(grants) * 100 * time.Microsecond,
@@ -279,6 +279,7 @@ func TestTables(t *testing.T) {
 	r.add("direct", 4, "none", ok(1000))
 	r.add("direct", 4, "none", ok(3000))
 	r.add("direct", 4, "none", ok(2000))
+	r.add("direct", 4, "floor", ok(2000))
 	r.add("direct", 4, "watch", ok(1900))
 	r.add("direct", 4, "trigger", ok(1000))
 	r.add("direct", 16, "none", ok(4000))
@@ -289,6 +290,8 @@ func TestTables(t *testing.T) {
 	out := r.tables()
 	for _, want := range []string{
 		"| new grants/s ratio | 4 sidecars | 16 sidecars |",
+		"| direct: watch / floor | 0.95× | FAILED |",
+		"| direct: floor / none | 1.00× | n/a |",
 		"| direct: watch / none | 0.95× | FAILED |",
 		"| direct: trigger / none | 0.50× | n/a |",
 		"| 4 | none | — | 2,000 | 1.50 | 12.00 | 64 | 100 | 0.0 | n/a | 8 | 22.0 / 24.0 | 2.0 / 3.0 | 31.0 / 35.0 | 20.0 / 50.0 |",

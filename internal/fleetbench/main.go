@@ -17,7 +17,13 @@
 // Notification modes, each on the same fleet shape:
 //
 //   - none: no watchers, and the history NOTIFY trigger and its function
-//     dropped if present: the floor, no notification at all;
+//     dropped if present: what the fleet does when nobody watches;
+//   - floor: the watchers, on a store with no notification at all: no
+//     trigger, and the sidecars never asked for changes (serve
+//     --watch-poll 0), so that their watches read once a second: the
+//     floor the watch's notification must not lower (the target is watch
+//     ≥ 0.95 × floor), which pays for delivering every event to the
+//     watchers as the other modes with watchers do;
 //   - watch: the tree's code as migrated (no trigger since migration 0007:
 //     the watch polls), with the watchers connected;
 //   - trigger: the watchers, and the trigger (re)created exactly as
@@ -61,7 +67,7 @@ const tool = "fleetbench"
 // Routes and modes, in the order a run measures them.
 var (
 	allRoutes = []string{"direct", "pgbouncer"}
-	allModes  = []string{"none", "watch", "trigger"}
+	allModes  = []string{"none", "floor", "watch", "trigger"}
 )
 
 type config struct {
@@ -99,11 +105,11 @@ func main() {
 	flag.StringVar(&cfg.leasehold, "leasehold", "bin/leasehold", "the leasehold binary")
 	flag.StringVar(&fleet, "fleet", "4 16 32 64", "sidecars per point, space or comma separated")
 	flag.StringVar(&routes, "routes", "direct pgbouncer", "how the sidecars reach PostgreSQL: direct, pgbouncer (transaction mode)")
-	flag.StringVar(&modes, "modes", "none watch trigger", "notification modes: none (no trigger, no watchers), watch (the tree's code, with watchers), trigger (migration 0004's trigger, with watchers)")
+	flag.StringVar(&modes, "modes", "none floor watch trigger", "notification modes: none (no trigger, no watchers), floor (watchers, no notification at all: serve --watch-poll 0), watch (the tree's code, with watchers), trigger (migration 0004's trigger, with watchers)")
 	flag.IntVar(&cfg.conns, "conns", 2, "claim connections per sidecar")
 	flag.IntVar(&cfg.pool, "pool", 2, "each sidecar's pool_max_conns")
 	flag.IntVar(&cfg.bouncerConns, "bouncer-conns", 16, "PgBouncer's server connections to the database")
-	flag.IntVar(&cfg.watchers, "watchers", 4, "watch streams per point (modes watch and trigger), spread over the sidecars")
+	flag.IntVar(&cfg.watchers, "watchers", 4, "watch streams per point (modes floor, watch and trigger), spread over the sidecars")
 	flag.IntVar(&cfg.streams, "streams", 64, "keepalive streams per point, spread over the sidecars")
 	flag.DurationVar(&cfg.streamTTL, "stream-ttl", 3*time.Second, "the keepalive streams' ttl")
 	flag.DurationVar(&cfg.duration, "duration", 10*time.Second, "claims per point")

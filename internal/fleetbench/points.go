@@ -236,15 +236,15 @@ func (b *bench) newDatabase(ctx context.Context, prefix string) (string, func(),
 }
 
 // prepare migrates the database at dbURL and sets its notification for
-// mode: "none" drops the trigger, "trigger" (re)creates migration 0004's,
-// "watch" leaves the migrated schema as it is.
+// mode: "none" and "floor" drop the trigger, "trigger" (re)creates
+// migration 0004's, "watch" leaves the migrated schema as it is.
 func (b *bench) prepare(ctx context.Context, dbURL, mode string) error {
 	if out, err := exec.Command(b.cfg.leasehold, "migrate", "--store", dbURL).CombinedOutput(); err != nil {
 		return fmt.Errorf("leasehold migrate: %w: %s", err, out)
 	}
 	var sql string
 	switch mode {
-	case "none":
+	case "none", "floor":
 		sql = dropTriggerSQL
 	case "trigger":
 		sql = dropTriggerSQL + ";\n" + b.trigger
@@ -340,7 +340,11 @@ func (b *bench) fleetPoint(ctx context.Context, n int, route, mode, prefix strin
 	if mode == "none" {
 		watchers = 0
 	}
-	sidecars, err := startFleet(n, b.cfg.leasehold, storeURL)
+	var flags []string
+	if mode == "floor" {
+		flags = []string{"--watch-poll", "0"}
+	}
+	sidecars, err := startFleet(n, b.cfg.leasehold, storeURL, flags...)
 	defer stopFleet(sidecars)
 	if err != nil {
 		return p, err
@@ -509,9 +513,9 @@ func mustPath(u string) string {
 	return parsed.Path
 }
 
-// startFleet starts n sidecars at once (a few at a time). The sidecars started are returned even on error,
+// startFleet starts n sidecars at once (a few at a time), each with flags. The sidecars started are returned even on error,
 // for stopFleet.
-func startFleet(n int, bin, storeURL string) ([]*benchproc.Sidecar, error) {
+func startFleet(n int, bin, storeURL string, flags ...string) ([]*benchproc.Sidecar, error) {
 	out := make([]*benchproc.Sidecar, n)
 	errs := make([]error, n)
 	sem := make(chan struct{}, 8)
@@ -520,7 +524,7 @@ func startFleet(n int, bin, storeURL string) ([]*benchproc.Sidecar, error) {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			out[i], errs[i] = benchproc.StartSidecar(tool, bin, storeURL)
+			out[i], errs[i] = benchproc.StartSidecar(tool, bin, storeURL, flags...)
 		})
 	}
 	wg.Wait()

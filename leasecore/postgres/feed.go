@@ -42,7 +42,8 @@ const GapSettleTimeout = 30 * time.Second
 const defaultReadLimit = 1000
 
 // ChangesPoll is how often HistoryChanges asks the database for its newest
-// committed event id while somebody follows it: the longest an event that
+// committed event id while somebody follows it, unless its caller says
+// (leasecore.DefaultWatchPoll, which the watch asks for by default): the longest an event that
 // another process commits waits before this one is told of it. The
 // question is one short read through the pool (followFromNowSQL: the last
 // entry of the history's primary key), so it goes through PgBouncer in
@@ -273,8 +274,8 @@ func (s *Store) RecordExpiries(ctx context.Context, limit int) (leasecore.Expiry
 
 // HistoryChanges returns a channel that receives a value soon after any
 // process commits history events to the database: a goroutine asks the
-// database for its newest committed event id every ChangesPoll (the
-// store's changesPoll) and sends a value when the id moved, and sends one
+// database for its newest committed event id every poll (zero or less:
+// ChangesPoll) and sends a value when the id moved, and sends one
 // at once when this Store commits history. It sends one after its first
 // poll too, and after a failed poll (the reader then reads, and meets the
 // failure itself, or the events committed while the database was away);
@@ -286,7 +287,10 @@ func (s *Store) RecordExpiries(ctx context.Context, limit int) (leasecore.Expiry
 // then holds the later events back behind the gap and says so (Pending), and
 // its reader reads again soon on its own (Service.Watch does), so no signal
 // is needed for it.
-func (s *Store) HistoryChanges(ctx context.Context) (<-chan struct{}, error) {
+func (s *Store) HistoryChanges(ctx context.Context, poll time.Duration) (<-chan struct{}, error) {
+	if poll <= 0 {
+		poll = s.changesPoll
+	}
 	s.changesMu.Lock()
 	defer s.changesMu.Unlock()
 	if s.closed.Load() || s.changesCtx.Err() != nil {
@@ -299,7 +303,7 @@ func (s *Store) HistoryChanges(ctx context.Context) (<-chan struct{}, error) {
 		defer close(ch)
 		defer stop()
 		defer cancel()
-		s.followChanges(ctx, ch)
+		s.followChanges(ctx, ch, poll)
 	})
 	return ch, nil
 }
@@ -314,8 +318,8 @@ func signal(ch chan<- struct{}) {
 
 // followChanges polls the newest committed event id until ctx ends,
 // signalling ch when it moves and whenever this Store commits history.
-func (s *Store) followChanges(ctx context.Context, ch chan<- struct{}) {
-	tick := time.NewTicker(s.changesPoll)
+func (s *Store) followChanges(ctx context.Context, ch chan<- struct{}, poll time.Duration) {
+	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	var (
 		newest int64
@@ -346,7 +350,7 @@ func (s *Store) followChanges(ctx context.Context, ch chan<- struct{}) {
 		}
 		if err != nil {
 			if retry == nil {
-				retry = backoff.New(s.changesPoll, changesRetryMax)
+				retry = backoff.New(poll, changesRetryMax)
 				signal(ch)
 			}
 			if backoff.Sleep(ctx, retry.Next()) != nil {

@@ -294,7 +294,7 @@ func TestHistoryChanges(t *testing.T) {
 	other := mustOpen(t, url)
 
 	ctx, cancel := context.WithCancel(t.Context())
-	ch, err := st.HistoryChanges(ctx)
+	ch, err := st.HistoryChanges(ctx, 0)
 	if err != nil {
 		t.Fatalf("history changes: %v", err)
 	}
@@ -342,7 +342,7 @@ func TestHistoryChangesOwnCommits(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	st := mustMigrated(t, url)
 	st.changesPoll = time.Hour
-	ch, err := st.HistoryChanges(t.Context())
+	ch, err := st.HistoryChanges(t.Context(), 0)
 	if err != nil {
 		t.Fatalf("history changes: %v", err)
 	}
@@ -461,14 +461,14 @@ SELECT count(*) FROM pg_trigger
 func TestHistoryChangesClosedWithStore(t *testing.T) {
 	t.Parallel()
 	st := mustMigrated(t, pgtest.NewDatabase(t))
-	ch, err := st.HistoryChanges(t.Context())
+	ch, err := st.HistoryChanges(t.Context(), 0)
 	if err != nil {
 		t.Fatalf("history changes: %v", err)
 	}
 	_ = st.Close()
 	for range ch { // drains a pending value, ends when closed
 	}
-	if _, err := st.HistoryChanges(t.Context()); !errors.Is(err, leasecore.ErrUnavailable) {
+	if _, err := st.HistoryChanges(t.Context(), 0); !errors.Is(err, leasecore.ErrUnavailable) {
 		t.Fatalf("history changes on a closed store: %v, want unavailable", err)
 	}
 }

@@ -180,7 +180,7 @@ func scanEvent(rows *sql.Rows) (leasecore.Event, error) {
 }
 
 // HistoryChanges follows the file: a goroutine holds one connection of its
-// own, asks it every changesPoll whether any other connection, in this
+// own, asks it every poll (zero or less: changesPoll) whether any other connection, in this
 // process or another, committed (PRAGMA data_version), and when one did and
 // the newest event id moved, sends a value. A commit of this Store's writer
 // that wrote history makes it ask at once. A failed poll sends a value too
@@ -190,7 +190,10 @@ func scanEvent(rows *sql.Rows) (leasecore.Event, error) {
 //
 // Each call holds a connection until it ends, so a process should follow a
 // store through one call and fan its signal out (Service.Watch does).
-func (s *Store) HistoryChanges(ctx context.Context) (<-chan struct{}, error) {
+func (s *Store) HistoryChanges(ctx context.Context, poll time.Duration) (<-chan struct{}, error) {
+	if poll <= 0 {
+		poll = s.changesPoll
+	}
 	const op = leasecore.OpFollowHistory
 	if err := s.readable(op); err != nil {
 		return nil, err
@@ -224,7 +227,7 @@ func (s *Store) HistoryChanges(ctx context.Context) (<-chan struct{}, error) {
 		defer cancel()
 		defer stop()
 		defer w.close()
-		w.follow(ctx, ch)
+		w.follow(ctx, ch, poll)
 	}()
 	return ch, nil
 }
@@ -245,14 +248,14 @@ type watcher struct {
 
 // follow polls until ctx ends, sending on ch (without waiting: a value
 // already in it stands for this one too).
-func (w *watcher) follow(ctx context.Context, ch chan<- struct{}) {
+func (w *watcher) follow(ctx context.Context, ch chan<- struct{}, poll time.Duration) {
 	signal := func() {
 		select {
 		case ch <- struct{}{}:
 		default:
 		}
 	}
-	tick := time.NewTicker(w.s.changesPoll)
+	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	var retry *backoff.Backoff // non-nil while polls fail
 	// local is taken before each poll, so that a commit during the poll is
@@ -277,7 +280,7 @@ func (w *watcher) follow(ctx context.Context, ch chan<- struct{}) {
 		}
 		if err != nil {
 			if retry == nil {
-				retry = backoff.New(changesPoll, changesRetryMax)
+				retry = backoff.New(poll, changesRetryMax)
 				signal()
 			}
 			if backoff.Sleep(ctx, retry.Next()) != nil {

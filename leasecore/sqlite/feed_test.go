@@ -279,7 +279,7 @@ func changes(t *testing.T, s *Store) <-chan struct{} {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	ch, err := s.HistoryChanges(ctx)
+	ch, err := s.HistoryChanges(ctx, 0)
 	if err != nil {
 		t.Fatalf("HistoryChanges: %v", err)
 	}
@@ -334,7 +334,7 @@ func TestHistoryChangesSignalsOwnCommits(t *testing.T) {
 	}
 
 	short, cancel := context.WithCancel(ctx)
-	ended, err := s.HistoryChanges(short)
+	ended, err := s.HistoryChanges(short, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +345,7 @@ func TestHistoryChangesSignalsOwnCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitClosed(t, closing, "after its store closed")
-	if _, err := other.HistoryChanges(ctx); !errors.Is(err, leasecore.ErrUnavailable) {
+	if _, err := other.HistoryChanges(ctx, 0); !errors.Is(err, leasecore.ErrUnavailable) {
 		t.Errorf("HistoryChanges after Close: %v, want unavailable", err)
 	}
 }
@@ -449,7 +449,7 @@ func TestFeedOnAReplacedFile(t *testing.T) {
 	assertUnavailable(t, leasecore.OpReadHistory, err, gone)
 	_, err = s.FollowHistory(ctx, -1)
 	assertUnavailable(t, leasecore.OpFollowHistory, err, gone)
-	_, err = s.HistoryChanges(ctx)
+	_, err = s.HistoryChanges(ctx, 0)
 	assertUnavailable(t, leasecore.OpFollowHistory, err, gone)
 	_, err = s.RecordExpiries(ctx, 10)
 	assertUnavailable(t, leasecore.OpRecordExpiries, err, gone)

@@ -435,7 +435,7 @@ func (s *suite) testFeedChangesSignalled(t *testing.T) {
 	cur := follow(t, f, -1)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	ch, err := f.HistoryChanges(ctx)
+	ch, err := f.HistoryChanges(ctx, 0)
 	if err != nil {
 		t.Fatalf("history changes: %v", err)
 	}
