@@ -27,13 +27,13 @@ type Service struct {
 	opTimeout    time.Duration
 	decls        declarations // applied to claims and renewals
 
-	watchBuffer int           // WithWatchBuffer
+	watchBuffer int // WithWatchBuffer
 	// watchChangesPoll is WithWatchPoll's: how often the watch's store
 	// signal polls; 0, no signal.
 	watchChangesPoll time.Duration
-	watchLinger time.Duration // WatchLinger; shorter in tests
-	watchOnce   sync.Once
-	watch       *watchHub // the history's fan-out (watch.go), made on first use
+	watchLinger      time.Duration // WatchLinger; shorter in tests
+	watchOnce        sync.Once
+	watch            *watchHub // the history's fan-out (watch.go), made on first use
 }
 
 // DefaultOpTimeout bounds one store operation whose context has no deadline

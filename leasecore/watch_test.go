@@ -24,7 +24,7 @@ type feedStore struct {
 	failing atomic.Bool // FollowHistory and Next fail
 	reads   atomic.Int64
 	polls   chan time.Duration // each HistoryChanges call's poll, when not nil
-	pruned  map[int64]bool // events deleted: no cursor sees them
+	pruned  map[int64]bool     // events deleted: no cursor sees them
 
 	// hooks, when set: onFollow runs in FollowHistory, onCatchUpEmpty
 	// when a catch-up cursor (one that was given a position) is about
