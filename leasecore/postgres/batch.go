@@ -139,8 +139,16 @@ func (b *batcher[Q, R]) do(ctx context.Context, req Q) (R, error) {
 	}
 	c := &call[Q, R]{ctx: ctx, req: req, done: make(chan answer[R], 1)}
 	b.queue = append(b.queue, c)
+	// With every slot taken no flusher can send this call yet: the slot's
+	// free wakes one when it comes free. Waking one now would only make it
+	// find every slot still taken and wait again, a goroutine switch (and,
+	// with an idle processor, a thread wake-up) for each call queued while
+	// lone calls hold the slots.
+	slotFree := b.inFlight < batchFlushers
 	b.mu.Unlock()
-	b.wake.Signal()
+	if slotFree {
+		b.wake.Signal()
+	}
 
 	select {
 	case a := <-c.done:
@@ -181,7 +189,8 @@ func (b *batcher[Q, R]) alone(ctx context.Context, req Q) (R, error) {
 	return vals[0], nil
 }
 
-// free gives back a slot, and wakes a flusher if calls are waiting for one.
+// free gives back the slot of a call sent alone, and wakes a flusher if
+// calls are waiting for one.
 func (b *batcher[Q, R]) free() {
 	b.mu.Lock()
 	b.inFlight--
@@ -192,23 +201,31 @@ func (b *batcher[Q, R]) free() {
 	}
 }
 
-// flush is one flusher: it sends batches until the batcher stops.
+// flush is one flusher: it sends batches until the batcher stops. A
+// flusher whose batch is answered gives back its slot and takes the next
+// batch in one step, under the lock, rather than through free: what is
+// queued is its to send, and waking the other flusher for it (free's
+// signal) would only have that one find the queue taken and wait again.
+// next still wakes the other flusher when calls are left behind and a slot
+// is free.
 func (b *batcher[Q, R]) flush() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	for {
 		batch := b.next()
 		if batch == nil {
 			return
 		}
+		b.mu.Unlock()
 		b.run(batch)
-		b.free()
+		b.mu.Lock()
+		b.inFlight--
 	}
 }
 
 // next waits until calls are queued and a slot is free, takes the slot and
-// a batch of calls; nil once the batcher is stopped.
+// a batch of calls; nil once the batcher is stopped. b.mu is held.
 func (b *batcher[Q, R]) next() []*call[Q, R] {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	for {
 		for !b.closed && (len(b.queue) == 0 || b.inFlight == batchFlushers) {
 			b.wake.Wait()

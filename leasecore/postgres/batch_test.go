@@ -713,3 +713,96 @@ func renewCount(st *Store) leasecore.WriteCount {
 	}
 	return leasecore.WriteCount{}
 }
+
+// Calls queued while every slot is taken are sent once a slot comes free,
+// whichever way it does: a lone call's slot given back (free), or a
+// flusher's batch answered (the flusher then takes the queue itself). The
+// batcher signals a flusher only when one can send, so a lost hand-over
+// would leave calls queued for good. send is the seam: no database.
+func TestQueuedCallsSentAsSlotsFree(t *testing.T) {
+	t.Parallel()
+	gates := make(chan chan struct{}, 16) // one per statement, in the order they start
+	var mu sync.Mutex
+	var sent [][]string
+	b := newBatcher("claim", func(r string) string { return r }, func(ctx context.Context, reqs []string) ([]bool, error) {
+		gate := make(chan struct{})
+		mu.Lock()
+		sent = append(sent, slices.Sorted(slices.Values(reqs))) // the calls queue in any order
+		mu.Unlock()
+		gates <- gate
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return make([]bool, len(reqs)), nil
+	})
+	t.Cleanup(b.stop)
+	ctx := t.Context()
+	answered := make(chan string, 16)
+	call := func(task string) {
+		go func() {
+			if _, err := b.do(ctx, task); err != nil {
+				t.Errorf("%s: %v", task, err)
+			}
+			answered <- task
+		}()
+	}
+	next := func(what string) chan struct{} {
+		select {
+		case g := <-gates:
+			return g
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no statement started: %s", what)
+			return nil
+		}
+	}
+	await := func(tasks ...string) {
+		t.Helper()
+		got := make([]string, 0, len(tasks))
+		for range tasks {
+			select {
+			case task := <-answered:
+				got = append(got, task)
+			case <-time.After(10 * time.Second):
+				t.Fatalf("answered %v, want %v", got, tasks)
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tasks) {
+			t.Fatalf("answered %v, want %v", got, tasks)
+		}
+	}
+
+	// Two lone calls take both slots; two more queue behind them.
+	call("a")
+	lone1 := next("lone a")
+	call("b")
+	lone2 := next("lone b")
+	call("c")
+	call("d")
+	poll(t, "2 calls queued", func() bool { return b.queuedCalls() == 2 })
+	// A lone call's slot comes free: a flusher sends the queue as one batch.
+	close(lone1)
+	await("a")
+	batch1 := next("batch c, d")
+	// Both slots taken again (lone b, the batch): e and f queue.
+	call("e")
+	call("f")
+	poll(t, "2 calls queued", func() bool { return b.queuedCalls() == 2 })
+	// The batch is answered: its flusher sends what queued meanwhile.
+	close(batch1)
+	await("c", "d")
+	batch2 := next("batch e, f")
+	close(batch2)
+	await("e", "f")
+	close(lone2)
+	await("b")
+
+	mu.Lock()
+	defer mu.Unlock()
+	want := [][]string{{"a"}, {"b"}, {"c", "d"}, {"e", "f"}}
+	if !slices.EqualFunc(sent, want, slices.Equal) {
+		t.Errorf("statements %v, want %v", sent, want)
+	}
+}
