@@ -106,6 +106,7 @@ func TestServeFlagsFromEnv(t *testing.T) {
 		"LEASEHOLD_REQUIRE_DECLARED": "true",
 		"LEASEHOLD_PRUNE_INTERVAL":   "30m",
 		"LEASEHOLD_ALLOW_HOST":       "leasehold.default.svc, *.svc.cluster.local",
+		"LEASEHOLD_WATCH_POLL":       "250ms",
 	}
 	cfg := DefaultConfig()
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
@@ -117,7 +118,8 @@ func TestServeFlagsFromEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{Listen: "127.0.0.1:9999", Store: "sqlite:/from/flag.db", TokenFile: "/env/token", LogFormat: "text",
-		RequireDeclared: true, PruneInterval: 30 * time.Minute, AllowHosts: []string{"leasehold.default.svc", "*.svc.cluster.local"}}
+		RequireDeclared: true, PruneInterval: 30 * time.Minute, AllowHosts: []string{"leasehold.default.svc", "*.svc.cluster.local"},
+		WatchPoll: 250 * time.Millisecond}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("config %+v, want %+v (flag wins over env, env over default)", cfg, want)
 	}
