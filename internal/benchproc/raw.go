@@ -27,6 +27,11 @@ type LoadResult struct {
 	Seconds float64 `json:"seconds"`
 	Keys    int64   `json:"keys"`
 	Error   string  `json:"error,omitempty"`
+	// P50US and P99US are the nearest-rank percentiles of the successful
+	// ops' latencies, in µs, over every client (0 when the load process
+	// does not measure them).
+	P50US float64 `json:"p50_us,omitempty"`
+	P99US float64 `json:"p99_us,omitempty"`
 }
 
 // ParseLoad reads the last line of a load process's output as its
@@ -119,6 +124,7 @@ func rawLoad(url string, clients int, duration time.Duration, prefix string) (Lo
 	var ops, errs atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
+	latencies := make([][]time.Duration, clients) // each client's own
 	start := time.Now()
 	end := start.Add(duration)
 	for c := range clients {
@@ -128,17 +134,22 @@ func rawLoad(url string, clients int, duration time.Duration, prefix string) (Lo
 			// grant is in the store and none in the store is uncounted.
 			for n := 0; time.Now().Before(end); n++ {
 				task := fmt.Sprintf("%s-%d-%d", prefix, c, n)
+				began := time.Now()
 				if err := rawClaim(ctx, pool, sql, task, owner); err != nil {
 					errs.Add(1)
 					firstErr.CompareAndSwap(nil, err)
 					continue
 				}
+				latencies[c] = append(latencies[c], time.Since(began))
 				ops.Add(1)
 			}
 		})
 	}
 	wg.Wait()
 	res.Seconds = time.Since(start).Seconds()
+	all := MergeLatencies(latencies)
+	res.P50US = float64(Quantile(all, 0.50)) / float64(time.Microsecond)
+	res.P99US = float64(Quantile(all, 0.99)) / float64(time.Microsecond)
 	res.Ops, res.Errors = ops.Load(), errs.Load()
 	if err := pool.QueryRow(ctx, GrantsSQL, TasksLike(prefix)).Scan(&res.Keys); err != nil {
 		return res, fmt.Errorf("count acquired events: %w", err)

@@ -181,9 +181,9 @@ func runLoad(c loadConfig, in io.Reader, out io.Writer) (loadResult, error) {
 		}
 		lat = append(lat, cl.latencies)
 	}
-	all := mergeLatencies(lat)
-	res.P50US = float64(quantile(all, 0.50).Nanoseconds()) / 1e3
-	res.P99US = float64(quantile(all, 0.99).Nanoseconds()) / 1e3
+	all := benchproc.MergeLatencies(lat)
+	res.P50US = float64(benchproc.Quantile(all, 0.50).Nanoseconds()) / 1e3
+	res.P99US = float64(benchproc.Quantile(all, 0.99).Nanoseconds()) / 1e3
 
 	// The store, then the watchers: every acquired event of the claimed
 	// tasks, in id order, once.

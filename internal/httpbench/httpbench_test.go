@@ -87,7 +87,9 @@ func TestTable(t *testing.T) {
 		r.add("raw", 1, p)
 		r.add("pg", 1, point{ops: p.ops / 2, seconds: 1, serverCPU: 50 * time.Millisecond})
 	}
-	r.add("raw", 32, ok(12345, 1, 0))
+	lat := ok(12345, 1, 0)
+	lat.p50US, lat.p99US = 1500, 12345
+	r.add("raw", 32, lat)
 	r.add("pg", 32, ok(20000, 1, 0))
 	r.add("pg", 32, point{ops: 1, seconds: 1, failed: "wrk: 1 answer above 399"})
 	r.add("floor", 1, ok(20000, 2, 200*time.Millisecond))
@@ -104,6 +106,8 @@ func TestTable(t *testing.T) {
 		"| CPU µs/claim: PostgreSQL under the sidecar | n/a | failed |",
 		"| CPU µs/claim: PostgreSQL under raw pgx | 250 | 0.0 |",
 		"| CPU µs/request: HTTP floor server | 10.0 | n/a |",
+		"| p50 ms: raw pgx | n/a | 1.50 |",
+		"| p99 ms: raw pgx | n/a | 12.35 |",
 	} {
 		if !strings.Contains(table, want+"\n") {
 			t.Errorf("table lacks %q:\n%s", want, table)

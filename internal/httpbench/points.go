@@ -40,8 +40,10 @@ type point struct {
 	serverCPU  time.Duration // the server process's (sidecar, etcd, hello); 0 for raw pgx
 	pgCPU      time.Duration // PostgreSQL's, when measured (pgMeasured)
 	pgMeasured bool
-	check      string // what was checked against the store
-	failed     string // why the point does not count; empty when it does
+	p50US      float64 // claim latency percentiles seen by the client, µs;
+	p99US      float64 // 0 when not measured (etcd)
+	check      string  // what was checked against the store
+	failed     string  // why the point does not count; empty when it does
 }
 
 func (p point) rate() float64 { return float64(p.ops) / p.seconds }
@@ -185,7 +187,7 @@ func (b *bench) rawPoint(clients int, prefix string) (point, error) {
 	if perr != nil {
 		return p, fmt.Errorf("httpbench raw: %v (%w)", perr, err)
 	}
-	p.ops, p.seconds = lr.Ops, lr.Seconds
+	p.ops, p.seconds, p.p50US, p.p99US = lr.Ops, lr.Seconds, lr.P50US, lr.P99US
 	p.pgCPU, p.pgMeasured = pg1-pg0, pgOK && pgOK1
 	p.check = fmt.Sprintf("%d acquired history rows for %d claims", lr.Keys, lr.Ops)
 	switch {
@@ -279,6 +281,7 @@ func (b *bench) wrkPoint(srv *server, clients int, prefix string, withPG bool) (
 	pg1, pgOK1 := b.pgCPU()
 	p.ops = wr.Requests - wr.Status
 	p.seconds = secondsOf(wr.DurationUS)
+	p.p50US, p.p99US = float64(wr.P50US), float64(wr.P99US)
 	p.serverCPU = cpu1 - cpu0
 	if withPG {
 		p.pgCPU, p.pgMeasured = pg1-pg0, pgOK && pgOK1

@@ -73,6 +73,12 @@ func serverCPU(p point) (float64, bool) { return perOpUS(p.serverCPU, p.ops), p.
 
 func pgCPU(p point) (float64, bool) { return perOpUS(p.pgCPU, p.ops), p.pgMeasured && p.ops > 0 }
 
+// p50 and p99 are a point's claim latency percentiles in ms, as its client
+// saw them (wrk's, or the raw load's over every op).
+func p50(p point) (float64, bool) { return p.p50US / 1e3, p.p50US > 0 }
+
+func p99(p point) (float64, bool) { return p.p99US / 1e3, p.p99US > 0 }
+
 // table is the report: ops/s per system, their ratios, and CPU per op, as
 // a markdown table with a column per client count.
 func (r *results) table() string {
@@ -112,6 +118,19 @@ func (r *results) table() string {
 			ratio := cell{v: num.v / den.v, ok: num.ok && den.ok && den.v > 0, failed: num.failed || den.failed}
 			return formatCell(ratio, "%s×", benchproc.TwoPlaces)
 		})
+	}
+	latencies := []struct {
+		label, key string
+		f          func(point) (float64, bool)
+	}{
+		{"p50 ms: sidecar on PostgreSQL", "pg", p50},
+		{"p50 ms: raw pgx", "raw", p50},
+		{"p99 ms: sidecar on PostgreSQL", "pg", p99},
+		{"p99 ms: raw pgx", "raw", p99},
+		{"p99 ms: sidecar on SQLite", "sqlite", p99},
+	}
+	for _, q := range latencies {
+		row(q.label, func(c int) string { return formatCell(r.median(q.key, c, q.f), "%s", benchproc.TwoPlaces) })
 	}
 	cpus := []struct {
 		label, key string

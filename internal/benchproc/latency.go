@@ -1,4 +1,4 @@
-package main
+package benchproc
 
 import (
 	"math"
@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// mergeLatencies is every client's claim latencies in one sorted list: the
+// MergeLatencies is every client's claim latencies in one sorted list: the
 // fleet's distribution, from which its percentiles are read (a percentile
 // of the fleet is not any combination of the clients' percentiles).
-func mergeLatencies(perClient [][]time.Duration) []time.Duration {
+func MergeLatencies(perClient [][]time.Duration) []time.Duration {
 	n := 0
 	for _, l := range perClient {
 		n += len(l)
@@ -22,10 +22,10 @@ func mergeLatencies(perClient [][]time.Duration) []time.Duration {
 	return all
 }
 
-// quantile is the nearest-rank q-quantile (0 < q ≤ 1) of sorted: the
+// Quantile is the nearest-rank q-quantile (0 < q ≤ 1) of sorted: the
 // smallest value with at least q of the values at or below it; 0 for no
 // values.
-func quantile(sorted []time.Duration, q float64) time.Duration {
+func Quantile(sorted []time.Duration, q float64) time.Duration {
 	if len(sorted) == 0 {
 		return 0
 	}
