@@ -73,7 +73,7 @@ const (
 	// history: commits that come closer together are read together, so a
 	// busy store costs each following sidecar at most 1/watchReadEvery
 	// reads a second, at the price of that much delay.
-	watchReadEvery = 25 * time.Millisecond
+	watchReadEvery = 100 * time.Millisecond
 	// watchPendingRetry is the pause before reading again when the cursor
 	// held events back behind a transaction still in flight.
 	watchPendingRetry = 20 * time.Millisecond

@@ -70,9 +70,10 @@ type Config struct {
 	PruneInterval time.Duration
 }
 
-// The bounds of --watch-poll: below MinWatchPoll the polls would cost the
-// store more than the watch's own reads, which come at most every 25 ms;
-// above MaxWatchPoll they would come after the watch's once-a-second read.
+// The bounds of --watch-poll: polls more often than MinWatchPoll would cost
+// the store more than the few milliseconds they save a watcher (a watch
+// reads at most every 100 ms anyway); polls less often than MaxWatchPoll
+// would come after the watch's own once-a-second read.
 const (
 	MinWatchPoll = 10 * time.Millisecond
 	MaxWatchPoll = time.Second

@@ -288,7 +288,7 @@ func BenchmarkPoolSize(b *testing.B) {
 
 // BenchmarkFollowNextEmpty: one read of the history by a cursor at the
 // newest event that finds nothing new, the read a watched sidecar's hub
-// makes at least every second and at most every 25 ms. It carries the id
+// makes at least every second and at most every 100 ms. It carries the id
 // high-water mark that tells a history gone back from one that went on.
 func BenchmarkFollowNextEmpty(b *testing.B) {
 	st := mustMigrated(b, pgtest.NewDatabase(b))
