@@ -8,6 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os/exec"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -179,4 +181,58 @@ func rawClaim(ctx context.Context, pool *pgxpool.Pool, sql, task, owner string) 
 		return errors.New("claim " + task + ": not a new grant")
 	}
 	return nil
+}
+
+// RawRun is one run of the raw lone-claim load, measured from outside.
+type RawRun struct {
+	Load LoadResult
+	// PGCPU is PostgreSQL's CPU over the run (its postmaster's process
+	// tree), when PGMeasured.
+	PGCPU      time.Duration
+	PGMeasured bool
+	// Check says what was checked against the store; Failed, when not
+	// empty, why the run does not count.
+	Check, Failed string
+}
+
+// RunRaw runs the raw lone-claim load as a process of its own (self's
+// `raw` subcommand, RawMain) on the migrated database dbURL, with clients
+// connections for duration on tasks named after prefix, and measures
+// PostgreSQL's CPU when postmaster (FindPostmaster) is not 0. The run fails
+// (Failed) on any claim error, and when the store does not hold exactly the
+// grants the load counted; tool names the subcommand in errors.
+func RunRaw(tool, self string, postmaster int, dbURL string, clients int, duration time.Duration, prefix string) (RawRun, error) {
+	var r RawRun
+	cpu := func() (time.Duration, bool) {
+		if postmaster == 0 {
+			return 0, false
+		}
+		d, err := TreeCPU(postmaster)
+		return d, err == nil
+	}
+	pg0, pgOK := cpu()
+	var before map[int]bool
+	if pgOK {
+		_, before, _ = TreeCPUChildren(postmaster)
+	}
+	out, err := exec.Command(self, "raw", "-url", dbURL,
+		"-clients", strconv.Itoa(clients), "-duration", duration.String(), "-prefix", prefix).Output()
+	if pgOK {
+		AwaitBackendsGone(postmaster, before)
+	}
+	pg1, pgOK1 := cpu()
+	lr, perr := ParseLoad(out)
+	if perr != nil {
+		return r, fmt.Errorf("%s raw: %v (%w)", tool, perr, err)
+	}
+	r.Load = lr
+	r.PGCPU, r.PGMeasured = pg1-pg0, pgOK && pgOK1
+	r.Check = fmt.Sprintf("%d acquired history rows for %d claims", lr.Keys, lr.Ops)
+	switch {
+	case lr.Error != "":
+		r.Failed = fmt.Sprintf("%d errors: %s", lr.Errors, lr.Error)
+	case lr.Keys != lr.Ops:
+		r.Failed = "grants do not match: " + r.Check
+	}
+	return r, nil
 }

@@ -283,30 +283,13 @@ func (b *bench) rawPoint(ctx context.Context, clients int, prefix string) (point
 	if err := b.prepare(ctx, dbURL, "none"); err != nil {
 		return p, err
 	}
-	pg0, pgOK := b.pgCPU()
-	var before map[int]bool
-	if pgOK {
-		_, before, _ = benchproc.TreeCPUChildren(b.postmaster)
+	r, err := benchproc.RunRaw(tool, b.self, b.postmaster, dbURL, clients, b.cfg.duration, prefix)
+	if err != nil {
+		return p, err
 	}
-	out, err := exec.Command(b.self, "raw", "-url", dbURL,
-		"-clients", strconv.Itoa(clients), "-duration", b.cfg.duration.String(), "-prefix", prefix).Output()
-	if pgOK {
-		benchproc.AwaitBackendsGone(b.postmaster, before)
-	}
-	pg1, pgOK1 := b.pgCPU()
-	lr, perr := benchproc.ParseLoad(out)
-	if perr != nil {
-		return p, fmt.Errorf("fleetbench raw: %v (%w)", perr, err)
-	}
-	p.grants, p.seconds = lr.Ops, lr.Seconds
-	p.pgCPU, p.pgMeasured = pg1-pg0, pgOK && pgOK1
-	p.check = fmt.Sprintf("%d acquired history rows for %d claims", lr.Keys, lr.Ops)
-	switch {
-	case lr.Error != "":
-		p.failed = fmt.Sprintf("%d errors: %s", lr.Errors, lr.Error)
-	case lr.Keys != lr.Ops:
-		p.failed = "grants do not match: " + p.check
-	}
+	p.grants, p.seconds = r.Load.Ops, r.Load.Seconds
+	p.pgCPU, p.pgMeasured = r.PGCPU, r.PGMeasured
+	p.check, p.failed = r.Check, r.Failed
 	return p, nil
 }
 

@@ -172,30 +172,13 @@ func (b *bench) rawPoint(clients int, prefix string) (point, error) {
 	if out, err := exec.Command(b.cfg.leasehold, "migrate", "--store", dbURL).CombinedOutput(); err != nil {
 		return p, fmt.Errorf("leasehold migrate: %w: %s", err, out)
 	}
-	pg0, pgOK := b.pgCPU()
-	var before map[int]bool
-	if pgOK {
-		_, before, _ = benchproc.TreeCPUChildren(b.postmaster)
+	r, err := benchproc.RunRaw("httpbench", b.self, b.postmaster, dbURL, clients, b.cfg.duration, prefix)
+	if err != nil {
+		return p, err
 	}
-	out, err := exec.Command(b.self, "raw", "-url", dbURL,
-		"-clients", strconv.Itoa(clients), "-duration", b.cfg.duration.String(), "-prefix", prefix).Output()
-	if pgOK {
-		benchproc.AwaitBackendsGone(b.postmaster, before)
-	}
-	pg1, pgOK1 := b.pgCPU()
-	lr, perr := benchproc.ParseLoad(out)
-	if perr != nil {
-		return p, fmt.Errorf("httpbench raw: %v (%w)", perr, err)
-	}
-	p.ops, p.seconds, p.p50US, p.p99US = lr.Ops, lr.Seconds, lr.P50US, lr.P99US
-	p.pgCPU, p.pgMeasured = pg1-pg0, pgOK && pgOK1
-	p.check = fmt.Sprintf("%d acquired history rows for %d claims", lr.Keys, lr.Ops)
-	switch {
-	case lr.Error != "":
-		p.failed = fmt.Sprintf("%d errors: %s", lr.Errors, lr.Error)
-	case lr.Keys != lr.Ops:
-		p.failed = "grants do not match: " + p.check
-	}
+	p.ops, p.seconds, p.p50US, p.p99US = r.Load.Ops, r.Load.Seconds, r.Load.P50US, r.Load.P99US
+	p.pgCPU, p.pgMeasured = r.PGCPU, r.PGMeasured
+	p.check, p.failed = r.Check, r.Failed
 	return p, nil
 }
 
