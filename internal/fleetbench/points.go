@@ -89,7 +89,7 @@ func run(ctx context.Context, cfg config) error {
 	_ = admin.QueryRow(ctx, `SHOW server_version`).Scan(&pgVersion)
 	_ = admin.QueryRow(ctx, `SHOW max_connections`).Scan(&maxConns)
 	header := fmt.Sprintf("bench-fleet: %s of claims per point after %s idle, %d interleaved run(s), medians; sidecars %v; %d claim connections and pool_max_conns=%d per sidecar; "+
-		"PgBouncer (transaction mode) with %d server connections; %d watchers (watch, trigger), %d keepalive streams (ttl %s); %d CPUs; PostgreSQL %s (max_connections %s); %s",
+		"PgBouncer (transaction mode) with %d server connections; %d watchers (floor, watch, trigger), %d keepalive streams (ttl %s); %d CPUs; PostgreSQL %s (max_connections %s); %s",
 		cfg.duration, cfg.idle, cfg.runs, cfg.fleet, cfg.conns, cfg.pool, cfg.bouncerConns, cfg.watchers, cfg.streams, cfg.streamTTL,
 		runtime.NumCPU(), pgVersion, maxConns, time.Now().UTC().Format(time.RFC3339))
 	if b.postmaster == 0 {

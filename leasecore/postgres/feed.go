@@ -54,6 +54,15 @@ const ChangesPoll = 100 * time.Millisecond
 // changesRetryMax bounds the pause between failed polls.
 const changesRetryMax = 5 * time.Second
 
+// changesPollTimeout bounds one poll, which takes a millisecond when the
+// database answers. The poll holds a connection of the store's pool while
+// it waits, and a pool may have two; behind PgBouncer a query waits for a
+// server connection as long as PgBouncer's query_wait_timeout (two minutes
+// by default) while PostgreSQL is away. Unbounded, a poll issued during a
+// restart would hold its connection that long, and the sidecar's
+// readiness check and its lease statements would queue behind it.
+const changesPollTimeout = time.Second
+
 // opHistoryChanges names HistoryChanges in its errors.
 const opHistoryChanges = "history_changes"
 
@@ -344,7 +353,9 @@ func (s *Store) followChanges(ctx context.Context, ch chan<- struct{}, poll time
 		}
 		local = s.committed.Wait()
 		var n int64
-		err := s.pool.QueryRow(ctx, followFromNowSQL).Scan(&n)
+		pollCtx, cancel := context.WithTimeout(ctx, changesPollTimeout)
+		err := s.pool.QueryRow(pollCtx, followFromNowSQL).Scan(&n)
+		cancel()
 		if ctx.Err() != nil {
 			return
 		}

@@ -334,6 +334,51 @@ func TestHistoryChanges(t *testing.T) {
 	}
 }
 
+// A poll that the database does not answer gives its connection back
+// within changesPollTimeout: with a pool of one connection and the history
+// locked so that the poll waits, the store's other statements still run
+// while the lock is held (behind PgBouncer a poll waits this way for a
+// server connection while PostgreSQL restarts, and the sidecar's readiness
+// and its leases queued behind it).
+func TestHistoryChangesPollIsBounded(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabase(t)
+	mustMigrated(t, url)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	st := mustOpen(t, url+sep+"pool_max_conns=1&application_name=leasehold-one-conn")
+	mustClaim(t, st, "before", "a", time.Minute)
+
+	locker := mustConn(t, url)
+	tx, err := locker.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(t.Context(), `LOCK TABLE leasehold_history IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatalf("lock the history: %v", err)
+	}
+	if _, err := st.HistoryChanges(t.Context(), 0); err != nil {
+		t.Fatalf("history changes: %v", err)
+	}
+	admin := mustConn(t, url)
+	poll(t, "the poll to wait on the lock", func() bool {
+		var waiting int
+		err := admin.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+ WHERE application_name = 'leasehold-one-conn' AND wait_event_type = 'Lock'`).Scan(&waiting)
+		return err == nil && waiting > 0
+	})
+	// The lock is still held: only the poll's timeout can free the pool's
+	// one connection for this read of the leases.
+	ctx, cancel := context.WithTimeout(t.Context(), feedWait)
+	defer cancel()
+	if l, err := st.Get(ctx, "before"); err != nil || l == nil {
+		t.Fatalf("a read while a poll waits on the locked history: %v, %v; want the lease", l, err)
+	}
+}
+
 // A store's own commits of history are signalled at once, without waiting
 // for a poll: with polls an hour apart, each kind of write that records an
 // event still wakes the store's HistoryChanges.
