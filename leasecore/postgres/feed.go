@@ -61,6 +61,9 @@ const changesRetryMax = 5 * time.Second
 // by default) while PostgreSQL is away. Unbounded, a poll issued during a
 // restart would hold its connection that long, and the sidecar's
 // readiness check and its lease statements would queue behind it.
+// (docs/design.md: this bound does not cure the slow recovery that the
+// thousand-pod simulation finds after a restart when sidecars serve
+// watchers; its cause is open.)
 const changesPollTimeout = time.Second
 
 // opHistoryChanges names HistoryChanges in its errors.
