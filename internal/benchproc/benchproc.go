@@ -257,3 +257,22 @@ func admin(server, sql string) error {
 	_, err = conn.Exec(ctx, sql)
 	return err
 }
+
+// NewDatabase creates an empty database named after prefix (lower case,
+// '-' as '_') on the server at serverURL, through admin (a connection to
+// that server), and returns the database's URL and a function that drops it.
+func NewDatabase(ctx context.Context, admin *pgx.Conn, serverURL, prefix string) (string, func(), error) {
+	name := strings.ToLower(strings.ReplaceAll(prefix, "-", "_"))
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", nil, fmt.Errorf("create database %s: %w", name, err)
+	}
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return "", nil, err
+	}
+	u.Path = "/" + name
+	drop := func() {
+		_, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	}
+	return u.String(), drop, nil
+}

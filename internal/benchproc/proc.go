@@ -162,3 +162,14 @@ func FreePort() (int, error) {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
+
+// PostmasterCPU is PostgreSQL's CPU so far (TreeCPU of its postmaster), and
+// false when it is not measured: postmaster is 0 (FindPostmaster found
+// PostgreSQL's processes elsewhere) or /proc could not be read.
+func PostmasterCPU(postmaster int) (time.Duration, bool) {
+	if postmaster == 0 {
+		return 0, false
+	}
+	d, err := TreeCPU(postmaster)
+	return d, err == nil
+}

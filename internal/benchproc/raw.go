@@ -203,14 +203,7 @@ type RawRun struct {
 // grants the load counted; tool names the subcommand in errors.
 func RunRaw(tool, self string, postmaster int, dbURL string, clients int, duration time.Duration, prefix string) (RawRun, error) {
 	var r RawRun
-	cpu := func() (time.Duration, bool) {
-		if postmaster == 0 {
-			return 0, false
-		}
-		d, err := TreeCPU(postmaster)
-		return d, err == nil
-	}
-	pg0, pgOK := cpu()
+	pg0, pgOK := PostmasterCPU(postmaster)
 	var before map[int]bool
 	if pgOK {
 		_, before, _ = TreeCPUChildren(postmaster)
@@ -220,7 +213,7 @@ func RunRaw(tool, self string, postmaster int, dbURL string, clients int, durati
 	if pgOK {
 		AwaitBackendsGone(postmaster, before)
 	}
-	pg1, pgOK1 := cpu()
+	pg1, pgOK1 := PostmasterCPU(postmaster)
 	lr, perr := ParseLoad(out)
 	if perr != nil {
 		return r, fmt.Errorf("%s raw: %v (%w)", tool, perr, err)

@@ -217,24 +217,6 @@ func withParam(u, k, v string) (string, error) {
 	return parsed.String(), nil
 }
 
-// newDatabase creates an empty database and returns its URL and a function
-// that drops it.
-func (b *bench) newDatabase(ctx context.Context, prefix string) (string, func(), error) {
-	name := strings.ToLower(strings.ReplaceAll(prefix, "-", "_"))
-	if _, err := b.admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return "", nil, fmt.Errorf("create database %s: %w", name, err)
-	}
-	u, err := url.Parse(b.cfg.pgURL)
-	if err != nil {
-		return "", nil, err
-	}
-	u.Path = "/" + name
-	drop := func() {
-		_, _ = b.admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
-	}
-	return u.String(), drop, nil
-}
-
 // prepare migrates the database at dbURL and sets its notification for
 // mode: "none" and "floor" drop the trigger, "trigger" (re)creates
 // migration 0004's, "watch" leaves the migrated schema as it is.
@@ -263,19 +245,11 @@ func (b *bench) prepare(ctx context.Context, dbURL, mode string) error {
 	return nil
 }
 
-func (b *bench) pgCPU() (time.Duration, bool) {
-	if b.postmaster == 0 {
-		return 0, false
-	}
-	d, err := benchproc.TreeCPU(b.postmaster)
-	return d, err == nil
-}
-
 // rawPoint: the raw lone claim statement, from fleetbench raw (a process
 // of its own), on a new migrated database without the trigger.
 func (b *bench) rawPoint(ctx context.Context, clients int, prefix string) (point, error) {
 	var p point
-	dbURL, drop, err := b.newDatabase(ctx, prefix)
+	dbURL, drop, err := benchproc.NewDatabase(ctx, b.admin, b.cfg.pgURL, prefix)
 	if err != nil {
 		return p, err
 	}
@@ -297,7 +271,7 @@ func (b *bench) rawPoint(ctx context.Context, clients int, prefix string) (point
 // notification mode, driven by fleetbench load.
 func (b *bench) fleetPoint(ctx context.Context, n int, route, mode, prefix string) (point, error) {
 	var p point
-	dbURL, drop, err := b.newDatabase(ctx, prefix)
+	dbURL, drop, err := benchproc.NewDatabase(ctx, b.admin, b.cfg.pgURL, prefix)
 	if err != nil {
 		return p, err
 	}
@@ -408,7 +382,7 @@ func (b *bench) fleetPoint(ctx context.Context, n int, route, mode, prefix strin
 	if err != nil {
 		return p, err
 	}
-	pg0, pgOK := b.pgCPU()
+	pg0, pgOK := benchproc.PostmasterCPU(b.postmaster)
 	var bc0 time.Duration
 	if bouncer != nil {
 		bc0, _ = benchproc.ProcessCPU(bouncer.PID())
@@ -423,7 +397,7 @@ func (b *bench) fleetPoint(ctx context.Context, n int, route, mode, prefix strin
 	if err != nil {
 		return p, err
 	}
-	pg1, pgOK1 := b.pgCPU()
+	pg1, pgOK1 := benchproc.PostmasterCPU(b.postmaster)
 	if bouncer != nil {
 		bc1, _ := benchproc.ProcessCPU(bouncer.PID())
 		p.bouncerCPU = bc1 - bc0

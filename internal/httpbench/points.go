@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -164,7 +163,7 @@ func perOpUS(d time.Duration, ops int64) float64 {
 // rawPoint: httpbench raw, a process of its own, on a new database.
 func (b *bench) rawPoint(clients int, prefix string) (point, error) {
 	var p point
-	dbURL, drop, err := b.newDatabase(prefix)
+	dbURL, drop, err := benchproc.NewDatabase(context.Background(), b.admin, b.cfg.pgURL, prefix)
 	if err != nil {
 		return p, err
 	}
@@ -189,7 +188,7 @@ func (b *bench) sidecarPoint(kind string, clients int, prefix string) (point, er
 	var count func() (int64, error)
 	switch kind {
 	case "postgres":
-		dbURL, drop, err := b.newDatabase(prefix)
+		dbURL, drop, err := benchproc.NewDatabase(context.Background(), b.admin, b.cfg.pgURL, prefix)
 		if err != nil {
 			return p, err
 		}
@@ -252,7 +251,7 @@ func (b *bench) wrkPoint(srv *server, clients int, prefix string, withPG bool) (
 	if err != nil {
 		return p, err
 	}
-	pg0, pgOK := b.pgCPU()
+	pg0, pgOK := benchproc.PostmasterCPU(b.postmaster)
 	wr, err := runWrk(b.cfg, b.tmp, srv.base, clients, prefix)
 	if err != nil {
 		return p, err
@@ -261,7 +260,7 @@ func (b *bench) wrkPoint(srv *server, clients int, prefix string, withPG bool) (
 	if err != nil {
 		return p, err
 	}
-	pg1, pgOK1 := b.pgCPU()
+	pg1, pgOK1 := benchproc.PostmasterCPU(b.postmaster)
 	p.ops = wr.Requests - wr.Status
 	p.seconds = secondsOf(wr.DurationUS)
 	p.p50US, p.p99US = float64(wr.P50US), float64(wr.P99US)
@@ -335,33 +334,6 @@ func (b *bench) etcdPoint(clients int, prefix string) (point, error) {
 		p.failed = "keys do not match: " + p.check
 	}
 	return p, nil
-}
-
-// newDatabase creates an empty database on the PostgreSQL server and
-// returns its URL and a function that drops it.
-func (b *bench) newDatabase(prefix string) (string, func(), error) {
-	ctx := context.Background()
-	name := strings.ToLower(strings.ReplaceAll(prefix, "-", "_"))
-	if _, err := b.admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return "", nil, fmt.Errorf("create database %s: %w", name, err)
-	}
-	u, err := url.Parse(b.cfg.pgURL)
-	if err != nil {
-		return "", nil, err
-	}
-	u.Path = "/" + name
-	drop := func() {
-		_, _ = b.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
-	}
-	return u.String(), drop, nil
-}
-
-func (b *bench) pgCPU() (time.Duration, bool) {
-	if b.postmaster == 0 {
-		return 0, false
-	}
-	d, err := benchproc.TreeCPU(b.postmaster)
-	return d, err == nil
 }
 
 func countSQLite(path, prefix string) (int64, error) {
