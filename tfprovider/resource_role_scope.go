@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/leasehold/leasehold/leasecore"
@@ -124,21 +125,29 @@ func storeKindName(kind string) string {
 }
 
 func (r *roleScopeResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var plan roleScopeModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() || notConfigured(r.svc(), &resp.Diagnostics) {
+	r.put(ctx, req.Plan, &resp.State, &resp.Diagnostics, "limit role %q to its prefixes", r.svc().CreateRoleScope)
+}
+
+// put writes the planned scope with write (create or update) and keeps
+// what the store answers as the state; what names the act in errors, with
+// the role's name for its %q.
+func (r *roleScopeResource) put(ctx context.Context, plan tfsdk.Plan, state *tfsdk.State, diags *diag.Diagnostics, what string,
+	write func(context.Context, leasecore.RoleScope) (*leasecore.RoleScope, error)) {
+	var m roleScopeModel
+	diags.Append(plan.Get(ctx, &m)...)
+	if diags.HasError() || notConfigured(r.svc(), diags) {
 		return
 	}
-	scope := plan.scope(ctx, &resp.Diagnostics)
-	if resp.Diagnostics.HasError() {
+	scope := m.scope(ctx, diags)
+	if diags.HasError() {
 		return
 	}
-	got, err := r.svc().CreateRoleScope(ctx, scope)
+	got, err := write(ctx, scope)
 	if err != nil {
-		roleScopeError(&resp.Diagnostics, fmt.Sprintf("limit role %q to its prefixes", scope.Role), err)
+		roleScopeError(diags, fmt.Sprintf(what, scope.Role), err)
 		return
 	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, roleScopeState(ctx, got, &resp.Diagnostics))...)
+	diags.Append(state.Set(ctx, roleScopeState(ctx, got, diags))...)
 }
 
 func (r *roleScopeResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -162,21 +171,7 @@ func (r *roleScopeResource) Read(ctx context.Context, req resource.ReadRequest, 
 }
 
 func (r *roleScopeResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var plan roleScopeModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() || notConfigured(r.svc(), &resp.Diagnostics) {
-		return
-	}
-	scope := plan.scope(ctx, &resp.Diagnostics)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	got, err := r.svc().UpdateRoleScope(ctx, scope)
-	if err != nil {
-		roleScopeError(&resp.Diagnostics, fmt.Sprintf("change the prefixes of role %q", scope.Role), err)
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, roleScopeState(ctx, got, &resp.Diagnostics))...)
+	r.put(ctx, req.Plan, &resp.State, &resp.Diagnostics, "change the prefixes of role %q", r.svc().UpdateRoleScope)
 }
 
 // Delete removes the scope, which lifts the role's limit.
