@@ -178,10 +178,7 @@ func chromiumBin(t *testing.T) string {
 			return p
 		}
 	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("chromium not found; CI needs Debian's chromium package for the web console's test (.ci/run installs it as root)")
-	}
-	t.Skip("chromium not found (outside CI this skips): install Debian's chromium package (apt-get install -y chromium) to run the web console's test")
+	missingTool(t, "chromium not found; CI needs Debian's chromium package for the web console's test (.ci/run installs it as root)", "chromium not found (outside CI this skips): install Debian's chromium package (apt-get install -y chromium) to run the web console's test")
 	return ""
 }
 
@@ -194,10 +191,7 @@ func playwrightCore(t *testing.T, dir string) {
 		return
 	}
 	fail := func(why string) {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s; CI needs playwright-core in e2e/console/node_modules (npm ci there; .ci/run does it)", why)
-		}
-		t.Skipf("%s (outside CI this skips): run npm ci in e2e/console to install playwright-core", why)
+		missingTool(t, fmt.Sprintf("%s; CI needs playwright-core in e2e/console/node_modules (npm ci there; .ci/run does it)", why), fmt.Sprintf("%s (outside CI this skips): run npm ci in e2e/console to install playwright-core", why))
 	}
 	npm, err := exec.LookPath("npm")
 	if err != nil {

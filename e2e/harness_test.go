@@ -284,3 +284,14 @@ func claimUntil(t *testing.T, s *sidecar, task string, done func(response) bool)
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// missingTool stops a test that cannot find what it needs: a failure under
+// CI, where no test may skip (ciMsg), and a skip elsewhere (skipMsg, which
+// says what to install).
+func missingTool(t *testing.T, ciMsg, skipMsg string) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatal(ciMsg)
+	}
+	t.Skip(skipMsg)
+}

@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -259,10 +258,7 @@ func python3(t *testing.T) string {
 	t.Helper()
 	py, err := exec.LookPath("python3")
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("python3 not found; CI needs it for the non-Go client tests")
-		}
-		t.Skip("python3 not found (outside CI this skips): install python3 to run the non-Go client tests")
+		missingTool(t, "python3 not found; CI needs it for the non-Go client tests", "python3 not found (outside CI this skips): install python3 to run the non-Go client tests")
 	}
 	return py
 }

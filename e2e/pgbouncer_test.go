@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,10 +42,7 @@ func startPgBouncer(t *testing.T, dbURL string) string {
 	t.Helper()
 	b, err := pgbouncer.Start(dbURL, pgbouncer.Config{ServerConns: bouncerServerConns})
 	if errors.Is(err, pgbouncer.ErrNotInstalled) {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err.Error() + " (CI is set, so this is a failure, not a skip)")
-		}
-		t.Skip(err)
+		missingTool(t, err.Error()+" (CI is set, so this is a failure, not a skip)", err.Error())
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -35,10 +35,7 @@ func terraformBin(t *testing.T) string {
 	}
 	p, err := exec.LookPath("terraform")
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("terraform not found on PATH, and CI never skips: install the Terraform CLI")
-		}
-		t.Skip("terraform not found on PATH: install the Terraform CLI (e.g. /usr/local/bin/terraform) to run this test")
+		missingTool(t, "terraform not found on PATH, and CI never skips: install the Terraform CLI", "terraform not found on PATH: install the Terraform CLI (e.g. /usr/local/bin/terraform) to run this test")
 	}
 	return p
 }

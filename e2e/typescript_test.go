@@ -66,10 +66,7 @@ func TestTypeScriptClient(t *testing.T) {
 func nodeBin(t *testing.T, purpose string) string {
 	t.Helper()
 	missing := func(why string) {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s; CI needs Node >= 20 for %s", why, purpose)
-		}
-		t.Skipf("%s (outside CI this skips): install Node >= 20 to run %s", why, purpose)
+		missingTool(t, fmt.Sprintf("%s; CI needs Node >= 20 for %s", why, purpose), fmt.Sprintf("%s (outside CI this skips): install Node >= 20 to run %s", why, purpose))
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {

@@ -103,10 +103,7 @@ func TestREADMEUnixSocketSession(t *testing.T) {
 	t.Parallel()
 	curl, err := exec.LookPath("curl")
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("curl not found; CI needs it for the README's Unix socket session")
-		}
-		t.Skip("curl not found (outside CI this skips): install curl to run the README's Unix socket session")
+		missingTool(t, "curl not found; CI needs it for the README's Unix socket session", "curl not found (outside CI this skips): install curl to run the README's Unix socket session")
 	}
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
