@@ -132,6 +132,22 @@ func OpenStream(ctx context.Context, client *http.Client, url string) (*http.Res
 	return resp, nil
 }
 
+// Dump asks the sidecar's Go runtime for every goroutine's stack (SIGQUIT,
+// which also ends the process), gives it two seconds to write them and
+// copies its log to a file that Stop does not remove, whose name it returns.
+func (s *Sidecar) Dump() (string, error) {
+	if err := s.cmd.Process.Signal(syscall.SIGQUIT); err != nil {
+		return "", err
+	}
+	time.Sleep(2 * time.Second)
+	b, err := os.ReadFile(s.logs.Name())
+	if err != nil {
+		return "", err
+	}
+	name := strings.TrimSuffix(s.logs.Name(), ".log") + "-dump.log"
+	return name, os.WriteFile(name, b, 0o644)
+}
+
 // PID is the sidecar process's.
 func (s *Sidecar) PID() int { return s.cmd.Process.Pid }
 

@@ -563,12 +563,12 @@ func simulate(ctx context.Context, c config, srv *server) (bool, error) {
 	}
 
 	if c.restart {
-		if !restartPhase(ctx, c, srv, db, scs, pods, f, name, 0, fail) {
+		if !restartPhase(ctx, c, srv, db, scs, bouncer, pods, f, name, 0, fail) {
 			ok = false
 		}
 	}
 	if c.outage > 0 {
-		if !restartPhase(ctx, c, srv, db, scs, pods, f, name, c.outage, fail) {
+		if !restartPhase(ctx, c, srv, db, scs, bouncer, pods, f, name, c.outage, fail) {
 			ok = false
 		}
 	}
@@ -614,7 +614,7 @@ func simulate(ctx context.Context, c config, srv *server) (bool, error) {
 
 // restartPhase restarts PostgreSQL under the fleet (after an outage when
 // outage > 0) and measures the recovery.
-func restartPhase(ctx context.Context, c config, srv *server, db string, scs []*benchproc.Sidecar, pods []*pod, f *fleet, name string, outage time.Duration, fail func(string, ...any)) bool {
+func restartPhase(ctx context.Context, c config, srv *server, db string, scs []*benchproc.Sidecar, bouncer *pgbouncer.Bouncer, pods []*pod, f *fleet, name string, outage time.Duration, fail func(string, ...any)) bool {
 	ok := true
 	phase := "restart"
 	if outage > 0 {
@@ -659,6 +659,7 @@ func restartPhase(ctx context.Context, c config, srv *server, db string, scs []*
 	ready := time.Duration(0)
 	if err := awaitAll(ctx, 60*time.Second, func() bool { return allReady(scs) }); err != nil {
 		fail("%s: not every sidecar was ready 60 s after PostgreSQL came back", phase)
+		diagnoseNotReady(scs, bouncer)
 		ok = false
 	} else {
 		ready = time.Since(begin)
@@ -710,6 +711,37 @@ func allReady(scs []*benchproc.Sidecar) bool {
 		}
 	}
 	return true
+}
+
+// diagnoseNotReady prints what each sidecar that is not ready answers, the
+// end of PgBouncer's log, and the stacks of the first such sidecar (which
+// ends it).
+func diagnoseNotReady(scs []*benchproc.Sidecar, bouncer *pgbouncer.Bouncer) {
+	var stuck *benchproc.Sidecar
+	for i, sc := range scs {
+		resp, err := streamClient.Get(sc.Base + "/readyz")
+		if err != nil {
+			logf("sidecar %d: %v", i, err)
+			continue
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			logf("sidecar %d: %s %s", i, resp.Status, b)
+			if stuck == nil {
+				stuck = sc
+			}
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(bouncer.Logs()), "\n")
+	logf("PgBouncer's log, last %d lines:\n%s", min(60, len(lines)), strings.Join(lines[max(0, len(lines)-60):], "\n"))
+	if stuck != nil {
+		if name, err := stuck.Dump(); err != nil {
+			logf("dump: %v", err)
+		} else {
+			logf("stacks of a sidecar that is not ready: %s", name)
+		}
+	}
 }
 
 func safeDiv(a, b float64) float64 {

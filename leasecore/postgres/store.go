@@ -101,8 +101,10 @@ const maxClaimAttempts = 8
 // Store is a leasecore.Store over a PostgreSQL database, through a pgx pool.
 // It is safe for concurrent use.
 type Store struct {
-	pool   *pgxpool.Pool
-	closed atomic.Bool
+	pool      pool
+	closed    atomic.Bool
+	closing   chan struct{} // closed by Close: connections waiting out a given-up statement hang up
+	closeOnce atomic.Bool
 
 	// The batchers send concurrent claims, renewals and releases together
 	// (batch.go). A nil answer from claims or renewals is a refusal.
@@ -235,11 +237,15 @@ func OpenWith(ctx context.Context, url string, opts Options) (*Store, error) {
 	// the new primary, after a failover, when the URL lists every host
 	// with target_session_attrs=read-write.
 	cfg.AfterRelease = func(c *pgx.Conn) bool { return !readOnlyConn(c) }
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	// A statement given up by its caller is cancelled, not hung up on
+	// (pool.go).
+	closing := make(chan struct{})
+	cfg.ConnConfig.BuildContextWatcherHandler = newContextWatcher(closing)
+	pgxPool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, redact.Error(fmt.Errorf("postgres store: %w", err))
 	}
-	s := &Store{pool: pool, readOnlyBackoff: defaultReadOnlyBackoff, changesPoll: ChangesPoll}
+	s := &Store{pool: pool{pgxPool}, closing: closing, readOnlyBackoff: defaultReadOnlyBackoff, changesPoll: ChangesPoll}
 	s.scope.MaxAge = opts.ScopeMaxAge
 	if s.scope.MaxAge <= 0 {
 		s.scope.MaxAge = DefaultScopeMaxAge
@@ -779,11 +785,15 @@ func watchReadOnly[Q, R any](s *Store, send func(context.Context, []Q) ([]R, err
 
 // Close ends the store: claims, renewals and releases still queued for a
 // batch fail as unavailable, the statements in flight finish and answer
-// their callers, and the pool closes, waiting for connections in use to be
-// returned. HistoryChanges channels are closed. Operations after Close
+// their callers (connections still waiting for a statement its caller gave
+// up on hang up: pool.go), and the pool closes, waiting for connections in
+// use to be returned. HistoryChanges channels are closed. Operations after Close
 // report unavailable. Close is idempotent.
 func (s *Store) Close() error {
 	s.closed.Store(true)
+	if s.closeOnce.CompareAndSwap(false, true) {
+		close(s.closing)
+	}
 	var wg sync.WaitGroup
 	for _, stop := range []func(){s.claims.stop, s.renewals.stop, s.releases.stop} {
 		wg.Go(stop)

@@ -1,0 +1,126 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/internal/pgbouncer"
+	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/leasecore"
+)
+
+// TestGivenUpStatementsKeepPgBouncersServer: statements whose callers give
+// up while they wait in PgBouncer's queue answer their callers at once,
+// and cost PgBouncer no server connection when it gets to them. With pgx's
+// default (hang up on a cancelled context) each of them made PgBouncer
+// close its one server connection and log in again, which is how a fleet
+// behind PgBouncer stayed unavailable after a PostgreSQL restart (pool.go).
+func TestGivenUpStatementsKeepPgBouncersServer(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewDatabase(t)
+	b, err := pgbouncer.Start(dbURL, pgbouncer.Config{ServerConns: 1})
+	if errors.Is(err, pgbouncer.ErrNotInstalled) {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err.Error() + " (CI is set, so this is a failure, not a skip)")
+		}
+		t.Skip(err.Error())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Stop)
+	ctx := context.Background()
+	st, err := Open(ctx, b.URL+"&pool_max_conns=4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Get(ctx, "warm"); err != nil { // one server connection, logged in
+		t.Fatal(err)
+	}
+
+	// Another client takes PgBouncer's only server connection and keeps it
+	// in an open transaction, so the store's statements queue behind it.
+	holder, err := pgx.Connect(ctx, b.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Close(ctx) })
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	logins := strings.Count(b.Logs(), "new connection to server")
+
+	const givenUp = 4
+	for i := range givenUp {
+		answer := make(chan error, 1)
+		go func() {
+			gctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			_, err := st.Get(gctx, "queued")
+			answer <- err
+		}()
+		// The caller has its answer while the statement still waits (the
+		// transaction holding the only server is open), not when
+		// PgBouncer gets to it. The bound only keeps a failing test from
+		// waiting out drainTimeout.
+		select {
+		case err := <-answer:
+			if !errors.Is(err, leasecore.ErrUnavailable) {
+				t.Fatalf("statement %d, given up in PgBouncer's queue: %v, want unavailable", i, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("statement %d: its caller gave up, but was not answered while the statement waited in PgBouncer's queue", i)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// PgBouncer now sends the given-up statements; the store serves again.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := st.Get(rctx, "after")
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the store did not answer after the server was free: %v", err)
+		}
+	}
+	// Every connection of the store's pool is idle again, and PgBouncer
+	// never had to log in again: its server connection outlived all four.
+	waitIdle(t, st)
+	if got := strings.Count(b.Logs(), "new connection to server"); got != logins {
+		t.Errorf("PgBouncer logged in to PostgreSQL %d more times after %d statements were given up in its queue, want 0:\n%s",
+			got-logins, givenUp, b.Logs())
+	}
+}
+
+// waitIdle waits until no connection of st's pool is in use: the
+// statements given up by their callers have finished.
+func waitIdle(t *testing.T, st *Store) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for st.pool.Stat().AcquiredConns() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still in use", st.pool.Stat().AcquiredConns())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
