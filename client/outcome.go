@@ -175,3 +175,44 @@ func excerpt(body []byte) string {
 	}
 	return s
 }
+
+// Outcome reads a raw answer (status, header, body) to a claim, renew or
+// release (op) of task through the same table the Client applies: the
+// lease granted (claim, renew), whether a lease was released (release), or
+// the refusal's error. A 2xx answer that is not the operation's is
+// unavailable wrapping a *NotSidecarError. Unlike the Client's own calls
+// it does not check the answer against openapi.yaml: it serves programs
+// that record answers made by other clients (the chaos harness records
+// the Python client's).
+func Outcome(op, task string, status int, header http.Header, body []byte) (*leasecore.Lease, bool, error) {
+	if status/100 != 2 {
+		return nil, false, refusal(op, task, status, header, body)
+	}
+	bad := func(why string) error {
+		return leasecore.Unavailable(op, &NotSidecarError{Addr: "(recorded)", Method: http.MethodPost, Path: taskPath(task) + "/" + op, Status: status, Reason: why})
+	}
+	var a struct {
+		Acquired *bool      `json:"acquired"`
+		Renewed  *bool      `json:"renewed"`
+		Released *bool      `json:"released"`
+		Lease    *api.Lease `json:"lease"`
+	}
+	if mt, _, _ := mime.ParseMediaType(header.Get("Content-Type")); mt != "application/json" {
+		return nil, false, bad(fmt.Sprintf("status %d with Content-Type %q", status, header.Get("Content-Type")))
+	}
+	if err := json.Unmarshal(body, &a); err != nil {
+		return nil, false, bad(fmt.Sprintf("status %d with a body that does not decode: %v", status, err))
+	}
+	granted := map[string]*bool{"claim": a.Acquired, "renew": a.Renewed}
+	switch {
+	case op == "release" && a.Released != nil:
+		return nil, *a.Released, nil
+	case granted[op] != nil && *granted[op] && a.Lease != nil:
+		lease, err := api.ToLease(a.Lease)
+		if err != nil {
+			return nil, false, bad(err.Error())
+		}
+		return &lease, false, nil
+	}
+	return nil, false, bad(fmt.Sprintf("status %d that is not a %s's answer", status, op))
+}
