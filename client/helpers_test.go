@@ -2,9 +2,6 @@ package client_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -17,7 +14,6 @@ import (
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar"
-	"github.com/leasehold/leasehold/sidecar/auth"
 )
 
 // stores are the two stores every test runs on: SQLite always, PostgreSQL
@@ -76,30 +72,6 @@ func newClient(t *testing.T, hs *httptest.Server, opts ...client.Option) *client
 		t.Fatal(err)
 	}
 	return c
-}
-
-// credentials writes a credentials file of one credential per name, with
-// the token given, prefixes and rights, and opens it.
-func credentials(t *testing.T, creds ...auth.FileCredential) *auth.Book {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "credentials.json")
-	b, err := json.Marshal(auth.File{Credentials: creds})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	book, err := auth.OpenCredentialsFile(path, auth.BookOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return book
-}
-
-func tokenHash(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:])
 }
 
 // waitFor polls cond until it holds, failing after 30 s.

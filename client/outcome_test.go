@@ -128,7 +128,10 @@ func TestProblemOutcomes(t *testing.T) {
 		want               want
 	}{
 		{"held", "claim", "billing/nightly", "POST", "/v1/leases/billing%2Fnightly/claim", `{"owner":"w1"}`, nil, "",
-			as(func(err error) bool { var h *leasecore.HeldError; return errors.As(err, &h) && h.Holder.Owner == "other" })},
+			as(func(err error) bool {
+				var h *leasecore.HeldError
+				return errors.As(err, &h) && h.Holder.Owner == "other"
+			})},
 		{"lost", "renew", "billing/nightly", "POST", "/v1/leases/billing%2Fnightly/renew", `{"owner":"w1"}`, nil, "",
 			as(func(err error) bool {
 				var l *leasecore.LostError
