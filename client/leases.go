@@ -68,32 +68,25 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) (*leasecore.Lease, er
 	if p.Note != "" {
 		req.Note = &p.Note
 	}
-	path := taskPath(p.Task) + "/claim"
-	x, err := c.do(ctx, "claim", http.MethodPost, "/v1/leases/{task}/claim", path, req)
+	x, err := c.do(ctx, "claim", http.MethodPost, "/v1/leases/{task}/claim", taskPath(p.Task)+"/claim", req)
 	if err != nil {
 		return nil, err
 	}
-	if x.status != http.StatusOK {
-		return nil, refusal("claim", p.Task, x.status, x.header, x.body)
-	}
-	var a api.ClaimAcquired
-	if err := c.decode("claim", x, &a); err != nil {
-		return nil, err
-	}
-	return c.grantedLease("claim", x, &a.Lease, p.Task, req.Owner)
+	return c.granted("claim", p.Task, req.Owner, x)
 }
 
-// grantedLease is the lease of an answer that grants one, checked to be
-// of the task and owner asked for: a sidecar grants no other.
-func (c *Client) grantedLease(op string, x *exchange, l *api.Lease, task, owner string) (*leasecore.Lease, error) {
-	if l.Task != task || l.Owner != owner {
-		return nil, c.notSidecar(op, x, &notTheAPI{fmt.Sprintf("the lease granted is of task %q to owner %q", l.Task, l.Owner)})
-	}
-	lease, err := api.ToLease(l)
+// granted is the lease a claim's or renewal's answer grants, checked to
+// be of the task and owner asked for (a sidecar grants no other), or the
+// outcome of its refusal.
+func (c *Client) granted(op, task, owner string, x *exchange) (*leasecore.Lease, error) {
+	lease, _, err := outcome(op, task, x, func(why string) error { return c.notSidecar(op, x, &notTheAPI{why}) })
 	if err != nil {
-		return nil, c.notSidecar(op, x, &notTheAPI{err.Error()})
+		return nil, err
 	}
-	return &lease, nil
+	if lease.Task != task || lease.Owner != owner {
+		return nil, c.notSidecar(op, x, &notTheAPI{fmt.Sprintf("the lease granted is of task %q to owner %q", lease.Task, lease.Owner)})
+	}
+	return lease, nil
 }
 
 // Renew extends the owner's live lease. When it cannot, a
@@ -108,14 +101,7 @@ func (c *Client) Renew(ctx context.Context, p RenewParams) (*leasecore.Lease, er
 	if err != nil {
 		return nil, err
 	}
-	if x.status != http.StatusOK {
-		return nil, refusal("renew", p.Task, x.status, x.header, x.body)
-	}
-	var a api.Renewed
-	if err := c.decode("renew", x, &a); err != nil {
-		return nil, err
-	}
-	return c.grantedLease("renew", x, &a.Lease, p.Task, req.Owner)
+	return c.granted("renew", p.Task, req.Owner, x)
 }
 
 // Release ends the owner's live lease (with Token, only that lease) and
@@ -130,12 +116,8 @@ func (c *Client) Release(ctx context.Context, p ReleaseParams) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if x.status != http.StatusOK {
-		return false, refusal("release", p.Task, x.status, x.header, x.body)
-	}
-	var r api.ReleaseResult
-	err = c.decode("release", x, &r)
-	return r.Released, err
+	_, released, err := outcome("release", p.Task, x, func(why string) error { return c.notSidecar("release", x, &notTheAPI{why}) })
+	return released, err
 }
 
 // Get returns the task's live lease, or nil when nobody holds it.

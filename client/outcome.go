@@ -181,27 +181,35 @@ func excerpt(body []byte) string {
 // lease granted (claim, renew), whether a lease was released (release), or
 // the refusal's error. A 2xx answer that is not the operation's is
 // unavailable wrapping a *NotSidecarError. Unlike the Client's own calls
-// it does not check the answer against openapi.yaml: it serves programs
-// that record answers made by other clients (the chaos harness records
-// the Python client's).
+// it does not check the answer against openapi.yaml first: it serves
+// programs that record answers made by other clients (the chaos harness
+// records the Python client's).
 func Outcome(op, task string, status int, header http.Header, body []byte) (*leasecore.Lease, bool, error) {
-	if status/100 != 2 {
-		return nil, false, refusal(op, task, status, header, body)
+	x := &exchange{method: http.MethodPost, path: taskPath(task) + "/" + op, status: status, header: header, body: body}
+	return outcome(op, task, x, func(why string) error {
+		return leasecore.Unavailable(op, &NotSidecarError{Addr: "(recorded)", Method: x.method, Path: x.path, Status: status, Reason: why})
+	})
+}
+
+// outcome is Outcome of the exchange x; bad makes the error of an answer
+// that is not the operation's.
+func outcome(op, task string, x *exchange, bad func(why string) error) (*leasecore.Lease, bool, error) {
+	if x.status/100 != 2 {
+		return nil, false, refusal(op, task, x.status, x.header, x.body)
 	}
-	bad := func(why string) error {
-		return leasecore.Unavailable(op, &NotSidecarError{Addr: "(recorded)", Method: http.MethodPost, Path: taskPath(task) + "/" + op, Status: status, Reason: why})
+	if mt, _, _ := mime.ParseMediaType(x.header.Get("Content-Type")); mt != "application/json" {
+		return nil, false, bad(fmt.Sprintf("status %d with Content-Type %q", x.status, x.header.Get("Content-Type")))
 	}
+	// Pointers: a field the answer lacks is no answer of the operation's
+	// (api.ClaimAcquired would read a missing "acquired" as false).
 	var a struct {
 		Acquired *bool      `json:"acquired"`
 		Renewed  *bool      `json:"renewed"`
 		Released *bool      `json:"released"`
 		Lease    *api.Lease `json:"lease"`
 	}
-	if mt, _, _ := mime.ParseMediaType(header.Get("Content-Type")); mt != "application/json" {
-		return nil, false, bad(fmt.Sprintf("status %d with Content-Type %q", status, header.Get("Content-Type")))
-	}
-	if err := json.Unmarshal(body, &a); err != nil {
-		return nil, false, bad(fmt.Sprintf("status %d with a body that does not decode: %v", status, err))
+	if err := json.Unmarshal(x.body, &a); err != nil {
+		return nil, false, bad(fmt.Sprintf("status %d with a body that does not decode: %v", x.status, err))
 	}
 	granted := map[string]*bool{"claim": a.Acquired, "renew": a.Renewed}
 	switch {
@@ -214,5 +222,5 @@ func Outcome(op, task string, status int, header http.Header, body []byte) (*lea
 		}
 		return &lease, false, nil
 	}
-	return nil, false, bad(fmt.Sprintf("status %d that is not a %s's answer", status, op))
+	return nil, false, bad(fmt.Sprintf("status %d that is not a %s's answer", x.status, op))
 }
