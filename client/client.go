@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/endpoint"
@@ -202,6 +203,25 @@ func (c *Client) do(ctx context.Context, op, method, template, path string, body
 	return x, nil
 }
 
+// tokenMask replaces the bearer token wherever a message would repeat it.
+const tokenMask = "xxxxx"
+
+// scrub masks the client's bearer token wherever s, text a server sent
+// that goes into a message, repeats it: a server that echoes requests back
+// (a debugging proxy, a mistyped address) must not carry the token into an
+// error. Only messages are scrubbed, never what is decoded.
+func (c *Client) scrub(s string) string {
+	if c.token == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, c.token, tokenMask)
+}
+
+// refusal is the package's refusal, its text scrubbed.
+func (c *Client) refusal(op, task string, x *exchange) error {
+	return refusal(op, task, x.status, x.header, x.body, c.scrub)
+}
+
 // decode decodes a checked answer into out; what the schema admits but
 // does not decode is not the API's answer.
 func (c *Client) decode(op string, x *exchange, out any) error {
@@ -251,5 +271,5 @@ func (c *Client) notSidecar(op string, x *exchange, why error) error {
 		// What the refusal said, for whoever reads the message.
 		reason += fmt.Sprintf(" (%d %s: %s)", x.status, http.StatusText(x.status), excerpt(x.body))
 	}
-	return leasecore.Unavailable(op, &NotSidecarError{Addr: c.name, Method: x.method, Path: x.path, Status: x.status, Reason: reason})
+	return leasecore.Unavailable(op, &NotSidecarError{Addr: c.name, Method: x.method, Path: x.path, Status: x.status, Reason: c.scrub(reason)})
 }

@@ -62,6 +62,7 @@ type Holder struct {
 
 	ctx       context.Context
 	cancelCtx context.CancelCauseFunc
+	scrub     func(string) string // masks the bearer token in messages (Client.scrub)
 
 	events    chan sse.Event // from read to watch; closed when read ends
 	readErr   error          // why read ended; set before events is closed
@@ -128,11 +129,11 @@ func (c *Client) Keepalive(ctx context.Context, p KeepaliveParams) (*Holder, err
 		if err := checkAnswer(x.method, x.template, x.status, x.header, x.body); err != nil {
 			return fail(c.notSidecar("keepalive", x, err))
 		}
-		return fail(refusal("keepalive", p.Task, x.status, x.header, x.body))
+		return fail(c.refusal("keepalive", p.Task, x))
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		resp.Body.Close()
-		return fail(leasecore.Unavailable("keepalive", fmt.Errorf("%s answered 200 with %q, not an event stream: is it a leasehold sidecar?", c.name, mt)))
+		return fail(leasecore.Unavailable("keepalive", fmt.Errorf("%s answered 200 with %q, not an event stream: is it a leasehold sidecar?", c.name, c.scrub(mt))))
 	}
 
 	r := sse.NewReader(resp.Body)
@@ -153,7 +154,7 @@ func (c *Client) Keepalive(ctx context.Context, p KeepaliveParams) (*Holder, err
 	}
 	if err != nil {
 		resp.Body.Close()
-		return fail(leasecore.Unavailable("keepalive", fmt.Errorf("stream from %s: %w", c.name, err)))
+		return fail(leasecore.Unavailable("keepalive", fmt.Errorf("stream from %s: %s", c.name, c.scrub(err.Error()))))
 	}
 	if !detach() {
 		// ctx ended meanwhile, and with it the request.
@@ -164,7 +165,7 @@ func (c *Client) Keepalive(ctx context.Context, p KeepaliveParams) (*Holder, err
 	hctx, hcancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	h := &Holder{
 		first: lease, latest: lease, body: resp.Body, tr: tr, cancel: cancel,
-		ctx: hctx, cancelCtx: hcancel,
+		ctx: hctx, cancelCtx: hcancel, scrub: c.scrub,
 		events: make(chan sse.Event), closing: make(chan struct{}),
 		watchDone: make(chan struct{}), lostc: make(chan struct{}),
 	}
@@ -228,7 +229,7 @@ func (h *Holder) watch(deadline time.Time) {
 					err = fmt.Errorf("renewed under token %d, acquired under %d", lease.Token, h.first.Token)
 				}
 				if err != nil {
-					h.lose(fmt.Errorf("lease on %q: renewed event: %w", h.first.Task, err))
+					h.lose(fmt.Errorf("lease on %q: renewed event: %s", h.first.Task, h.scrub(err.Error())))
 					return
 				}
 				h.mu.Lock()
@@ -238,12 +239,12 @@ func (h *Holder) watch(deadline time.Time) {
 			case "lost":
 				var lost api.KeepaliveLost
 				_ = json.Unmarshal([]byte(ev.Data), &lost)
-				h.lose(&leasecore.LostError{Task: h.first.Task, Reason: leasecore.LostReason(lost.Reason), Detail: "says the sidecar: " + lost.Detail})
+				h.lose(&leasecore.LostError{Task: h.first.Task, Reason: leasecore.LostReason(h.scrub(string(lost.Reason))), Detail: "says the sidecar: " + h.scrub(lost.Detail)})
 				return
 			case "released":
 				var released api.KeepaliveReleased
 				_ = json.Unmarshal([]byte(ev.Data), &released)
-				h.lose(fmt.Errorf("lease on %q: the sidecar released it (%s)", h.first.Task, released.Reason))
+				h.lose(fmt.Errorf("lease on %q: the sidecar released it (%s)", h.first.Task, h.scrub(string(released.Reason))))
 				return
 			}
 			// Other events are for newer clients.

@@ -79,7 +79,7 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) (*leasecore.Lease, er
 // be of the task and owner asked for (a sidecar grants no other), or the
 // outcome of its refusal.
 func (c *Client) granted(op, task, owner string, x *exchange) (*leasecore.Lease, error) {
-	lease, _, err := outcome(op, task, x, func(why string) error { return c.notSidecar(op, x, &notTheAPI{why}) })
+	lease, _, err := outcome(op, task, x, c.scrub, func(why string) error { return c.notSidecar(op, x, &notTheAPI{why}) })
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +116,7 @@ func (c *Client) Release(ctx context.Context, p ReleaseParams) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	_, released, err := outcome("release", p.Task, x, func(why string) error { return c.notSidecar("release", x, &notTheAPI{why}) })
+	_, released, err := outcome("release", p.Task, x, c.scrub, func(why string) error { return c.notSidecar("release", x, &notTheAPI{why}) })
 	return released, err
 }
 
@@ -127,7 +127,7 @@ func (c *Client) Get(ctx context.Context, task string) (*leasecore.Lease, error)
 		return nil, err
 	}
 	if x.status != http.StatusOK {
-		return nil, refusal("get", task, x.status, x.header, x.body)
+		return nil, c.refusal("get", task, x)
 	}
 	var st api.LeaseState
 	if err := c.decode("get", x, &st); err != nil {
@@ -177,7 +177,7 @@ func (c *Client) List(ctx context.Context, p ListParams) ([]leasecore.Lease, str
 		return nil, "", err
 	}
 	if x.status != http.StatusOK {
-		return nil, "", refusal("list", "", x.status, x.header, x.body)
+		return nil, "", c.refusal("list", "", x)
 	}
 	var l api.LeaseList
 	if err := c.decode("list", x, &l); err != nil {
@@ -213,7 +213,7 @@ func (c *Client) History(ctx context.Context, task string, limit int) ([]leaseco
 		return nil, err
 	}
 	if x.status != http.StatusOK {
-		return nil, refusal("history", task, x.status, x.header, x.body)
+		return nil, c.refusal("history", task, x)
 	}
 	var l api.EventList
 	if err := c.decode("history", x, &l); err != nil {
@@ -236,7 +236,7 @@ func (c *Client) Status(ctx context.Context) (*api.SidecarStatus, error) {
 		return nil, err
 	}
 	if x.status != http.StatusOK {
-		return nil, refusal("status", "", x.status, x.header, x.body)
+		return nil, c.refusal("status", "", x)
 	}
 	var st api.SidecarStatus
 	if err := c.decode("status", x, &st); err != nil {

@@ -125,7 +125,10 @@ var problemTable = map[string]problemRow{
 // unavailable) and the problems, each through its row. A refusal that is
 // neither (a proxy's page, a problem of a type this client does not know)
 // is a *ProblemError holding the body's text; from a 5xx it is unavailable.
-func refusal(op, task string, status int, header http.Header, body []byte) error {
+//
+// scrub masks what must not reach a message (the client's token) in the
+// text taken from the answer.
+func refusal(op, task string, status int, header http.Header, body []byte, scrub func(string) string) error {
 	mt, _, _ := mime.ParseMediaType(header.Get("Content-Type"))
 	if mt == "application/json" {
 		var m struct {
@@ -141,31 +144,36 @@ func refusal(op, task string, status int, header http.Header, body []byte) error
 					return &leasecore.HeldError{Task: task, Holder: holder}
 				}
 			case status == http.StatusConflict && op == "renew" && m.Reason != "":
-				return &leasecore.LostError{Task: task, Reason: leasecore.LostReason(m.Reason), Detail: m.Detail}
+				return &leasecore.LostError{Task: task, Reason: leasecore.LostReason(m.Reason), Detail: scrub(m.Detail)}
 			case status == http.StatusServiceUnavailable && m.Reason == "unavailable":
-				return leasecore.Unavailable(op, errors.New(m.Detail))
+				return leasecore.Unavailable(op, errors.New(scrub(m.Detail)))
 			}
 		}
 	}
 	p := &ProblemError{Status: status}
 	var doc api.Problem
 	if mt == "application/problem+json" && json.Unmarshal(body, &doc) == nil {
-		p.Type, p.Title, p.Detail = doc.Type, doc.Title, doc.Detail
+		p.Type, p.Title, p.Detail = doc.Type, scrub(doc.Title), scrub(doc.Detail)
 		if doc.InvalidParams != nil {
-			p.InvalidParams = *doc.InvalidParams
+			for _, ip := range *doc.InvalidParams {
+				p.InvalidParams = append(p.InvalidParams, api.InvalidParam{Name: scrub(ip.Name), Reason: scrub(ip.Reason)})
+			}
 		}
 		if row, ok := problemTable[p.Type]; ok {
 			return row(op, task, p)
 		}
 	}
 	if p.Detail == "" && p.Title == "" {
-		p.Detail = excerpt(body)
+		p.Detail = scrub(excerpt(body))
 	}
 	if status >= 500 {
 		return leasecore.Unavailable(op, p)
 	}
 	return p
 }
+
+// noScrub leaves text as it is: Outcome has no token to mask.
+func noScrub(s string) string { return s }
 
 // excerpt is the start of a body that is no problem, for a message.
 func excerpt(body []byte) string {
@@ -186,16 +194,16 @@ func excerpt(body []byte) string {
 // records the Python client's).
 func Outcome(op, task string, status int, header http.Header, body []byte) (*leasecore.Lease, bool, error) {
 	x := &exchange{method: http.MethodPost, path: taskPath(task) + "/" + op, status: status, header: header, body: body}
-	return outcome(op, task, x, func(why string) error {
+	return outcome(op, task, x, noScrub, func(why string) error {
 		return leasecore.Unavailable(op, &NotSidecarError{Addr: "(recorded)", Method: x.method, Path: x.path, Status: status, Reason: why})
 	})
 }
 
 // outcome is Outcome of the exchange x; bad makes the error of an answer
 // that is not the operation's.
-func outcome(op, task string, x *exchange, bad func(why string) error) (*leasecore.Lease, bool, error) {
+func outcome(op, task string, x *exchange, scrub func(string) string, bad func(why string) error) (*leasecore.Lease, bool, error) {
 	if x.status/100 != 2 {
-		return nil, false, refusal(op, task, x.status, x.header, x.body)
+		return nil, false, refusal(op, task, x.status, x.header, x.body, scrub)
 	}
 	if mt, _, _ := mime.ParseMediaType(x.header.Get("Content-Type")); mt != "application/json" {
 		return nil, false, bad(fmt.Sprintf("status %d with Content-Type %q", x.status, x.header.Get("Content-Type")))

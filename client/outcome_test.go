@@ -177,7 +177,7 @@ func TestProblemOutcomes(t *testing.T) {
 			continue
 		}
 		seen[tc.typ] = true
-		got := refusal(tc.op, tc.task, resp.StatusCode, resp.Header, body)
+		got := refusal(tc.op, tc.task, resp.StatusCode, resp.Header, body, noScrub)
 		if !tc.want(got) {
 			t.Errorf("%s: %d %s is %v (%T)", tc.name, resp.StatusCode, body, got, got)
 		}
@@ -211,17 +211,17 @@ func TestProblemOutcomes(t *testing.T) {
 		api.ProblemInUse:    is(leasecore.ErrInUse),
 	} {
 		b, _ := json.Marshal(api.Problem{Type: typ, Title: "t", Status: 409, Detail: "d"})
-		if err := refusal("get", "t", 409, http.Header{"Content-Type": {"application/problem+json"}}, b); !want(err) {
+		if err := refusal("get", "t", 409, http.Header{"Content-Type": {"application/problem+json"}}, b, noScrub); !want(err) {
 			t.Errorf("%s: %v", typ, err)
 		}
 		seen[typ] = true
 	}
 	// A 500 is unavailable (never held); a refusal that is no problem is a
 	// ProblemError holding its text.
-	if err := refusal("claim", "t", 500, http.Header{"Content-Type": {"application/problem+json"}}, []byte(`{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"bug"}`)); !errors.Is(err, leasecore.ErrUnavailable) {
+	if err := refusal("claim", "t", 500, http.Header{"Content-Type": {"application/problem+json"}}, []byte(`{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"bug"}`), noScrub); !errors.Is(err, leasecore.ErrUnavailable) {
 		t.Errorf("500: %v", err)
 	}
-	if err := refusal("claim", "t", 404, http.Header{"Content-Type": {"text/plain"}}, []byte("no such page")); err == nil || err.Error() != "404 Not Found: no such page" {
+	if err := refusal("claim", "t", 404, http.Header{"Content-Type": {"text/plain"}}, []byte("no such page"), noScrub); err == nil || err.Error() != "404 Not Found: no such page" {
 		t.Errorf("a text 404: %v", err)
 	}
 	for typ := range problemTable {

@@ -143,7 +143,7 @@ func (e *handlerError) Unwrap() error { return e.err }
 
 // notAWatch is the error of a stream that is no sidecar's watch.
 func (c *Client) notAWatch(status int, format string, a ...any) error {
-	return leasecore.Unavailable("watch", &NotSidecarError{Addr: c.name, Method: http.MethodGet, Path: "/v1/watch", Status: status, Reason: fmt.Sprintf(format, a...)})
+	return leasecore.Unavailable("watch", &NotSidecarError{Addr: c.name, Method: http.MethodGet, Path: "/v1/watch", Status: status, Reason: c.scrub(fmt.Sprintf(format, a...))})
 }
 
 // watchOnce reads one watch stream until it ends. proven is set once the
@@ -190,7 +190,7 @@ func (c *Client) watchOnce(ctx context.Context, p *WatchParams, pos *int64, prov
 		if err := checkAnswer(x.method, x.template, x.status, x.header, x.body); err != nil {
 			return c.notSidecar("watch", x, err)
 		}
-		return refusal("watch", "", x.status, x.header, x.body)
+		return c.refusal("watch", "", x)
 	}
 	ct := resp.Header.Get("Content-Type")
 	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "text/event-stream" {
@@ -242,7 +242,7 @@ func (c *Client) watchOnce(ctx context.Context, p *WatchParams, pos *int64, prov
 				return c.notAWatch(0, "an end event without a reason: %.200q", ev.Data)
 			}
 			*proven = true
-			return fmt.Errorf("%w (%s: %s)", errStreamEnded, d.Reason, d.Detail)
+			return fmt.Errorf("%w (%s: %s)", errStreamEnded, c.scrub(string(d.Reason)), c.scrub(d.Detail))
 		case watchEvents[ev.Name]:
 			var a api.Event
 			err := json.Unmarshal([]byte(ev.Data), &a)
