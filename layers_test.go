@@ -17,7 +17,7 @@ var layerRules = []struct {
 	forbidden []string
 	why       string
 }{
-	{"leasecore", []string{"sidecar", "leasecore/postgres", "leasecore/sqlite", "tfprovider", "github.com/labstack/echo/v4", "net/http"},
+	{"leasecore", []string{"sidecar", "client", "leasecore/postgres", "leasecore/sqlite", "tfprovider", "github.com/labstack/echo/v4", "net/http"},
 		"the model imports no transport and no driver"},
 	{"leasecore/postgres", []string{"leasecore/sqlite", "sidecar", "tfprovider"}, "drivers never import each other or a face"},
 	{"leasecore/sqlite", []string{"leasecore/postgres", "sidecar", "tfprovider"}, "drivers never import each other or a face"},
@@ -27,6 +27,8 @@ var layerRules = []struct {
 	{"internal/cli", []string{"sidecar", "sidecar/leaserun"}, "the CLI helpers serve both commands"},
 	{"sidecar/opcli", []string{"sidecar"}, "the operator commands ask a sidecar over HTTP, or a store through leasecore"},
 	{"tfprovider", []string{"sidecar"}, "the provider talks to the store through leasecore"},
+	{"client", []string{"sidecar", "sidecar/opcli", "sidecar/leaserun", "internal/cli", "leasecore/postgres", "leasecore/sqlite"},
+		"the Go client asks a sidecar over HTTP: it imports no server package and no store driver"},
 }
 
 const module = "github.com/leasehold/leasehold"

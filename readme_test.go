@@ -9,27 +9,36 @@ import (
 	"testing"
 )
 
-// TestREADMEGoExample checks that the README's Go library example, a whole
-// program, is gofmt'ed and passes go vet inside this module: its import paths, names and
-// signatures must be the code's.
+// TestREADMEGoExample checks that the README's Go examples, whole programs
+// (the Go library's, the Go client's), are gofmt'ed and pass go vet inside
+// this module: their import paths, names and signatures must be the code's.
 func TestREADMEGoExample(t *testing.T) {
 	t.Parallel()
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n## Go library\n")
-	if !ok {
-		t.Fatal("README has no ## Go library section")
+	for _, heading := range []string{"\n## Go library\n", "\n### Go\n"} {
+		_, section, ok := strings.Cut(string(readme), heading)
+		if !ok {
+			t.Fatalf("README has no %q section", strings.TrimSpace(heading))
+		}
+		_, block, ok := strings.Cut(section, "```go\n")
+		if !ok {
+			t.Fatalf("the %q section has no ```go block", strings.TrimSpace(heading))
+		}
+		block, _, ok = strings.Cut(block, "```")
+		if !ok {
+			t.Fatalf("the %q section's ```go block is not closed", strings.TrimSpace(heading))
+		}
+		vetExample(t, block)
 	}
-	_, block, ok := strings.Cut(section, "```go\n")
-	if !ok {
-		t.Fatal("the Go library section has no ```go block")
-	}
-	block, _, ok = strings.Cut(block, "```")
-	if !ok {
-		t.Fatal("the Go library section's ```go block is not closed")
-	}
+}
+
+// vetExample checks one whole-program example: package main, gofmt'ed,
+// and clean under go vet.
+func vetExample(t *testing.T, block string) {
+	t.Helper()
 	if !strings.HasPrefix(block, "package main\n") {
 		t.Fatalf("the example is not a whole program (package main first):\n%s", block)
 	}

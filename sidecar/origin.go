@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+
+	"github.com/leasehold/leasehold/sidecar/api"
 )
 
 // Two checks keep web pages from driving a sidecar, before any route runs.
@@ -34,8 +36,8 @@ import (
 
 // problem types of the two refusals.
 const (
-	problemHostNotAllowed = "urn:leasehold:problem:host-not-allowed"
-	problemCrossSite      = "urn:leasehold:problem:cross-site-request"
+	problemHostNotAllowed = api.ProblemHostNotAllowed
+	problemCrossSite      = api.ProblemCrossSite
 )
 
 // HostPolicy says which Host header values a sidecar answers.

@@ -22,21 +22,22 @@ import (
 // or a middleware raises. Handlers and middleware return errors;
 // they never choose a status code for a domain error themselves.
 
-// Problem types (RFC 9457 "type" URIs). Problems whose HTTP status says it all
-// use about:blank, as the RFC recommends.
+// Problem types (RFC 9457 "type" URIs), from their one list in package api.
+// Problems whose HTTP status says it all use about:blank, as the RFC
+// recommends.
 const (
-	problemMalformed   = "urn:leasehold:problem:malformed-request"
-	problemInvalid     = "urn:leasehold:problem:invalid-request"
-	problemUnavailable = "urn:leasehold:problem:unavailable"
-	problemUndeclared  = "urn:leasehold:problem:undeclared-task"
-	problemReserved    = "urn:leasehold:problem:reserved-task"
-	problemForbidden   = "urn:leasehold:problem:forbidden"
-	problemBlank       = "about:blank"
+	problemMalformed   = api.ProblemMalformed
+	problemInvalid     = api.ProblemInvalid
+	problemUnavailable = api.ProblemUnavailable
+	problemUndeclared  = api.ProblemUndeclared
+	problemReserved    = api.ProblemReserved
+	problemForbidden   = api.ProblemForbidden
+	problemBlank       = api.ProblemBlank
 	// Catalog outcomes the sidecar, being read-only, does not produce
 	// today; they are mapped so that one never turns into a 500.
-	problemNotFound = "urn:leasehold:problem:not-found"
-	problemExists   = "urn:leasehold:problem:exists"
-	problemInUse    = "urn:leasehold:problem:in-use"
+	problemNotFound = api.ProblemNotFound
+	problemExists   = api.ProblemExists
+	problemInUse    = api.ProblemInUse
 )
 
 const contentTypeProblem = "application/problem+json"

@@ -1,5 +1,6 @@
 // Package endpoint reads a sidecar's address the way leasehold's clients
-// are given it (--addr, LEASEHOLD_ADDR): the base URL of its HTTP API,
+// are given it (--addr, LEASEHOLD_ADDR), and the bearer token they present
+// (--token-file, LEASEHOLD_TOKEN_FILE): the base URL of its HTTP API,
 // http://HOST:PORT or https://HOST:PORT, or unix:PATH for a sidecar serving
 // on a Unix socket (`leasehold serve --listen unix:PATH`). The spelling
 // mirrors the store's sqlite:PATH: unix:///abs/path and unix://rel read as
@@ -84,6 +85,21 @@ func CheckSocketPath(path string) error {
 
 // String is the address as given (without a trailing slash), for messages.
 func (e Endpoint) String() string { return e.addr }
+
+// Redacted is the address fit to print: as String, with the password of
+// its userinfo (http://user:pw@host) masked as url.URL.Redacted masks it.
+// An address ParseAddr admits has no query or path that could carry
+// another secret.
+func (e Endpoint) Redacted() string {
+	if e.socket != "" {
+		return e.addr
+	}
+	u, err := url.Parse(e.addr)
+	if err != nil { // Parse admitted it: cannot happen
+		return "(an address that does not parse)"
+	}
+	return u.Redacted()
+}
 
 // Socket is the Unix socket's path, or "" for an HTTP URL.
 func (e Endpoint) Socket() string { return e.socket }

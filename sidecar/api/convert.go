@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/leasehold/leasehold/leasecore"
@@ -81,4 +82,50 @@ func FromEvent(e *leasecore.Event) Event {
 		Detail:     e.Detail,
 		Credential: e.Credential,
 	}
+}
+
+// The other way: a client reads the wire shapes back into leasecore's
+// values. Each fails on a timestamp that is not RFC 3339.
+
+// ParseTime reads a Timestamp.
+func ParseTime(ts Timestamp) (time.Time, error) { return time.Parse(time.RFC3339Nano, ts) }
+
+// ToLease is a lease read from the wire.
+func ToLease(a *Lease) (leasecore.Lease, error) {
+	var times [3]time.Time
+	for i, ts := range []Timestamp{a.AcquiredAt, a.RenewedAt, a.ExpiresAt} {
+		t, err := ParseTime(ts)
+		if err != nil {
+			return leasecore.Lease{}, fmt.Errorf("lease: %w", err)
+		}
+		times[i] = t
+	}
+	return leasecore.Lease{
+		Task: a.Task, Owner: a.Owner, Token: a.Token,
+		AcquiredAt: times[0], RenewedAt: times[1], ExpiresAt: times[2],
+		TTL:          time.Duration(a.TtlMs) * time.Millisecond,
+		TTLRemaining: time.Duration(a.TtlRemainingMs) * time.Millisecond,
+		RenewCount:   a.RenewCount, Note: a.Note,
+	}, nil
+}
+
+// ToHolder is the holder of a refused claim read from the wire.
+func ToHolder(h *Holder) (leasecore.Holder, error) {
+	expires, err := ParseTime(h.ExpiresAt)
+	if err != nil {
+		return leasecore.Holder{}, fmt.Errorf("holder: %w", err)
+	}
+	return leasecore.Holder{Owner: h.Owner, ExpiresAt: expires, TTLRemaining: time.Duration(h.TtlRemainingMs) * time.Millisecond}, nil
+}
+
+// ToEvent is a history event read from the wire.
+func ToEvent(e *Event) (leasecore.Event, error) {
+	at, err := ParseTime(e.At)
+	if err != nil {
+		return leasecore.Event{}, fmt.Errorf("event: %w", err)
+	}
+	return leasecore.Event{
+		ID: e.Id, Task: e.Task, Kind: leasecore.EventKind(e.Kind), Owner: e.Owner,
+		Token: e.Token, At: at, Detail: e.Detail, Credential: e.Credential,
+	}, nil
 }

@@ -24,6 +24,9 @@
 // It migrates the store first, as a sidecar does at start, so a new SQLite
 // file works at once.
 //
+// Over a sidecar it holds the lease with the Go client's keepalive Holder
+// (package client), which reads the stream and keeps the local deadline.
+//
 // --addr (or LEASEHOLD_ADDR) is checked by cli.ParseAddr, as the operator
 // commands check theirs: http:// or https://, a host, a port from 1 to
 // 65535 when given, no path, query or fragment; anything else is a usage

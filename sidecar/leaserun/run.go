@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	lhclient "github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
@@ -134,9 +135,6 @@ type hold interface {
 	release() (bool, error)
 }
 
-// errUnauthorized marks a sidecar's refusal of our credentials.
-var errUnauthorized = errors.New("the sidecar refused the credentials")
-
 // Run holds the lease cfg names while cfg.Command runs and returns the exit
 // status (see the package documentation). Cancelling ctx acts as a SIGTERM:
 // before the command starts it ends the run; after, it is forwarded.
@@ -223,10 +221,10 @@ func acquire(ctx context.Context, cfg *Config, log *slog.Logger) (hold, int) {
 	case errors.Is(err, leasecore.ErrUndeclared):
 		log.Error("undeclared", "task", cfg.Task, "err", err)
 		return nil, ExitUndeclared
-	case errors.Is(err, errUnauthorized):
+	case errors.Is(err, lhclient.ErrUnauthorized):
 		log.Error("unauthorized", "addr", cli.RedactAddr(cfg.Addr), "err", err)
 		return nil, ExitNoPerm
-	case errors.Is(err, leasecore.ErrForbidden):
+	case errors.Is(err, leasecore.ErrForbidden), errors.Is(err, leasecore.ErrReserved):
 		log.Error("forbidden", "task", cfg.Task, "err", err)
 		return nil, ExitNoPerm
 	default:

@@ -45,7 +45,9 @@
 // printable written as a \u escape (encoding/json leaves DEL, the C1
 // controls and the bidirectional overrides raw).
 //
-// Over a sidecar, each answer to status, get, list, history, claim and
+// Over a sidecar, the verbs ask through the Go client (package client),
+// which maps each answer to an outcome; this package maps outcomes to exit
+// statuses. Each answer to status, get, list, history, claim and
 // release must be one that openapi.yaml (as built into this binary)
 // declares for the request: a declared status, Content-Type and a body
 // matching the schema (but not its patterns: a task named under an older

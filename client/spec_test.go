@@ -1,4 +1,4 @@
-package opcli
+package client
 
 import (
 	"net/http"

@@ -1,4 +1,4 @@
-package opcli
+package client
 
 import (
 	"encoding/json"
@@ -16,8 +16,8 @@ import (
 	leasehold "github.com/leasehold/leasehold"
 )
 
-// apiSpec is openapi.yaml as this build embeds it, loaded the first time a
-// verb asks a sidecar (a --store verb never loads it).
+// apiSpec is openapi.yaml as this build embeds it, loaded the first time
+// the client checks an answer.
 var apiSpec = sync.OnceValues(loadSpec)
 
 func loadSpec() (*openapi3.T, error) {
@@ -66,7 +66,7 @@ func dropStringEnums(ref *openapi3.SchemaRef, seen map[*openapi3.Schema]bool) {
 	}
 }
 
-// notTheAPI is why an answer is not one the API gives: the server at --addr
+// notTheAPI is why an answer is not one the API gives: the server asked
 // is something else (another service, a proxy's error page, a stub).
 type notTheAPI struct{ reason string }
 
@@ -127,6 +127,29 @@ func checkAnswer(method, template string, status int, header http.Header, body [
 			return &notTheAPI{fmt.Sprintf("status %d with a body that is not the API's %s (at /%s: %s)", status, name, strings.Join(se.JSONPointer(), "/"), se.Reason)}
 		}
 		return &notTheAPI{fmt.Sprintf("status %d with a body that is not the API's %s", status, name)}
+	}
+	return nil
+}
+
+// checkSchema reports whether data, the data of a stream's event, is the
+// API's schema name (components/schemas of openapi.yaml, with the leniency
+// of checkAnswer): a required field missing, or of another type, is no
+// sidecar's event.
+func checkSchema(name string, data []byte) error {
+	doc, err := apiSpec()
+	if err != nil {
+		return err
+	}
+	schema := doc.Components.Schemas[name]
+	if schema == nil || schema.Value == nil {
+		return fmt.Errorf("openapi.yaml has no schema %s", name) // a bug here, not the server's
+	}
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		return &notTheAPI{"not JSON"}
+	}
+	if err := schema.Value.VisitJSON(v, openapi3.VisitAsResponse(), openapi3.DisablePatternValidation()); err != nil {
+		return &notTheAPI{fmt.Sprintf("not the API's %s", name)}
 	}
 	return nil
 }

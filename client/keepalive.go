@@ -1,0 +1,330 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/leasehold/leasehold/internal/sse"
+	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/sidecar/api"
+)
+
+const (
+	// MaxWait is the longest wait a sidecar accepts for one keepalive
+	// request (wait_ms); a longer KeepaliveParams.Wait is cut to it.
+	MaxWait = time.Hour
+	// streamAnswerTimeout bounds how long a sidecar may take to answer a
+	// keepalive request beyond the wait it was given (its own store
+	// operations are bounded at 5 s), and to send the first event once it
+	// has answered 200.
+	streamAnswerTimeout = 15 * time.Second
+	// maxRefusalBytes bounds the refusals of a stream request read.
+	maxRefusalBytes = 64 << 10
+)
+
+// ErrClosed is the cause of a Holder's context once Close has hung up.
+var ErrClosed = errors.New("the keepalive holder was closed")
+
+// KeepaliveParams are the inputs of Keepalive.
+type KeepaliveParams struct {
+	Task string
+	// Owner to claim as; empty means the client's (Client.Owner).
+	Owner string
+	// TTL of the lease; zero means the task's declared ttl, else the
+	// sidecar's default. The sidecar renews it every ttl × 0.4.
+	TTL  time.Duration
+	Note string
+	// Wait, when the task is held, is how long the sidecar waits for it
+	// before answering held (at most MaxWait); zero answers at once.
+	Wait time.Duration
+}
+
+// Holder is a lease the sidecar keeps alive over a keepalive stream: it
+// renews the lease while the stream is open and releases it when the
+// stream closes. The holder watches the stream and a local deadline (the
+// last confirmed renewal plus its ttl_remaining_ms, on this machine's
+// monotonic clock); when either says the lease is gone, Lost is closed and
+// Context is cancelled with the reason.
+type Holder struct {
+	first  leasecore.Lease
+	body   io.ReadCloser
+	tr     *http.Transport
+	cancel context.CancelFunc // ends the request: the sidecar releases
+
+	ctx       context.Context
+	cancelCtx context.CancelCauseFunc
+	scrub     func(string) string // masks the bearer token in messages (Client.scrub)
+
+	events    chan sse.Event // from read to watch; closed when read ends
+	readErr   error          // why read ended; set before events is closed
+	closing   chan struct{}  // closed by Close
+	closeOnce sync.Once
+	watchDone chan struct{}
+	lostc     chan struct{}
+
+	mu     sync.Mutex
+	latest leasecore.Lease
+	err    error // why the lease was lost; set before lostc is closed
+}
+
+// Keepalive opens a keepalive stream on the task and returns once the
+// sidecar has acquired the lease (its first event). ctx bounds the
+// acquisition only: the hold lasts until Close, or until the lease is lost.
+// When not acquired the error is the claim's outcome (a
+// *leasecore.HeldError, unavailable, or another refusal of the table);
+// a stream that is not a sidecar's is unavailable.
+func (c *Client) Keepalive(ctx context.Context, p KeepaliveParams) (*Holder, error) {
+	owner := c.ownerOr(p.Owner)
+	q := url.Values{}
+	q.Set("owner", owner)
+	if p.TTL > 0 { // else the sidecar applies the declared ttl, or its default
+		q.Set("ttl_ms", strconv.FormatInt(p.TTL.Milliseconds(), 10))
+	}
+	if p.Note != "" {
+		q.Set("note", p.Note)
+	}
+	wait := min(p.Wait, MaxWait)
+	if wait > 0 {
+		q.Set("wait_ms", strconv.FormatInt(wait.Milliseconds(), 10))
+	}
+	path := taskPath(p.Task) + "/keepalive?" + q.Encode()
+
+	// The stream outlives ctx. Until the stream is ours, ctx ending
+	// abandons the request.
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	detach := context.AfterFunc(ctx, cancel)
+	tr := c.ep.Transport() // one per stream: Close frees its connection
+	tr.ResponseHeaderTimeout = wait + streamAnswerTimeout
+	tr.DisableCompression = true // a compressor could hold events back
+	fail := func(err error) (*Holder, error) {
+		detach()
+		cancel()
+		tr.CloseIdleConnections()
+		return nil, err
+	}
+
+	req, err := http.NewRequestWithContext(sctx, http.MethodGet, c.ep.URL(path), nil)
+	if err != nil {
+		return fail(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	c.authorize(req)
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return fail(c.unreachable("keepalive", err))
+	}
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxRefusalBytes))
+		resp.Body.Close()
+		x := &exchange{method: http.MethodGet, template: "/v1/leases/{task}/keepalive", path: path, status: resp.StatusCode, header: resp.Header, body: data}
+		if err := checkAnswer(x.method, x.template, x.status, x.header, x.body); err != nil {
+			return fail(c.notSidecar("keepalive", x, err))
+		}
+		return fail(c.refusal("keepalive", p.Task, x))
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		resp.Body.Close()
+		return fail(leasecore.Unavailable("keepalive", fmt.Errorf("%s answered 200 with %q, not an event stream: is it a leasehold sidecar?", c.name, c.scrub(mt))))
+	}
+
+	r := sse.NewReader(resp.Body)
+	timer := time.AfterFunc(streamAnswerTimeout, cancel)
+	ev, err := r.Next()
+	if !timer.Stop() && err == nil {
+		err = errors.New("timed out")
+	}
+	if err == nil && ev.Name != "acquired" {
+		err = fmt.Errorf("the first event is %q, not acquired", ev.Name)
+	}
+	var lease leasecore.Lease
+	if err == nil {
+		lease, err = decodeLease(ev.Data)
+	}
+	if err == nil && (lease.Owner != owner || lease.Token <= 0) {
+		err = fmt.Errorf("the acquired event names owner %q and token %d; asked for owner %q", lease.Owner, lease.Token, owner)
+	}
+	if err != nil {
+		resp.Body.Close()
+		return fail(leasecore.Unavailable("keepalive", fmt.Errorf("stream from %s: %s", c.name, c.scrub(err.Error()))))
+	}
+	if !detach() {
+		// ctx ended meanwhile, and with it the request.
+		resp.Body.Close()
+		return fail(leasecore.Unavailable("keepalive", context.Cause(ctx)))
+	}
+
+	hctx, hcancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	h := &Holder{
+		first: lease, latest: lease, body: resp.Body, tr: tr, cancel: cancel,
+		ctx: hctx, cancelCtx: hcancel, scrub: c.scrub,
+		events: make(chan sse.Event), closing: make(chan struct{}),
+		watchDone: make(chan struct{}), lostc: make(chan struct{}),
+	}
+	go h.read(r)
+	go h.watch(ev.At.Add(lease.TTLRemaining))
+	return h, nil
+}
+
+// decodeLease reads the data of an acquired or renewed event.
+func decodeLease(data string) (leasecore.Lease, error) {
+	if err := checkSchema("Lease", []byte(data)); err != nil {
+		return leasecore.Lease{}, fmt.Errorf("lease: %w", err)
+	}
+	var a api.Lease
+	if err := json.Unmarshal([]byte(data), &a); err != nil {
+		return leasecore.Lease{}, fmt.Errorf("lease: %w", err)
+	}
+	return api.ToLease(&a)
+}
+
+// read passes the stream's events to watch until the stream ends.
+func (h *Holder) read(r *sse.Reader) {
+	defer close(h.events)
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			h.readErr = err
+			return
+		}
+		select {
+		case h.events <- ev:
+		case <-h.watchDone:
+			return
+		}
+	}
+}
+
+// watch keeps the local deadline and decides when the lease is lost. When
+// it returns, the request ends, which tells the sidecar to release.
+func (h *Holder) watch(deadline time.Time) {
+	defer close(h.watchDone)
+	defer h.cancel()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for {
+		select {
+		case <-h.closing:
+			return
+		case <-timer.C:
+			h.lose(fmt.Errorf("lease on %q: %w: the sidecar sent no renewal in time", h.first.Task, leasecore.ErrLocalDeadline))
+			return
+		case ev, ok := <-h.events:
+			if !ok {
+				h.lose(fmt.Errorf("lease on %q: the keepalive stream ended: %v", h.first.Task, h.readErr))
+				return
+			}
+			switch ev.Name {
+			case "renewed":
+				lease, err := decodeLease(ev.Data)
+				if err == nil && lease.Token != h.first.Token {
+					err = fmt.Errorf("renewed under token %d, acquired under %d", lease.Token, h.first.Token)
+				}
+				if err != nil {
+					h.lose(fmt.Errorf("lease on %q: renewed event: %s", h.first.Task, h.scrub(err.Error())))
+					return
+				}
+				h.mu.Lock()
+				h.latest = lease
+				h.mu.Unlock()
+				timer.Reset(time.Until(ev.At.Add(lease.TTLRemaining)))
+			case "lost":
+				var lost api.KeepaliveLost
+				_ = json.Unmarshal([]byte(ev.Data), &lost)
+				h.lose(&leasecore.LostError{Task: h.first.Task, Reason: leasecore.LostReason(h.scrub(string(lost.Reason))), Detail: "says the sidecar: " + h.scrub(lost.Detail)})
+				return
+			case "released":
+				var released api.KeepaliveReleased
+				_ = json.Unmarshal([]byte(ev.Data), &released)
+				h.lose(fmt.Errorf("lease on %q: the sidecar released it (%s)", h.first.Task, h.scrub(string(released.Reason))))
+				return
+			}
+			// Other events are for newer clients.
+		}
+	}
+}
+
+func (h *Holder) lose(err error) {
+	h.mu.Lock()
+	h.err = err
+	h.mu.Unlock()
+	close(h.lostc)
+	h.cancelCtx(err)
+}
+
+// Lease is the lease as last confirmed: acquired, or last renewed.
+func (h *Holder) Lease() leasecore.Lease {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.latest
+}
+
+// Token is the lease's fencing token: pass it to whatever the lease guards.
+func (h *Holder) Token() int64 { return h.first.Token }
+
+// Context is cancelled when the lease is lost (its cause is Err) or the
+// holder is closed (cause ErrClosed). It carries the values of the context
+// Keepalive was given, not its cancellation.
+func (h *Holder) Context() context.Context { return h.ctx }
+
+// Lost is closed when the lease is lost; Err then says why.
+func (h *Holder) Lost() <-chan struct{} { return h.lostc }
+
+// Err is why the lease was lost, or nil while it is held (or was closed
+// without a loss).
+func (h *Holder) Err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+// Close hangs up, which is how a keepalive client releases: the sidecar
+// releases the lease (owner- and token-checked) when the stream ends. It
+// returns the loss, if the lease was lost before, and frees every resource
+// of the holder. Calling it again does nothing more.
+func (h *Holder) Close() error {
+	h.closeOnce.Do(func() { close(h.closing) })
+	<-h.watchDone // watch ends the request
+	for range h.events {
+	}
+	h.body.Close()
+	h.tr.CloseIdleConnections()
+	h.cancelCtx(ErrClosed)
+	return h.Err()
+}
+
+// Run holds the task's lease over a keepalive stream while fn runs, then
+// releases it, fn's error or not, and returns fn's error. fn's context is
+// cancelled when ctx is, or when the lease is lost (context.Cause says
+// why); fn should stop writing then. When the lease cannot be acquired,
+// Run returns the claim's outcome and fn does not run; when it was lost
+// while fn ran and fn returned nil, Run returns the loss.
+func (c *Client) Run(ctx context.Context, task string, fn func(ctx context.Context, lease leasecore.Lease) error) error {
+	return c.RunWith(ctx, KeepaliveParams{Task: task}, fn)
+}
+
+// RunWith is Run with the keepalive's parameters (owner, ttl, note, wait).
+func (c *Client) RunWith(ctx context.Context, p KeepaliveParams, fn func(ctx context.Context, lease leasecore.Lease) error) error {
+	h, err := c.Keepalive(ctx, p)
+	if err != nil {
+		return err
+	}
+	fctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(h.Context(), func() { cancel(context.Cause(h.Context())) })
+	err = fn(fctx, h.Lease())
+	stop()
+	cancel(nil)
+	lost := h.Close()
+	if err == nil {
+		err = lost
+	}
+	return err
+}

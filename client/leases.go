@@ -1,0 +1,246 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/sidecar/api"
+)
+
+// ClaimParams are the inputs of a claim.
+type ClaimParams struct {
+	Task string
+	// Owner to claim as; empty means the client's (Client.Owner).
+	Owner string
+	// TTL of the lease, whole milliseconds; zero means the task's declared
+	// ttl, else the sidecar's default (leasecore.DefaultTTL).
+	TTL  time.Duration
+	Note string
+}
+
+// RenewParams are the inputs of a renewal.
+type RenewParams struct {
+	Task string
+	// Owner that holds the lease; empty means the client's.
+	Owner string
+	// TTL of the renewed lease; zero keeps its TTL.
+	TTL time.Duration
+	// Token, when non-zero, must be the lease's.
+	Token int64
+}
+
+// ReleaseParams are the inputs of a release.
+type ReleaseParams struct {
+	Task string
+	// Owner that holds the lease; empty means the client's.
+	Owner string
+	// Token, when non-zero, must be the lease's.
+	Token int64
+}
+
+func (c *Client) ownerOr(owner string) string {
+	if owner == "" {
+		return c.owner
+	}
+	return owner
+}
+
+func millis(d time.Duration) *int64 {
+	if d == 0 {
+		return nil
+	}
+	ms := d.Milliseconds()
+	return &ms
+}
+
+// Claim asks for the task's lease. It returns the lease when acquired;
+// otherwise a *leasecore.HeldError (another owner holds it, with the
+// holder and its expiry), a *leasecore.UnavailableError (the store, the
+// sidecar or the network failed: never reported as held), or another
+// refusal of the table (undeclared, reserved, forbidden, invalid).
+func (c *Client) Claim(ctx context.Context, p ClaimParams) (*leasecore.Lease, error) {
+	req := api.ClaimRequest{Owner: c.ownerOr(p.Owner), TtlMs: millis(p.TTL)}
+	if p.Note != "" {
+		req.Note = &p.Note
+	}
+	x, err := c.do(ctx, "claim", http.MethodPost, "/v1/leases/{task}/claim", taskPath(p.Task)+"/claim", req)
+	if err != nil {
+		return nil, err
+	}
+	return c.granted("claim", p.Task, req.Owner, x)
+}
+
+// granted is the lease a claim's or renewal's answer grants, checked to
+// be of the task and owner asked for (a sidecar grants no other), or the
+// outcome of its refusal.
+func (c *Client) granted(op, task, owner string, x *exchange) (*leasecore.Lease, error) {
+	lease, _, err := outcome(op, task, x, c.scrub, func(why string) error { return c.notSidecar(op, x, &notTheAPI{why}) })
+	if err != nil {
+		return nil, err
+	}
+	if lease.Task != task || lease.Owner != owner {
+		return nil, c.notSidecar(op, x, &notTheAPI{fmt.Sprintf("the lease granted is of task %q to owner %q", lease.Task, lease.Owner)})
+	}
+	return lease, nil
+}
+
+// Renew extends the owner's live lease. When it cannot, a
+// *leasecore.LostError says why (not_held, expired, held_by_other,
+// token_mismatch); a store or transport failure is unavailable.
+func (c *Client) Renew(ctx context.Context, p RenewParams) (*leasecore.Lease, error) {
+	req := api.RenewRequest{Owner: c.ownerOr(p.Owner), TtlMs: millis(p.TTL)}
+	if p.Token != 0 {
+		req.Token = &p.Token
+	}
+	x, err := c.do(ctx, "renew", http.MethodPost, "/v1/leases/{task}/renew", taskPath(p.Task)+"/renew", req)
+	if err != nil {
+		return nil, err
+	}
+	return c.granted("renew", p.Task, req.Owner, x)
+}
+
+// Release ends the owner's live lease (with Token, only that lease) and
+// reports whether there was one to end; releasing a lease not held is no
+// error.
+func (c *Client) Release(ctx context.Context, p ReleaseParams) (bool, error) {
+	req := api.ReleaseRequest{Owner: c.ownerOr(p.Owner)}
+	if p.Token != 0 {
+		req.Token = &p.Token
+	}
+	x, err := c.do(ctx, "release", http.MethodPost, "/v1/leases/{task}/release", taskPath(p.Task)+"/release", req)
+	if err != nil {
+		return false, err
+	}
+	_, released, err := outcome("release", p.Task, x, c.scrub, func(why string) error { return c.notSidecar("release", x, &notTheAPI{why}) })
+	return released, err
+}
+
+// Get returns the task's live lease, or nil when nobody holds it.
+func (c *Client) Get(ctx context.Context, task string) (*leasecore.Lease, error) {
+	x, err := c.do(ctx, "get", http.MethodGet, "/v1/leases/{task}", taskPath(task), nil)
+	if err != nil {
+		return nil, err
+	}
+	if x.status != http.StatusOK {
+		return nil, c.refusal("get", task, x)
+	}
+	var st api.LeaseState
+	if err := c.decode("get", x, &st); err != nil {
+		return nil, err
+	}
+	// What the schema cannot say: a lease exactly when held, and of the task asked about.
+	switch {
+	case st.Held != (st.Lease != nil):
+		return nil, c.notSidecar("get", x, &notTheAPI{fmt.Sprintf("held is %v, but the answer has %s lease", st.Held, map[bool]string{true: "a", false: "no"}[st.Lease != nil])})
+	case st.Lease == nil:
+		return nil, nil
+	case st.Lease.Task != task:
+		return nil, c.notSidecar("get", x, &notTheAPI{fmt.Sprintf("the lease is of task %q", st.Lease.Task)})
+	}
+	lease, err := api.ToLease(st.Lease)
+	if err != nil {
+		return nil, c.notSidecar("get", x, &notTheAPI{err.Error()})
+	}
+	return &lease, nil
+}
+
+// ListParams choose a page of List.
+type ListParams struct {
+	// After starts the page after this task (exclusive): the previous
+	// page's next.
+	After string
+	// Limit is the page's size; zero means the sidecar's default.
+	Limit int
+}
+
+// List returns one page of live leases, by task, and the task to continue
+// after ("" on the last page).
+func (c *Client) List(ctx context.Context, p ListParams) ([]leasecore.Lease, string, error) {
+	q := url.Values{}
+	if p.Limit > 0 {
+		q.Set("limit", strconv.Itoa(p.Limit))
+	}
+	if p.After != "" {
+		q.Set("after", p.After)
+	}
+	path := "/v1/leases"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	x, err := c.do(ctx, "list", http.MethodGet, "/v1/leases", path, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	if x.status != http.StatusOK {
+		return nil, "", c.refusal("list", "", x)
+	}
+	var l api.LeaseList
+	if err := c.decode("list", x, &l); err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if l.NextAfter != nil {
+		next = *l.NextAfter
+		// Pages walk forward by task: a next_after that does not would
+		// have a caller ask for the same page for ever.
+		if next <= p.After {
+			return nil, "", c.notSidecar("list", x, &notTheAPI{fmt.Sprintf("next_after %q does not come after %q", next, p.After)})
+		}
+	}
+	leases := make([]leasecore.Lease, len(l.Leases))
+	for i := range l.Leases {
+		if leases[i], err = api.ToLease(&l.Leases[i]); err != nil {
+			return nil, "", c.notSidecar("list", x, &notTheAPI{err.Error()})
+		}
+	}
+	return leases, next, nil
+}
+
+// History returns the task's most recent history events, newest first, at
+// most limit of them (zero: the sidecar's default).
+func (c *Client) History(ctx context.Context, task string, limit int) ([]leasecore.Event, error) {
+	path := taskPath(task) + "/history"
+	if limit > 0 {
+		path += "?limit=" + strconv.Itoa(limit)
+	}
+	x, err := c.do(ctx, "history", http.MethodGet, "/v1/leases/{task}/history", path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if x.status != http.StatusOK {
+		return nil, c.refusal("history", task, x)
+	}
+	var l api.EventList
+	if err := c.decode("history", x, &l); err != nil {
+		return nil, err
+	}
+	events := make([]leasecore.Event, len(l.Events))
+	for i := range l.Events {
+		if events[i], err = api.ToEvent(&l.Events[i]); err != nil {
+			return nil, c.notSidecar("history", x, &notTheAPI{err.Error()})
+		}
+	}
+	return events, nil
+}
+
+// Status is the sidecar's own status (GET /v1/status): its version, its
+// store's readiness, its streams and watchers, the caller's credential.
+func (c *Client) Status(ctx context.Context) (*api.SidecarStatus, error) {
+	x, err := c.do(ctx, "status", http.MethodGet, "/v1/status", "/v1/status", nil)
+	if err != nil {
+		return nil, err
+	}
+	if x.status != http.StatusOK {
+		return nil, c.refusal("status", "", x)
+	}
+	var st api.SidecarStatus
+	if err := c.decode("status", x, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
