@@ -10,7 +10,7 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 # Pure Go (the SQLite driver needs no cgo), so the binary runs on any base image.
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/leasehold ./sidecar/cmd/leasehold
+    CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/leasehold ./cmd/leasehold
 
 # Alpine rather than distroless because the compose healthcheck needs an HTTP client
 # (busybox wget) inside the container.

@@ -27,19 +27,19 @@ help: ## Show this help
 
 .PHONY: build
 build: ## Build bin/leasehold and bin/terraform-provider-leasehold
-	$(GO) build -ldflags "-X $(VERSION_VAR)=$(VERSION)" -o $(BIN)/leasehold ./sidecar/cmd/leasehold
-	$(GO) build -o $(BIN)/terraform-provider-leasehold ./tfprovider/cmd/terraform-provider-leasehold
+	$(GO) build -ldflags "-X $(VERSION_VAR)=$(VERSION)" -o $(BIN)/leasehold ./cmd/leasehold
+	$(GO) build -o $(BIN)/terraform-provider-leasehold ./cmd/terraform-provider-leasehold
 
 .PHONY: install
 install: ## go install leasehold and terraform-provider-leasehold into GOBIN (default: GOPATH/bin)
-	$(GO) install ./sidecar/cmd/leasehold ./tfprovider/cmd/terraform-provider-leasehold
+	$(GO) install ./cmd/leasehold ./cmd/terraform-provider-leasehold
 	@dir="$$($(GO) env GOBIN)"; dir="$${dir:-$$($(GO) env GOPATH)/bin}"; \
 	  echo "installed leasehold and terraform-provider-leasehold in $$dir"; \
 	  case ":$$PATH:" in *":$$dir:"*) ;; *) echo "$$dir is not on PATH: add it (export PATH=\"$$dir:\$$PATH\")";; esac
 
 .PHONY: mirror
 mirror: ## Lay the provider out as a Terraform filesystem mirror in bin/mirror (README: Terraform provider)
-	$(GO) build -ldflags "-X main.version=$(PROVIDER_VERSION)" -o $(BIN)/terraform-provider-leasehold ./tfprovider/cmd/terraform-provider-leasehold
+	$(GO) build -ldflags "-X main.version=$(PROVIDER_VERSION)" -o $(BIN)/terraform-provider-leasehold ./cmd/terraform-provider-leasehold
 	@dir="$(BIN)/mirror/$$($(BIN)/terraform-provider-leasehold -address)/$(PROVIDER_VERSION)/$$($(GO) env GOOS)_$$($(GO) env GOARCH)"; \
 	  mkdir -p "$$dir" && cp $(BIN)/terraform-provider-leasehold "$$dir/terraform-provider-leasehold_v$(PROVIDER_VERSION)" && \
 	  echo "provider $(PROVIDER_VERSION) mirrored in $$(cd $(BIN)/mirror && pwd)"
@@ -91,7 +91,7 @@ bench-go: ## Go benchmarks on both stores, summarised with benchstat (bench.txt)
 
 .PHONY: bench-streams
 bench-streams: build ## Hold STREAMS keepalive streams on one sidecar for STREAM_DURATION, both stores (bench-streams.txt)
-	$(GO) build -o $(BIN)/streambench ./internal/streambench
+	$(GO) build -o $(BIN)/streambench ./internal/bench/streambench
 	$(WITH_PG) bash -c 'set -e; for store in sqlite postgres; do for n in $(STREAMS); do \
 	  $(BIN)/streambench -leasehold $(BIN)/leasehold -store $$store -streams $$n -duration $(STREAM_DURATION); \
 	done; done' | tee bench-streams.txt
@@ -100,7 +100,7 @@ bench-streams: build ## Hold STREAMS keepalive streams on one sidecar for STREAM
 # bench-watch is not part of make bench: it measures the watch, not a lease path.
 .PHONY: bench-watch
 bench-watch: build ## What the watch costs per watcher: WATCHERS streams under WATCH_RATE claim+release pairs/s for WATCH_DURATION, both stores (bench-watch.txt)
-	$(GO) build -o $(BIN)/watchbench ./internal/watchbench
+	$(GO) build -o $(BIN)/watchbench ./internal/bench/watchbench
 	set -o pipefail; $(WITH_PG) bash -c 'rc=0; for store in sqlite postgres; do \
 	  $(BIN)/watchbench -leasehold $(BIN)/leasehold -store $$store -watchers "$(WATCHERS)" -duration $(WATCH_DURATION) -rate $(WATCH_RATE) || rc=1; \
 	done; exit $$rc' | tee bench-watch.txt
@@ -121,7 +121,7 @@ bench-fleet-sim: build ## 1,000 pods simulated on SIM_SIDECARS=20 sidecars via P
 	@command -v pgbouncer >/dev/null || [[ -x /usr/sbin/pgbouncer ]] || { \
 	  if [[ "$$(id -u)" == 0 ]]; then apt-get install -y pgbouncer || { apt-get update && apt-get install -y pgbouncer; }; \
 	  else echo "bench-fleet-sim needs pgbouncer: install the Debian package pgbouncer (apt-get install -y pgbouncer, as root)"; exit 1; fi; }
-	$(GO) build -o $(BIN)/fleetsim ./internal/fleetsim
+	$(GO) build -o $(BIN)/fleetsim ./internal/bench/fleetsim
 	set -o pipefail; $(WITH_PG) $(BIN)/fleetsim -leasehold $(BIN)/leasehold -sidecars $(SIM_SIDECARS) -streams $(SIM_STREAMS) \
 	  -watchers $(SIM_WATCHERS) -pool $(SIM_POOL) -server-conns $(SIM_SERVER_CONNS) -steady $(SIM_STEADY) -outage $(SIM_OUTAGE) \
 	  -idle-window $(SIM_IDLE) | tee bench-fleet-sim.txt
@@ -133,14 +133,14 @@ RUNS      ?= 3
 CLIENTS   ?= 1 8 32
 
 .PHONY: bench-http
-# etcd and its load client build in their own module (internal/httpbench/etcdload) so that etcd's
+# etcd and its load client build in their own module (internal/bench/httpbench/etcdload) so that etcd's
 # dependencies stay out of go.mod.
 bench-http: build ## New grants/s from an outside client: sidecar (wrk) vs raw pgx, etcd, HTTP floor; DURATION=10s RUNS=3 (bench-http.txt)
 	@command -v wrk >/dev/null || { \
 	  if [[ "$$(id -u)" == 0 ]]; then apt-get install -y wrk || { apt-get update && apt-get install -y wrk; }; \
 	  else echo "bench-http needs wrk: install the Debian package wrk (apt-get install -y wrk, as root)"; exit 1; fi; }
-	$(GO) build -o $(BIN)/httpbench ./internal/httpbench
-	cd internal/httpbench/etcdload && $(GO) build -o $(CURDIR)/$(BIN)/etcd go.etcd.io/etcd/server/v3 && $(GO) build -o $(CURDIR)/$(BIN)/etcdload .
+	$(GO) build -o $(BIN)/httpbench ./internal/bench/httpbench
+	cd internal/bench/httpbench/etcdload && $(GO) build -o $(CURDIR)/$(BIN)/etcd go.etcd.io/etcd/server/v3 && $(GO) build -o $(CURDIR)/$(BIN)/etcdload .
 	$(WITH_PG) $(BIN)/httpbench -leasehold $(BIN)/leasehold -etcd $(BIN)/etcd -etcdload $(BIN)/etcdload \
 	  -duration $(BENCH_HTTP_DURATION) -runs $(RUNS) -clients "$(CLIENTS)" -out bench-http.txt
 
@@ -163,7 +163,7 @@ bench-fleet: build ## FLEET sidecars (4 16 32 64) on one PostgreSQL, direct and 
 	@command -v pgbouncer >/dev/null || [[ -x /usr/sbin/pgbouncer ]] || { \
 	  if [[ "$$(id -u)" == 0 ]]; then apt-get install -y pgbouncer || { apt-get update && apt-get install -y pgbouncer; }; \
 	  else echo "bench-fleet needs PgBouncer: install the Debian package pgbouncer (apt-get install -y pgbouncer, as root)"; exit 1; fi; }
-	$(GO) build -o $(BIN)/fleetbench ./internal/fleetbench
+	$(GO) build -o $(BIN)/fleetbench ./internal/bench/fleetbench
 	$(WITH_PG) $(BIN)/fleetbench -leasehold $(BIN)/leasehold -fleet "$(FLEET)" -conns $(FLEET_CONNS) -pool $(FLEET_POOL) \
 	  -bouncer-conns $(FLEET_BOUNCER_CONNS) -watchers $(FLEET_WATCHERS) -streams $(FLEET_STREAMS) -stream-ttl $(FLEET_STREAM_TTL) \
 	  -raw "$(FLEET_RAW)" -duration $(BENCH_HTTP_DURATION) -runs $(BENCH_FLEET_RUNS) \

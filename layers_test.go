@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -17,17 +19,17 @@ var layerRules = []struct {
 	forbidden []string
 	why       string
 }{
-	{"leasecore", []string{"sidecar", "client", "leasecore/postgres", "leasecore/sqlite", "tfprovider", "github.com/labstack/echo/v4", "net/http"},
+	{"leasecore", []string{"sidecar", "client", "client/", "cmd/", "leasecore/postgres", "leasecore/sqlite", "tfprovider", "github.com/labstack/echo/v4", "net/http"},
 		"the model imports no transport and no driver"},
 	{"leasecore/postgres", []string{"leasecore/sqlite", "sidecar", "tfprovider"}, "drivers never import each other or a face"},
 	{"leasecore/sqlite", []string{"leasecore/postgres", "sidecar", "tfprovider"}, "drivers never import each other or a face"},
-	{"sidecar/leaserun", []string{"sidecar"}, "leasehold run shares CLI helpers through internal/cli, not the server"},
+	{"client/leaserun", []string{"sidecar"}, "leasehold run shares CLI helpers through internal/cli, not the server"},
 	{"sidecar/console", []string{"sidecar", "leasecore", "github.com/labstack/echo/v4"},
 		"the console is static files and their handler: the page reads the model through the HTTP API only"},
-	{"internal/cli", []string{"sidecar", "sidecar/leaserun"}, "the CLI helpers serve both commands"},
-	{"sidecar/opcli", []string{"sidecar"}, "the operator commands ask a sidecar over HTTP, or a store through leasecore"},
+	{"internal/cli", []string{"sidecar", "client/leaserun"}, "the CLI helpers serve both commands"},
+	{"client/opcli", []string{"sidecar"}, "the operator commands ask a sidecar over HTTP, or a store through leasecore"},
 	{"tfprovider", []string{"sidecar"}, "the provider talks to the store through leasecore"},
-	{"client", []string{"sidecar", "sidecar/opcli", "sidecar/leaserun", "internal/cli", "leasecore/postgres", "leasecore/sqlite"},
+	{"client", []string{"sidecar", "client/opcli", "client/leaserun", "internal/cli", "leasecore/postgres", "leasecore/sqlite"},
 		"the Go client asks a sidecar over HTTP: it imports no server package and no store driver"},
 }
 
@@ -72,10 +74,65 @@ func TestLayers(t *testing.T) {
 		for _, dep := range got {
 			local := strings.TrimPrefix(strings.TrimPrefix(dep, module), "/")
 			for _, f := range rule.forbidden {
-				if local == f || dep == f {
-					t.Errorf("%s depends on %s: %s", rule.pkg, f, rule.why)
+				if local == f || dep == f || (strings.HasSuffix(f, "/") && strings.HasPrefix(local, f)) {
+					t.Errorf("%s depends on %s: %s", rule.pkg, local, rule.why)
 				}
 			}
 		}
+	}
+	// The commands are the top: nothing depends on them.
+	for pkg, got := range deps {
+		for _, dep := range got {
+			if local := strings.TrimPrefix(dep, module+"/"); local != dep && strings.HasPrefix(local, "cmd/") {
+				t.Errorf("%s depends on %s: nothing imports a command under cmd/", pkg, local)
+			}
+		}
+	}
+}
+
+// TestPartsTableNamesEveryPackage: docs/design.md's parts table has a row
+// for every package of the module and none for a package that is gone, so
+// the map of the tree a newcomer reads cannot fall behind the tree.
+func TestPartsTableNamesEveryPackage(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("docs/design.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(doc)
+	start := strings.Index(section, "## Parts and dependencies")
+	if start < 0 {
+		t.Fatal(`docs/design.md has no "## Parts and dependencies"`)
+	}
+	section = section[start:]
+	if end := strings.Index(section[3:], "\n## "); end >= 0 {
+		section = section[:end+3]
+	}
+	listed := map[string]bool{}
+	for _, line := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		first := strings.SplitN(line, "|", 3)[1]
+		for _, name := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(first, -1) {
+			listed[name[1]] = true
+		}
+	}
+	out, err := exec.Command("go", "list", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, path := range strings.Fields(string(out)) {
+		pkg := strings.TrimPrefix(strings.TrimPrefix(path, module), "/")
+		if pkg == "" {
+			continue // the root: the embedded openapi.yaml and the repository-wide tests
+		}
+		if !listed[pkg] {
+			t.Errorf("docs/design.md's parts table has no row for %s", pkg)
+		}
+		delete(listed, pkg)
+	}
+	for pkg := range listed {
+		t.Errorf("docs/design.md's parts table names %s, which is not a package of the module", pkg)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 
 	"github.com/leasehold/leasehold/deploy"
-	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/internal/harness/pgtest"
 )
 
 // composeFile is the repository's compose file, relative to this package.

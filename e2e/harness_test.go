@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/endpoint"
-	"github.com/leasehold/leasehold/internal/lockedbuf"
+	"github.com/leasehold/leasehold/internal/harness/lockedbuf"
 	"github.com/leasehold/leasehold/leasecore"
 )
 
@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 	if raceEnabled {
 		args = append(args, "-race")
 	}
-	build := exec.Command("go", append(args, "github.com/leasehold/leasehold/sidecar/cmd/leasehold")...)
+	build := exec.Command("go", append(args, "github.com/leasehold/leasehold/cmd/leasehold")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build leasehold:", err)

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/internal/harness/pgtest"
 )
 
 // storeKinds are the two stores every end-to-end case runs on. Each call

@@ -19,8 +19,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/leasehold/leasehold/internal/pgbouncer"
-	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/internal/harness/pgbouncer"
+	"github.com/leasehold/leasehold/internal/harness/pgtest"
 )
 
 // The fleet this test runs through one PgBouncer.

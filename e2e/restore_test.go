@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/internal/lockedbuf"
-	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/internal/harness/lockedbuf"
+	"github.com/leasehold/leasehold/internal/harness/pgtest"
 )
 
 // restoreTasks prefixes the tasks of the restore tests: the watches follow

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/internal/readonly"
+	"github.com/leasehold/leasehold/internal/harness/readonly"
 )
 
 // refusesEverything checks that s answers readyz and every lease write 503

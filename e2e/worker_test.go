@@ -22,8 +22,8 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 
 	"github.com/leasehold/leasehold/deploy"
-	"github.com/leasehold/leasehold/internal/lockedbuf"
-	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/internal/harness/lockedbuf"
+	"github.com/leasehold/leasehold/internal/harness/pgtest"
 )
 
 // The demo workers of docker-compose.yml.

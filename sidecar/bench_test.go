@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/internal/benchload"
+	"github.com/leasehold/leasehold/internal/bench/benchload"
 	"github.com/leasehold/leasehold/leasecore"
 )
 

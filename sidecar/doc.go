@@ -1,6 +1,6 @@
 // Package sidecar is the leasehold sidecar: an HTTP API over a lease store,
 // for programs in any language, served by the `leasehold` binary
-// (sidecar/cmd/leasehold). Why it is built as it is (one place for errors,
+// (cmd/leasehold). Why it is built as it is (one place for errors,
 // the migration gate, keepalive streams and their batched renewals) is in
 // docs/design.md at the repository root, sections "The sidecar between HTTP
 // and the model" and "The renewal coalescer and keepalive streams".

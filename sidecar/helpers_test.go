@@ -14,7 +14,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3filter"
 
-	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/internal/harness/pgtest"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/postgres"
 	"github.com/leasehold/leasehold/leasecore/sqlite"
@@ -324,7 +324,7 @@ func eachStore(t *testing.T, f func(t *testing.T, ts *testServer), opts ...serve
 }
 
 // openPostgres opens a PostgreSQL store on a fresh database (see
-// internal/pgtest for when that skips or fails). It is closed when t ends.
+// internal/harness/pgtest for when that skips or fails). It is closed when t ends.
 func openPostgres(t testing.TB) leasecore.Store {
 	t.Helper()
 	store, err := postgres.Open(context.Background(), pgtest.NewDatabase(t))

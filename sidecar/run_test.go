@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/cli"
-	"github.com/leasehold/leasehold/internal/lockedbuf"
+	"github.com/leasehold/leasehold/internal/harness/lockedbuf"
 )
 
 func TestServeRefusesBeforeOpeningAnything(t *testing.T) {

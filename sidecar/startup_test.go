@@ -14,9 +14,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leasehold/leasehold/internal/cli"
-	"github.com/leasehold/leasehold/internal/lockedbuf"
-	"github.com/leasehold/leasehold/internal/pgtest"
-	"github.com/leasehold/leasehold/internal/readonly"
+	"github.com/leasehold/leasehold/internal/harness/lockedbuf"
+	"github.com/leasehold/leasehold/internal/harness/pgtest"
+	"github.com/leasehold/leasehold/internal/harness/readonly"
 )
 
 // serving runs Serve in the background until t ends and waits for it to

@@ -16,8 +16,8 @@ import (
 
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/endpoint"
-	"github.com/leasehold/leasehold/internal/lockedbuf"
-	"github.com/leasehold/leasehold/internal/readonly"
+	"github.com/leasehold/leasehold/internal/harness/lockedbuf"
+	"github.com/leasehold/leasehold/internal/harness/readonly"
 )
 
 // socketDir is a new directory with a short path, removed when t ends: a

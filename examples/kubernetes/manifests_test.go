@@ -30,10 +30,10 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/leasehold/leasehold/client/leaserun"
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar"
-	"github.com/leasehold/leasehold/sidecar/leaserun"
 )
 
 const (

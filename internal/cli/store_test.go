@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/internal/lockedbuf"
-	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/internal/harness/lockedbuf"
+	"github.com/leasehold/leasehold/internal/harness/pgtest"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 )

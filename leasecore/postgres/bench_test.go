@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/leasehold/leasehold/internal/benchload"
-	"github.com/leasehold/leasehold/internal/pgtest"
+	"github.com/leasehold/leasehold/internal/bench/benchload"
+	"github.com/leasehold/leasehold/internal/harness/pgtest"
 	"github.com/leasehold/leasehold/leasecore"
 )
 

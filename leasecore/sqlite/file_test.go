@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/internal/readonly"
+	"github.com/leasehold/leasehold/internal/harness/readonly"
 	"github.com/leasehold/leasehold/leasecore"
 )
 

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/internal/lockedbuf"
+	"github.com/leasehold/leasehold/internal/harness/lockedbuf"
 	"github.com/leasehold/leasehold/leasecore"
 )
 

@@ -1,0 +1,279 @@
+package opcli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/leasehold/leasehold/client/leaserun"
+	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/storeurl"
+	"github.com/leasehold/leasehold/sidecar/api"
+)
+
+// Usage is the synopsis of the operator commands, for leasehold's help.
+const Usage = `  leasehold status  [CONN]            the sidecar's build, store, streams and batching;
+                                      with --store: the store's kind, readiness and schema
+  leasehold get     TASK [CONN]       the task's live lease (exit 1 when there is none)
+  leasehold list    [--prefix P] [CONN]
+                                      the live leases, by task
+  leasehold history TASK [--limit N] [CONN]
+                                      the task's events, newest first
+  leasehold claim   TASK [--ttl 30s] [--owner O] [--note N] [CONN]
+                                      claim once and print the lease (75 when held)
+  leasehold release TASK --owner O [--token N] [CONN]
+                                      release (70 when O did not hold it)
+  leasehold watch   [--prefix P] [--since N] [CONN]
+                                      every change of holder as it happens, until interrupted
+                    CONN: [--addr http://127.0.0.1:7411 | --addr unix:PATH | --store URL]
+                          [--token-file PATH] [--json]
+`
+
+// requestTimeout bounds each request of a verb other than watch.
+const requestTimeout = 15 * time.Second
+
+// options are what every verb is given: where to ask, and how to print.
+type options struct {
+	addr, store, tokenFile string
+	json                   bool
+	stdout, stderr         io.Writer
+}
+
+// Main runs the operator command verb with args, reading --addr, --store
+// and --token-file from getenv (LEASEHOLD_<FLAG>) when the command line does
+// not choose a mode, and returns the exit status. Cancelling ctx (a signal)
+// ends a watch with status 0.
+func Main(ctx context.Context, verb string, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	name := "leasehold " + verb
+	o := options{addr: leaserun.DefaultAddr, stdout: stdout, stderr: stderr}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.addr, "addr", o.addr, "sidecar base `URL`, or unix:PATH for its Unix socket; exclusive with --store")
+	fs.StringVar(&o.store, "store", "", "store `URL` (sqlite:PATH or postgres://USER@HOST:PORT/DB) to use with no sidecar; exclusive with --addr")
+	fs.StringVar(&o.tokenFile, "token-file", "", "`path` of a file holding the sidecar's bearer token (--addr only)")
+	fs.BoolVar(&o.json, "json", false, "print the API's JSON (watch: one event per line)")
+	var v verbFlags
+	run, positional, ok := v.register(verb, fs)
+	if !ok {
+		fmt.Fprintf(stderr, "leasehold: unknown command %q\n", verb)
+		return ExitUsage
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: %s%s [flags]\n\nFlags (--addr, --store and --token-file also from LEASEHOLD_ADDR, LEASEHOLD_STORE, LEASEHOLD_TOKEN_FILE):\n",
+			name, map[bool]string{true: " TASK"}[positional])
+		fs.PrintDefaults()
+	}
+	usageError := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, name+": "+format+"\n", a...)
+		fmt.Fprintf(stderr, "Run '%s -h' for its flags.\n", name)
+		return ExitUsage
+	}
+
+	// Flags may come before or after TASK: parse, take one argument, go on.
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(stdout)
+				fs.Usage()
+				return ExitOK
+			}
+			return ExitUsage
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		rest = append(rest, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	switch {
+	case positional && len(rest) != 1:
+		return usageError("needs one TASK, not %d arguments", len(rest))
+	case !positional && len(rest) > 0:
+		return usageError("unexpected argument %q", rest[0])
+	}
+	if positional {
+		v.task = rest[0]
+		if err := leasecore.ValidateTask(v.task); err != nil {
+			return usageError("TASK %q: %s", v.task, cli.Rule(err))
+		}
+	}
+
+	onLine := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { onLine[f.Name] = true })
+	if onLine["addr"] && onLine["store"] {
+		return usageError("--addr and --store are exclusive: ask a sidecar, or the store itself")
+	}
+	// Only the connection flags come from the environment, and, as for
+	// leasehold run, a mode chosen on the command line is kept.
+	fromEnv := map[string]bool{cli.EnvName("token-file"): true}
+	if !onLine["addr"] && !onLine["store"] {
+		fromEnv[cli.EnvName("addr")], fromEnv[cli.EnvName("store")] = true, true
+	}
+	if err := cli.ApplyEnv(fs, func(k string) string {
+		if fromEnv[k] {
+			return getenv(k)
+		}
+		return ""
+	}); err != nil {
+		return usageError("%v", err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["addr"] && set["store"] {
+		return usageError("%s and %s are exclusive: ask a sidecar, or the store itself", cli.EnvName("addr"), cli.EnvName("store"))
+	}
+	if err := v.check(set); err != nil {
+		return usageError("%v", err)
+	}
+
+	var b backend
+	if o.store != "" {
+		// A LEASEHOLD_TOKEN_FILE set for a sidecar does not stop a --store.
+		if onLine["token-file"] {
+			return usageError("--token-file is for a sidecar (--addr), not with --store")
+		}
+		if !strings.HasPrefix(o.store, "sqlite:") && !strings.HasPrefix(o.store, "postgres://") && !strings.HasPrefix(o.store, "postgresql://") {
+			return usageError("--store %q: must be sqlite:PATH or postgres://USER@HOST:PORT/DB", storeurl.Redact(o.store))
+		}
+		sb, err := openStore(ctx, o.store, verb == "claim" || verb == "release")
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %s\n", name, message(err))
+			return exitCode(err)
+		}
+		defer sb.close()
+		b = sb
+	} else {
+		ep, err := cli.ParseAddr(o.addr)
+		if err != nil {
+			if !onLine["addr"] {
+				return usageError("%s=%q: %v", cli.EnvName("addr"), cli.RedactAddr(o.addr), err)
+			}
+			return usageError("--addr %q: %v", cli.RedactAddr(o.addr), err)
+		}
+		var token string
+		if o.tokenFile != "" {
+			tok, err := cli.ReadTokenFile(o.tokenFile)
+			if err != nil {
+				return usageError("--token-file: %v", err)
+			}
+			token = string(tok)
+		}
+		b = newClient(ep, token, stderr)
+	}
+	err := run(ctx, b, &o, &v)
+	var ee *exitError
+	if err != nil && !(errors.As(err, &ee) && ee.told) {
+		fmt.Fprintf(stderr, "%s: %s\n", name, message(err))
+	}
+	return exitCode(err)
+}
+
+// verbFlags are the verbs' own flags and argument.
+type verbFlags struct {
+	task   string
+	prefix string
+	limit  int
+	ttl    time.Duration
+	owner  string
+	note   string
+	token  int64
+	since  int64
+}
+
+// defaultHistoryLimit is how many events history prints without --limit,
+// as GET …/history answers without one.
+const defaultHistoryLimit = 100
+
+// register defines verb's flags on fs and returns what runs it and whether
+// it takes a TASK; false for a verb it does not know.
+func (v *verbFlags) register(verb string, fs *flag.FlagSet) (func(context.Context, backend, *options, *verbFlags) error, bool, bool) {
+	switch verb {
+	case "status":
+		return runStatus, false, true
+	case "get":
+		return runGet, true, true
+	case "list":
+		fs.StringVar(&v.prefix, "prefix", "", "only tasks whose names start with `P`")
+		return runList, false, true
+	case "history":
+		fs.IntVar(&v.limit, "limit", defaultHistoryLimit, "at most `N` events, 1 to 1000")
+		return runHistory, true, true
+	case "claim":
+		fs.DurationVar(&v.ttl, "ttl", 0, "lease `ttl`, from 100ms to 24h (default: the task's declared ttl, else 30s)")
+		fs.StringVar(&v.owner, "owner", "", "`owner` to claim as (default <hostname>#<pid>#<12 random hex digits>, printed)")
+		fs.StringVar(&v.note, "note", "", "a `note` kept with the lease")
+		return runClaim, true, true
+	case "release":
+		fs.StringVar(&v.owner, "owner", "", "`owner` that holds the lease (required)")
+		fs.Int64Var(&v.token, "token", 0, "fencing `token` the lease must have (default: any)")
+		return runRelease, true, true
+	case "watch":
+		fs.StringVar(&v.prefix, "prefix", "", "only tasks whose names start with `P`")
+		fs.Int64Var(&v.since, "since", -1, "start after event `N` (replaying what the history still holds); default: from now")
+		return runWatch, false, true
+	default:
+		return nil, false, false
+	}
+}
+
+// check validates the verb's flags before anything is asked.
+func (v *verbFlags) check(set map[string]bool) error {
+	if err := checkPrefix(v.prefix); err != nil {
+		return err
+	}
+	if set["limit"] && (v.limit < 1 || v.limit > leasecore.MaxListLimit) {
+		return fmt.Errorf("--limit %d: must be between 1 and %d", v.limit, leasecore.MaxListLimit)
+	}
+	if set["ttl"] && (v.ttl < leasecore.MinTTL || v.ttl > leasecore.MaxTTL) {
+		return fmt.Errorf("--ttl %s: must be between %s and %s", v.ttl, leasecore.MinTTL, leasecore.MaxTTL)
+	}
+	if set["owner"] {
+		if err := leasecore.ValidateOwner(v.owner); err != nil {
+			return fmt.Errorf("--owner %q: %s", v.owner, cli.Rule(err))
+		}
+	}
+	if set["token"] && v.token < 1 {
+		return fmt.Errorf("--token %d: must be a fencing token, 1 or more", v.token)
+	}
+	if set["since"] && v.since < 0 {
+		return fmt.Errorf("--since %d: must be an event id, 0 or more (0 replays the whole history)", v.since)
+	}
+	return nil
+}
+
+// checkPrefix checks a --prefix by the watch's rule: the start of a task
+// name, so at most as long as one and of its characters.
+func checkPrefix(p string) error {
+	if err := (leasecore.WatchParams{Prefix: p}).Validate(); err != nil {
+		return fmt.Errorf("--prefix %q: %s", p, cli.Rule(err))
+	}
+	return nil
+}
+
+// backend is where the verbs ask: a sidecar (client) or a store (storeBackend).
+type backend interface {
+	// status prints the sidecar's or the store's status; an error when the
+	// store is not ready.
+	status(ctx context.Context, o *options) error
+	// get returns the task's live lease, nil when there is none.
+	get(ctx context.Context, task string) (*api.Lease, error)
+	// list returns one page of live leases after the task after, and the
+	// task to continue after ("" on the last page).
+	list(ctx context.Context, after string) ([]api.Lease, string, error)
+	history(ctx context.Context, task string, limit int) ([]api.Event, error)
+	// claim returns the lease, or (for a held task) what the API answers.
+	claim(ctx context.Context, v *verbFlags) (*api.Lease, *api.ClaimHeld, error)
+	release(ctx context.Context, v *verbFlags) (bool, error)
+	// watch calls emit with each event and ready once caught up, until ctx
+	// ends (nil) or the watch fails; reset when the watch's position was
+	// ahead of the store's history (it was restored or failed over): the
+	// watch then starts over from the oldest event the history holds, and
+	// is ready again once it has replayed it.
+	watch(ctx context.Context, v *verbFlags, emit func(api.Event) error, ready func(position int64), reset func(position, newest int64)) error
+}

@@ -1,0 +1,228 @@
+// Command leasehold is the leasehold sidecar and its command-line tools:
+//
+//	leasehold serve   [--listen 127.0.0.1:7411 | --listen unix:PATH [--listen-mode 0660]]
+//	                  [--store sqlite:./leasehold.db]
+//	                  [--require-declared] [--prune-interval 10m]
+//	                  [--token-file PATH] [--log-format text|json] [--allow-host NAME]
+//	leasehold migrate [--store URL] [--grant-runtime ROLE,…] [--log-format text|json]
+//	leasehold prune   [--store URL] [--log-format text|json]
+//	leasehold run     [--addr URL | --store URL] --task T [--ttl 30s] [--owner O]
+//	                  [--wait 0s] [--grace 10s] -- COMMAND [ARG...]
+//	leasehold status | get TASK | list | history TASK | claim TASK | release TASK | watch
+//	                  [--addr URL | --store URL] [--token-file PATH] [--json]
+//	leasehold version
+//
+// --addr is the sidecar's base URL (http://127.0.0.1:7411 by default), or
+// unix:PATH for a sidecar serving on a Unix socket (serve --listen unix:PATH).
+//
+// Every flag is also read from LEASEHOLD_<FLAG> (LEASEHOLD_LISTEN,
+// LEASEHOLD_STORE, LEASEHOLD_TOKEN_FILE, LEASEHOLD_LOG_FORMAT); the command
+// line wins over the environment. Exit status: 0 on success, 1 when the
+// command failed, 2 for a usage error; `run` and the operator commands have
+// their own (see leaserun and opcli).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/leasehold/leasehold/client/leaserun"
+	"github.com/leasehold/leasehold/client/opcli"
+	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/version"
+	"github.com/leasehold/leasehold/leasecore/storeurl"
+	"github.com/leasehold/leasehold/sidecar"
+)
+
+const usage = `leasehold hands named tasks to one owner at a time, for a TTL, with a fencing token.
+
+Usage:
+  leasehold serve   [--listen 127.0.0.1:7411 | --listen unix:PATH [--listen-mode 0660]]
+                    [--store sqlite:./leasehold.db]
+                    [--require-declared] [--prune-interval 10m]
+                    [--token-file PATH] [--log-format text|json] [--max-streams 20000]
+                    [--max-watchers 1000] [--allow-host NAME]
+                    [--credentials-file PATH] [--token-grace 2m]
+                    serve the HTTP API and the web console at /ui/ (migrates the store at start);
+                    on unix:PATH, a Unix socket whose file mode decides who may connect
+  leasehold migrate [--store URL] [--grant-runtime ROLE,…] [--log-format text|json]
+                    create or upgrade the store's schema, then exit; with --grant-runtime
+                    (PostgreSQL, run as the owner) give those roles the runtime privileges
+  leasehold prune   [--store URL] [--log-format text|json]
+                    delete lease history beyond the retention policies (one pass), then exit;
+                    refuses a store that does not exist (no SQLite file, no schema)
+  leasehold run     [--addr URL | --store URL] --task T [--ttl 30s] [--owner O]
+                    [--wait 0s] [--grace 10s] [--token-file PATH] -- COMMAND [ARG...]
+                    run COMMAND while holding the lease on task T
+
+Operator commands, against a sidecar (--addr, the default) or a store (--store);
+human-readable, or the API's JSON with --json; exit statuses as run's:
+` + opcli.Usage + `
+  leasehold credentials new --name N --prefix P --right read|hold|admin [--file PATH]
+                    make a named, scoped token for --credentials-file (leasehold credentials -h)
+  leasehold version print the version (also leasehold --version)
+  leasehold help    print this help
+
+Stores: sqlite:PATH (the default, sqlite:./leasehold.db) or postgres://USER@HOST:PORT/DB.
+Sidecars (--addr): http://HOST:PORT (the default, http://127.0.0.1:7411) or unix:PATH.
+Every flag is also read from LEASEHOLD_<FLAG>, e.g. LEASEHOLD_STORE, LEASEHOLD_TOKEN_FILE;
+the command line wins (the operator commands read only LEASEHOLD_ADDR, LEASEHOLD_STORE and
+LEASEHOLD_TOKEN_FILE). Run 'leasehold COMMAND -h' for a command's flags.
+`
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitFailed  = 1
+	exitUsage   = 2
+	programName = "leasehold"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// run is the whole program, minus the process: it returns the exit status.
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch verb, rest := args[0], args[1:]; verb {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	case "version", "--version", "-version":
+		fmt.Fprintf(stdout, "leasehold %s\n", version.String())
+		return exitOK
+	case "serve":
+		return serve(rest, getenv, stderr)
+	case "migrate":
+		return migrate(rest, getenv, stderr)
+	case "prune":
+		return storeCommand("prune", nil, cli.Prune, rest, getenv, stderr)
+	case "credentials":
+		return credentials(rest, os.Stdin, stdout, stderr)
+	case "run":
+		return leaserun.Main(context.Background(), rest, getenv, os.Stdin, stdout, stderr)
+	case "status", "get", "list", "history", "claim", "release", "watch":
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return opcli.Main(ctx, verb, rest, getenv, stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "%s: unknown command %q\n\n%s", programName, verb, usage)
+		return exitUsage
+	}
+}
+
+func serve(args []string, getenv func(string) string, stderr io.Writer) int {
+	cfg := sidecar.DefaultConfig()
+	fs := newFlagSet("serve", stderr)
+	cfg.RegisterFlags(fs)
+	if code, ok := parse(fs, args, getenv, stderr); !ok {
+		return code
+	}
+	if err := cfg.Validate(); err != nil {
+		return fail(stderr, "serve", err)
+	}
+	log, err := cli.NewLogger(cfg.LogFormat, stderr)
+	if err != nil {
+		return fail(stderr, "serve", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal kills the process the default way
+	}()
+	if err := sidecar.Serve(ctx, cfg, log); err != nil {
+		return fail(stderr, "serve", err)
+	}
+	return exitOK
+}
+
+// migrate runs `leasehold migrate`: storeCommand's flags, and
+// --grant-runtime.
+func migrate(args []string, getenv func(string) string, stderr io.Writer) int {
+	var grant string
+	return storeCommand("migrate", func(fs *flag.FlagSet) {
+		fs.StringVar(&grant, "grant-runtime", "", "PostgreSQL: give these `roles` (comma-separated) exactly the privileges a runtime role needs "+
+			"(read and write leasehold's rows, no DDL), in the migration's transaction; run as the owner of leasehold's tables (docs/store-roles.md)")
+	}, func(ctx context.Context, store string, log *slog.Logger) error {
+		roles, err := cli.ParseRoles(grant)
+		if err != nil {
+			return err
+		}
+		return cli.MigrateGranting(ctx, store, roles, log)
+	}, args, getenv, stderr)
+}
+
+// storeCommand runs a one-shot command on a store: migrate or prune.
+// extra, when not nil, defines the verb's own flags.
+func storeCommand(verb string, extra func(*flag.FlagSet), do func(context.Context, string, *slog.Logger) error, args []string, getenv func(string) string, stderr io.Writer) int {
+	cfg := cli.DefaultStoreConfig()
+	fs := newFlagSet(verb, stderr)
+	cfg.RegisterFlags(fs)
+	if extra != nil {
+		extra(fs)
+	}
+	if code, ok := parse(fs, args, getenv, stderr); !ok {
+		return code
+	}
+	log, err := cli.NewLogger(cfg.LogFormat, stderr)
+	if err != nil {
+		return fail(stderr, verb, err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := do(ctx, cfg.Store, log); err != nil {
+		return fail(stderr, verb, err)
+	}
+	return exitOK
+}
+
+func newFlagSet(verb string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(programName+" "+verb, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: %s %s [flags]\n\nFlags (each also read from LEASEHOLD_<FLAG>, e.g. %s):\n",
+			programName, verb, cli.EnvName("store"))
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses the command line, then the environment for flags it did not
+// set. It reports the exit status when the program should stop.
+func parse(fs *flag.FlagSet, args []string, getenv func(string) string, stderr io.Writer) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, false
+		}
+		return exitUsage, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		fs.Usage()
+		return exitUsage, false
+	}
+	if err := cli.ApplyEnv(fs, getenv); err != nil {
+		fmt.Fprintf(stderr, "%s: %s\n", fs.Name(), storeurl.Redact(err.Error()))
+		return exitUsage, false
+	}
+	return exitOK, true
+}
+
+// fail prints err, with any credential it quotes masked, and returns the
+// exit status of a failed command.
+func fail(stderr io.Writer, verb string, err error) int {
+	fmt.Fprintf(stderr, "%s %s: %s\n", programName, verb, storeurl.Redact(err.Error()))
+	return exitFailed
+}
