@@ -289,7 +289,7 @@ func (f *fleet) proc(i int) *sidecar {
 func (f *fleet) killRestart(i int) chaos.Fault {
 	return chaos.NewFault("sidecar-kill-restart", func(context.Context) error {
 		old := f.proc(i)
-		_ = old.cmd.Process.Signal(syscall.SIGKILL)
+		_ = old.proc.Signal(syscall.SIGKILL)
 		<-old.done
 		deadline := time.Now().Add(30 * time.Second)
 		var (
@@ -316,7 +316,7 @@ func (f *fleet) killRestart(i int) chaos.Fault {
 // freeze is the fault "sidecar i stops (SIGSTOP) for longer than the
 // longest ttl, then resumes".
 func (f *fleet) freeze(i int) chaos.Fault {
-	return chaos.Freeze("sidecar-freeze", func() int { return f.proc(i).cmd.Process.Pid }, 1200*time.Millisecond)
+	return chaos.Freeze("sidecar-freeze", func() int { return f.proc(i).proc.PID() }, 1200*time.Millisecond)
 }
 
 // awaitReady polls base's /readyz until it answers 200, for up to d.

@@ -124,7 +124,7 @@ func TestConsoleFollowsRestore(t *testing.T) {
 	restore := func() error {
 		mu.Lock()
 		defer mu.Unlock()
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		_ = s.proc.Signal(syscall.SIGTERM)
 		select {
 		case <-s.done:
 		case <-time.After(30 * time.Second):

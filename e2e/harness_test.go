@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,14 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/internal/harness/lockedbuf"
+	"github.com/leasehold/leasehold/internal/harness/serveproc"
 	"github.com/leasehold/leasehold/leasecore"
 )
 
@@ -51,18 +49,14 @@ func TestMain(m *testing.M) {
 // sidecar is one running `leasehold serve` process.
 type sidecar struct {
 	t      *testing.T
-	cmd    *exec.Cmd
+	proc   *serveproc.Process
 	base   string // http://127.0.0.1:PORT; http://localhost on a Unix socket
 	addr   string // what clients are given (--addr): base, or unix:PATH
 	socket string // the Unix socket's path, when it serves on one
 	hc     *http.Client
 	logs   *lockedbuf.Buffer
-	done   chan struct{}
-	err    error // Wait's result, valid after done is closed
+	done   <-chan struct{}
 }
-
-// listenRE finds the address in the "leasehold listening" line.
-var listenRE = regexp.MustCompile(`127\.0\.0\.1:(\d+)|unix:\S+`)
 
 // startSidecar runs `leasehold serve --listen 127.0.0.1:0 --store store` and
 // returns once the process has printed the address it listens on (extra
@@ -87,71 +81,30 @@ func launchSidecar(t *testing.T, store string, extra ...string) (*sidecar, error
 // a command and its first arguments, to which leasehold's path and
 // arguments are appended, and which runs them (say, after setting a limit).
 func launchWrapped(t *testing.T, wrapper []string, store string, extra ...string) (*sidecar, error) {
-	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--store", store}, extra...)
-	argv := append(append(append([]string(nil), wrapper...), leaseholdBin), args...)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = cleanEnv()
 	logs := &lockedbuf.Buffer{}
-	pr, pw := io.Pipe()
-	cmd.Stdout = logs
-	cmd.Stderr = io.MultiWriter(logs, pw)
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start leasehold serve: %w", err)
+	p, err := serveproc.Start(serveproc.Options{
+		Bin: leaseholdBin, Args: append([]string{"--store", store}, extra...),
+		Wrapper: wrapper, Env: cleanEnv(), Output: logs,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w:\n%s", err, logs.String())
 	}
-	s := &sidecar{t: t, cmd: cmd, logs: logs, done: make(chan struct{})}
-	go func() {
-		s.err = cmd.Wait()
-		pw.Close()
-		close(s.done)
-	}()
 	t.Cleanup(func() {
 		select {
-		case <-s.done:
+		case <-p.Done():
 		default:
-			_ = cmd.Process.Kill()
-			<-s.done
+			p.Kill()
 		}
 		if t.Failed() {
-			t.Logf("leasehold serve (pid %d) output:\n%s", cmd.Process.Pid, logs.String())
+			t.Logf("leasehold serve (pid %d) output:\n%s", p.PID(), logs.String())
 		}
 	})
-
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			line := sc.Text()
-			if strings.Contains(strings.ToLower(line), "listen") {
-				if m := listenRE.FindStringSubmatch(line); m != nil {
-					addr <- m[0]
-					break
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	select {
-	case a := <-addr:
-		ep, err := endpoint.Parse(a)
-		if _, unix := endpoint.SocketPath(a); !unix {
-			ep, err = endpoint.Parse("http://" + a)
-		}
-		if err != nil {
-			_ = cmd.Process.Kill()
-			return nil, fmt.Errorf("leasehold serve listens on %q: %w", a, err)
-		}
-		s.base, s.addr, s.socket = ep.Base(), ep.String(), ep.Socket()
-		s.hc = http.DefaultClient
-		if s.socket != "" {
-			s.hc = &http.Client{Transport: ep.Transport()}
-		}
-		return s, nil
-	case <-s.done:
-		return nil, fmt.Errorf("leasehold serve exited before listening (%v):\n%s", s.err, logs.String())
-	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Kill()
-		return nil, fmt.Errorf("leasehold serve printed no listening address within 60s:\n%s", logs.String())
+	ep := p.Endpoint
+	s := &sidecar{t: t, proc: p, logs: logs, done: p.Done(), base: ep.Base(), addr: ep.String(), socket: ep.Socket(), hc: http.DefaultClient}
+	if s.socket != "" {
+		s.hc = &http.Client{Transport: ep.Transport()}
 	}
+	return s, nil
 }
 
 // waitReady polls /readyz until it answers 200.
@@ -165,7 +118,7 @@ func (s *sidecar) waitReady() {
 // stop sends sig and waits for the process to exit, returning its exit code.
 func (s *sidecar) stop(sig syscall.Signal) int {
 	s.t.Helper()
-	_ = s.cmd.Process.Signal(sig)
+	_ = s.proc.Signal(sig)
 	return s.wait()
 }
 
@@ -177,7 +130,7 @@ func (s *sidecar) wait() int {
 	case <-time.After(30 * time.Second):
 		s.t.Fatal("sidecar did not exit within 30s")
 	}
-	return s.cmd.ProcessState.ExitCode()
+	return s.proc.ExitCode()
 }
 
 // cleanEnv is the test's environment without LEASEHOLD_* settings, so that a

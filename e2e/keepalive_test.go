@@ -176,7 +176,7 @@ func TestKeepaliveReleasedOnShutdown(t *testing.T) {
 			a, b := startPair(t, kind.url(t))
 			k := a.openKeepalive("/v1/leases/shutdown-job/keepalive?owner=w1&ttl_ms=60000")
 			k.next()
-			_ = a.cmd.Process.Signal(syscall.SIGTERM)
+			_ = a.proc.Signal(syscall.SIGTERM)
 			ev := k.nextNot("renewed")
 			if ev.Name != "released" || ev.Data["reason"] != "shutdown" {
 				t.Fatalf("event %+v, want released (shutdown)", ev)
@@ -204,10 +204,10 @@ func TestFrozenSidecarLosesTheLease(t *testing.T) {
 			k := a.openKeepalive("/v1/leases/frozen-job/keepalive?owner=w1&ttl_ms=1000")
 			first := k.next()
 
-			if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			if err := a.proc.Signal(syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = a.cmd.Process.Signal(syscall.SIGCONT) })
+			t.Cleanup(func() { _ = a.proc.Signal(syscall.SIGCONT) })
 			// Once the frozen holder's lease expires, the other sidecar's
 			// claim succeeds, with the next token.
 			var taken response
@@ -226,7 +226,7 @@ func TestFrozenSidecarLosesTheLease(t *testing.T) {
 				t.Fatalf("takeover token %d, want %v+1", taken.token(t), first.Data["token"])
 			}
 
-			if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			if err := a.proc.Signal(syscall.SIGCONT); err != nil {
 				t.Fatal(err)
 			}
 			ev := k.nextNot("renewed")

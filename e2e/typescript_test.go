@@ -49,7 +49,7 @@ func TestTypeScriptClient(t *testing.T) {
 				"LEASEHOLD_TEST_TOKEN="+token,
 				"LEASEHOLD_TEST_DOWN_URL="+down.base,
 				"LEASEHOLD_TEST_SPARE_URL="+spare.base,
-				"LEASEHOLD_TEST_SPARE_PID="+strconv.Itoa(spare.cmd.Process.Pid),
+				"LEASEHOLD_TEST_SPARE_PID="+strconv.Itoa(spare.proc.PID()),
 				"LEASEHOLD_TEST_UNIX_URL="+unix.addr,
 			)
 			out, err := cmd.CombinedOutput()

@@ -3,10 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leasehold/leasehold/internal/harness/pgtest"
+	"github.com/leasehold/leasehold/internal/harness/procstat"
 	"github.com/leasehold/leasehold/leasecore"
 )
 
@@ -139,18 +137,11 @@ func BenchmarkClaimStatementByRole(b *testing.B) {
 	}
 }
 
-// backendCPU is the CPU time the process pid has run, from
-// /proc/PID/schedstat; false when it cannot be read (a server elsewhere).
+// backendCPU is the CPU time the process pid has run; false when it
+// cannot be read (a server elsewhere).
 func backendCPU(pid int) (time.Duration, bool) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
-	if err != nil {
-		return 0, false
-	}
-	ns, err := strconv.ParseInt(strings.Fields(string(raw))[0], 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return time.Duration(ns), true
+	d, err := procstat.SchedCPU(pid)
+	return d, err == nil
 }
 
 // benchRole is a runtime role made for a benchmark.

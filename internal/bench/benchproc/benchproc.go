@@ -13,7 +13,6 @@
 package benchproc
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -23,62 +22,41 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/internal/harness/procstat"
+	"github.com/leasehold/leasehold/internal/harness/serveproc"
 )
 
 // Sidecar is a `leasehold serve` process under test.
 type Sidecar struct {
 	// Base is the sidecar's URL, http://127.0.0.1:PORT.
 	Base string
-	cmd  *exec.Cmd
+	proc *serveproc.Process
 	logs *os.File
 }
 
-var listenRE = regexp.MustCompile(`addr=127\.0\.0\.1:(\d+)`)
-
 // StartSidecar runs `bin serve` on a free loopback port with the store at
-// storeURL and any further flags, learns its address from its log, and
-// returns once /readyz answers 200. The log goes to a temporary file, which
-// the errors name and Stop removes.
+// storeURL and any further flags (serveproc.Start), and returns once
+// /readyz answers 200. The log goes to a temporary file, which the errors
+// name and Stop removes.
 func StartSidecar(tool, bin, storeURL string, flags ...string) (*Sidecar, error) {
 	logs, err := os.CreateTemp("", tool+"-sidecar-*.log")
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--store", storeURL}, flags...)
-	cmd := exec.Command(bin, args...)
-	pr, pw := io.Pipe()
-	cmd.Stdout = logs
-	cmd.Stderr = io.MultiWriter(logs, pw)
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
+	p, err := serveproc.Start(serveproc.Options{Bin: bin, Args: append([]string{"--store", storeURL}, flags...), Output: logs})
+	if err != nil {
+		logs.Close()
+		return nil, fmt.Errorf("%w (log: %s)", err, logs.Name())
 	}
-	s := &Sidecar{cmd: cmd, logs: logs}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- "http://127.0.0.1:" + m[1]
-				break
-			}
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	select {
-	case s.Base = <-addr:
-	case <-time.After(60 * time.Second):
-		s.Stop()
-		return nil, fmt.Errorf("the sidecar printed no listening address in 60s (log: %s)", logs.Name())
-	}
+	s := &Sidecar{Base: p.Endpoint.Base(), proc: p, logs: logs}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		resp, err := http.Get(s.Base + "/readyz")
@@ -99,15 +77,7 @@ func StartSidecar(tool, bin, storeURL string, flags ...string) (*Sidecar, error)
 // Stop ends the sidecar with SIGTERM (SIGKILL after 30 s), waits for it and
 // removes its log.
 func (s *Sidecar) Stop() {
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-done
-	}
+	s.proc.Stop(30 * time.Second)
 	s.logs.Close()
 	_ = os.Remove(s.logs.Name())
 }
@@ -136,7 +106,7 @@ func OpenStream(ctx context.Context, client *http.Client, url string) (*http.Res
 // which also ends the process), gives it two seconds to write them and
 // copies its log to a file that Stop does not remove, whose name it returns.
 func (s *Sidecar) Dump() (string, error) {
-	if err := s.cmd.Process.Signal(syscall.SIGQUIT); err != nil {
+	if err := s.proc.Signal(syscall.SIGQUIT); err != nil {
 		return "", err
 	}
 	time.Sleep(2 * time.Second)
@@ -149,7 +119,7 @@ func (s *Sidecar) Dump() (string, error) {
 }
 
 // PID is the sidecar process's.
-func (s *Sidecar) PID() int { return s.cmd.Process.Pid }
+func (s *Sidecar) PID() int { return s.proc.PID() }
 
 // Metrics is the text of the sidecar's /metrics.
 func (s *Sidecar) Metrics() (string, error) {
@@ -177,8 +147,8 @@ func Metric(text, series string) (float64, error) {
 // one memory field of its /proc/PID/status, such as VmRSS or VmHWM, in MB
 // (0 when the field is not there).
 func (s *Sidecar) Usage(memField string) (cpuSeconds, memMB float64, err error) {
-	pid := s.cmd.Process.Pid
-	cpu, err := ProcessCPU(pid)
+	pid := s.proc.PID()
+	cpu, err := procstat.ProcessCPU(pid)
 	if err != nil {
 		return 0, 0, err
 	}

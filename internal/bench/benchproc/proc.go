@@ -2,112 +2,16 @@ package benchproc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/leasehold/leasehold/internal/harness/procstat"
 )
-
-// ClockTick is the unit of /proc/PID/stat's times: USER_HZ, which Linux
-// fixes at 100 for user space on every architecture Go runs on (sysconf
-// would need cgo to ask).
-const ClockTick = 10 * time.Millisecond
-
-// ProcStat is what the benchmarks read from /proc/PID/stat.
-type ProcStat struct {
-	PPID           int
-	UTime, STime   int64 // this process's CPU, in clock ticks
-	CUTime, CSTime int64 // its exited, waited-for children's
-}
-
-// ParseProcStat reads a /proc/PID/stat line. The command name (field 2)
-// is in parentheses and may hold spaces or parentheses itself, so the
-// fields are counted from the last ')'.
-func ParseProcStat(s string) (ProcStat, error) {
-	var st ProcStat
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return st, errors.New("proc stat: no ')' after the command name")
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state): ppid is field 4, utime 14, stime 15,
-	// cutime 16, cstime 17.
-	if len(f) < 15 {
-		return st, fmt.Errorf("proc stat: %d fields after the command name, want at least 15", len(f))
-	}
-	var err error
-	num := func(k int) int64 {
-		n, e := strconv.ParseInt(f[k], 10, 64)
-		if e != nil && err == nil {
-			err = fmt.Errorf("proc stat: field %d: %w", k+3, e)
-		}
-		return n
-	}
-	st.PPID = int(num(1))
-	st.UTime, st.STime, st.CUTime, st.CSTime = num(11), num(12), num(13), num(14)
-	return st, err
-}
-
-// ReadProcStat reads and parses /proc/PID/stat.
-func ReadProcStat(pid int) (ProcStat, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ProcStat{}, err
-	}
-	return ParseProcStat(string(b))
-}
-
-// ProcessCPU is a process's own CPU time so far (all its threads, user and
-// system).
-func ProcessCPU(pid int) (time.Duration, error) {
-	st, err := ReadProcStat(pid)
-	if err != nil {
-		return 0, err
-	}
-	return time.Duration(st.UTime+st.STime) * ClockTick, nil
-}
-
-// TreeCPU is the CPU time of a server made of a parent and its child
-// processes, such as PostgreSQL's postmaster and backends: the parent's
-// own, its exited children's (which it has waited for), and its live
-// children's.
-func TreeCPU(parent int) (time.Duration, error) {
-	d, _, err := TreeCPUChildren(parent)
-	return d, err
-}
-
-// TreeCPUChildren is TreeCPU and the PIDs of the live children counted.
-func TreeCPUChildren(parent int) (time.Duration, map[int]bool, error) {
-	children := map[int]bool{}
-	st, err := ReadProcStat(parent)
-	if err != nil {
-		return 0, nil, err
-	}
-	ticks := st.UTime + st.STime + st.CUTime + st.CSTime
-	dirs, err := filepath.Glob("/proc/[0-9]*")
-	if err != nil {
-		return 0, nil, err
-	}
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(filepath.Base(d))
-		if err != nil {
-			continue
-		}
-		child, err := ReadProcStat(pid)
-		if err != nil || child.PPID != parent {
-			continue // gone since the listing, or not a child
-		}
-		ticks += child.UTime + child.STime
-		children[pid] = true
-	}
-	return time.Duration(ticks) * ClockTick, children, nil
-}
 
 // FindPostmaster is the PID of the PostgreSQL server's postmaster when its
 // processes run on this host (0 otherwise): the parent of conn's backend.
@@ -116,7 +20,7 @@ func FindPostmaster(ctx context.Context, conn *pgx.Conn) int {
 	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
 		return 0
 	}
-	st, err := ReadProcStat(backend)
+	st, err := procstat.ReadProcStat(backend)
 	if err != nil || !isPostgres(backend) || !isPostgres(st.PPID) {
 		return 0
 	}
@@ -129,13 +33,13 @@ func isPostgres(pid int) bool {
 }
 
 // AwaitBackendsGone waits (5 s at most) until the postmaster has no child
-// that is not in before (TreeCPUChildren's set before a load): the load's
+// that is not in before (procstat.TreeCPUChildren's set before a load): the load's
 // backends have exited and been reaped, so that their CPU is in the
 // postmaster's cutime and cstime. An exited backend not reaped yet would
 // count neither there nor among the live children.
 func AwaitBackendsGone(postmaster int, before map[int]bool) {
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		_, now, err := TreeCPUChildren(postmaster)
+		_, now, err := procstat.TreeCPUChildren(postmaster)
 		if err != nil {
 			return
 		}
@@ -163,13 +67,13 @@ func FreePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// PostmasterCPU is PostgreSQL's CPU so far (TreeCPU of its postmaster), and
+// PostmasterCPU is PostgreSQL's CPU so far (procstat.TreeCPU of its postmaster), and
 // false when it is not measured: postmaster is 0 (FindPostmaster found
 // PostgreSQL's processes elsewhere) or /proc could not be read.
 func PostmasterCPU(postmaster int) (time.Duration, bool) {
 	if postmaster == 0 {
 		return 0, false
 	}
-	d, err := TreeCPU(postmaster)
+	d, err := procstat.TreeCPU(postmaster)
 	return d, err == nil
 }

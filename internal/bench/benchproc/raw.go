@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leasehold/leasehold/internal/harness/procstat"
 	"github.com/leasehold/leasehold/leasecore/postgres"
 )
 
@@ -206,7 +207,7 @@ func RunRaw(tool, self string, postmaster int, dbURL string, clients int, durati
 	pg0, pgOK := PostmasterCPU(postmaster)
 	var before map[int]bool
 	if pgOK {
-		_, before, _ = TreeCPUChildren(postmaster)
+		_, before, _ = procstat.TreeCPUChildren(postmaster)
 	}
 	out, err := exec.Command(self, "raw", "-url", dbURL,
 		"-clients", strconv.Itoa(clients), "-duration", duration.String(), "-prefix", prefix).Output()

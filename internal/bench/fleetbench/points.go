@@ -24,6 +24,7 @@ import (
 	"github.com/leasehold/leasehold/internal/bench/benchproc"
 	"github.com/leasehold/leasehold/internal/harness/lockedbuf"
 	"github.com/leasehold/leasehold/internal/harness/pgbouncer"
+	"github.com/leasehold/leasehold/internal/harness/procstat"
 )
 
 // dropTriggerSQL removes the history NOTIFY trigger and its function
@@ -385,7 +386,7 @@ func (b *bench) fleetPoint(ctx context.Context, n int, route, mode, prefix strin
 	pg0, pgOK := benchproc.PostmasterCPU(b.postmaster)
 	var bc0 time.Duration
 	if bouncer != nil {
-		bc0, _ = benchproc.ProcessCPU(bouncer.PID())
+		bc0, _ = procstat.ProcessCPU(bouncer.PID())
 	}
 	if _, err := io.WriteString(stdin, "go\n"); err != nil {
 		return p, err
@@ -399,7 +400,7 @@ func (b *bench) fleetPoint(ctx context.Context, n int, route, mode, prefix strin
 	}
 	pg1, pgOK1 := benchproc.PostmasterCPU(b.postmaster)
 	if bouncer != nil {
-		bc1, _ := benchproc.ProcessCPU(bouncer.PID())
+		bc1, _ := procstat.ProcessCPU(bouncer.PID())
 		p.bouncerCPU = bc1 - bc0
 	}
 	p.serverConns = conns()

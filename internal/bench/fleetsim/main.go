@@ -64,6 +64,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/bench/benchproc"
 	"github.com/leasehold/leasehold/internal/harness/pgbouncer"
+	"github.com/leasehold/leasehold/internal/harness/procstat"
 	"github.com/leasehold/leasehold/leasecore"
 )
 
@@ -477,7 +478,7 @@ func simulate(ctx context.Context, c config, srv *server) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	b0, _ := benchproc.ProcessCPU(bouncer.PID())
+	b0, _ := procstat.ProcessCPU(bouncer.PID())
 	lost0 := f.lost.Load()
 	maxClients, maxBackends := 0, 0
 	for time.Since(s0.at) < c.steady {
@@ -501,7 +502,7 @@ func simulate(ctx context.Context, c config, srv *server) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	b1, _ := benchproc.ProcessCPU(bouncer.PID())
+	b1, _ := procstat.ProcessCPU(bouncer.PID())
 	el := s1.at.Sub(s0.at).Seconds()
 	renewals := float64(s1.renewed-s0.renewed) / el
 	renewOps := (s1.renewOps - s0.renewOps) / el

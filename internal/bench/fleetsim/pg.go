@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leasehold/leasehold/internal/bench/benchproc"
+	"github.com/leasehold/leasehold/internal/harness/procstat"
 )
 
 // server is the PostgreSQL server the fleet uses, watched through a
@@ -76,7 +77,7 @@ func (s *server) sample(ctx context.Context, db string) (pgSample, error) {
 	}
 	out.walBytes = float64(lsn)
 	if s.postmaster != 0 {
-		if cpu, err := benchproc.TreeCPU(s.postmaster); err == nil {
+		if cpu, err := procstat.TreeCPU(s.postmaster); err == nil {
 			out.cpu = cpu
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	_ "modernc.org/sqlite" // database/sql driver "sqlite", to count a SQLite store's grants
 
 	"github.com/leasehold/leasehold/internal/bench/benchproc"
+	"github.com/leasehold/leasehold/internal/harness/procstat"
 )
 
 type config struct {
@@ -247,7 +248,7 @@ func (b *bench) floorPoint(clients int, prefix string) (point, error) {
 // wrkPoint runs wrk against srv and measures srv's CPU (and PostgreSQL's).
 func (b *bench) wrkPoint(srv *server, clients int, prefix string, withPG bool) (point, error) {
 	var p point
-	cpu0, err := benchproc.ProcessCPU(srv.pid())
+	cpu0, err := procstat.ProcessCPU(srv.pid())
 	if err != nil {
 		return p, err
 	}
@@ -256,7 +257,7 @@ func (b *bench) wrkPoint(srv *server, clients int, prefix string, withPG bool) (
 	if err != nil {
 		return p, err
 	}
-	cpu1, err := benchproc.ProcessCPU(srv.pid())
+	cpu1, err := procstat.ProcessCPU(srv.pid())
 	if err != nil {
 		return p, err
 	}
@@ -311,13 +312,13 @@ func (b *bench) etcdPoint(clients int, prefix string) (point, error) {
 		return p, err
 	}
 	defer srv.stop()
-	cpu0, err := benchproc.ProcessCPU(srv.pid())
+	cpu0, err := procstat.ProcessCPU(srv.pid())
 	if err != nil {
 		return p, err
 	}
 	out, err := exec.Command(b.cfg.etcdload, "-endpoint", endpoint, "-clients", strconv.Itoa(clients),
 		"-duration", b.cfg.duration.String(), "-prefix", prefix+"/").Output()
-	cpu1, cerr := benchproc.ProcessCPU(srv.pid())
+	cpu1, cerr := procstat.ProcessCPU(srv.pid())
 	lr, perr := benchproc.ParseLoad(out)
 	if perr != nil {
 		return p, fmt.Errorf("etcdload: %v (%w)", perr, err)
