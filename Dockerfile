@@ -6,6 +6,8 @@ FROM golang:1.26 AS build
 WORKDIR /src
 # Modules first, so that a change to the code does not download them again.
 COPY go.mod go.sum ./
+# The product's module alone: the workspace's test modules (go.work) are not needed here.
+ENV GOWORK=off
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 # Pure Go (the SQLite driver needs no cgo), so the binary runs on any base image.

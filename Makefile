@@ -4,6 +4,9 @@ SHELL := /usr/bin/env bash
 
 GO        ?= go
 BIN       := bin
+# Every package of the workspace (go.work): the product's module (./...) and the modules of its
+# tests, which ./... does not reach. internal/bench/httpbench/etcdload is built on its own.
+PKGS      := ./... ./deploy/... ./e2e/... ./examples/...
 STORE     ?= sqlite:./leasehold.db
 LISTEN    ?= 127.0.0.1:7411
 BENCHCOUNT ?= 6
@@ -50,7 +53,7 @@ run: build ## Build and serve the API on 127.0.0.1:7411 with the embedded SQLite
 
 .PHONY: test
 test: ## Run every test on both stores (starts a throwaway PostgreSQL when none is given)
-	$(WITH_PG) $(GO) test -race -count=1 ./...
+	$(WITH_PG) $(GO) test -race -count=1 $(PKGS)
 
 .PHONY: e2e
 e2e: ## Run only the end-to-end tests (real processes, both stores)
@@ -172,8 +175,8 @@ bench-fleet: build ## FLEET sidecars (4 16 32 64) on one PostgreSQL, direct and 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [[ -n "$$out" ]]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
-	$(GO) tool staticcheck ./...
+	$(GO) vet $(PKGS)
+	$(GO) tool staticcheck $(PKGS)
 
 .PHONY: generate
 generate: ## Regenerate code from openapi.yaml
@@ -187,9 +190,10 @@ check-generated: generate ## Fail when generated files differ from what is commi
 # tfplugindocs builds the provider with go build in --provider-dir, which is therefore the main
 # package; the docs, examples and templates directories are given relative to it.
 docs: ## Regenerate the Terraform provider's docs (tfprovider/docs) from its schema and examples
-	cd tfprovider && CHECKPOINT_DISABLE=1 TF_CLI_CONFIG_FILE=/dev/null $(GO) tool tfplugindocs generate \
+	CHECKPOINT_DISABLE=1 TF_CLI_CONFIG_FILE=/dev/null $(GO) tool tfplugindocs generate \
 	  --provider-dir cmd/terraform-provider-leasehold --provider-name leasehold \
-	  --rendered-website-dir ../../docs --examples-dir ../../examples --website-source-dir ../../templates
+	  --rendered-website-dir ../../tfprovider/docs --examples-dir ../../tfprovider/examples \
+	  --website-source-dir ../../tfprovider/templates
 
 .PHONY: check-docs
 check-docs: docs ## Fail when tfprovider/docs differs from what is committed

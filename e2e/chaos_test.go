@@ -16,9 +16,9 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/leasehold/leasehold/internal/harness/chaos"
+	"github.com/leasehold/leasehold/e2e/chaos"
+	"github.com/leasehold/leasehold/e2e/leasecheck"
 	"github.com/leasehold/leasehold/internal/harness/faultproxy"
-	"github.com/leasehold/leasehold/internal/harness/leasecheck"
 	"github.com/leasehold/leasehold/internal/harness/pgtest"
 )
 
@@ -97,7 +97,7 @@ func linearizeLimit(dur time.Duration) time.Duration { return 30*time.Second + d
 // Three sidecars on one store serve Go and python3 clients that claim,
 // renew, release and abandon short leases on many tasks while sidecars are
 // killed and frozen, PostgreSQL restarts (fast and immediate) and one
-// sidecar's link to PostgreSQL is cut; internal/harness/leasecheck then checks the
+// sidecar's link to PostgreSQL is cut; e2e/leasecheck then checks the
 // whole history: no violation of the lease rules, and linearizable.
 func TestChaos(t *testing.T) {
 	t.Parallel()

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite" // the history's final read on an SQLite store
 
-	"github.com/leasehold/leasehold/internal/harness/leasecheck"
+	"github.com/leasehold/leasehold/e2e/leasecheck"
 	"github.com/leasehold/leasehold/internal/sse"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 )

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/internal/harness/chaos"
+	"github.com/leasehold/leasehold/e2e/chaos"
 	"github.com/leasehold/leasehold/internal/harness/pgtest"
 )
 
@@ -26,9 +26,9 @@ const (
 
 // A fleet on a synchronously replicated PostgreSQL keeps its promises across
 // a failover. Three sidecars on a multi-host URL (target_session_attrs=
-// read-write) serve the chaos load (internal/harness/chaos: Go and python3 clients,
+// read-write) serve the chaos load (e2e/chaos: Go and python3 clients,
 // short leases) while the primary is killed and the standby promoted, and
-//   - internal/harness/leasecheck finds no violation in the whole history, and
+//   - e2e/leasecheck finds no violation in the whole history, and
 //     porcupine finds it linearizable: tokens never go backwards, no grant
 //     overlaps an acknowledged lease, no renewal succeeds after a later grant;
 //   - the sidecars find the new primary by themselves;

@@ -1,4 +1,4 @@
-"""A chaos-test lease client in Python's standard library (internal/harness/chaos runs it).
+"""A chaos-test lease client in Python's standard library (e2e/chaos runs it).
 
 It behaves like the harness's Go clients: claim a random task of the pool with
 a random ttl, renew a few times with the token, then release, or abandon the

@@ -7,7 +7,7 @@ import (
 	"net/http"
 
 	lhclient "github.com/leasehold/leasehold/client"
-	"github.com/leasehold/leasehold/internal/harness/leasecheck"
+	"github.com/leasehold/leasehold/e2e/leasecheck"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar/api"
 )

@@ -1,5 +1,5 @@
 // Package chaos runs a lease load against a set of sidecars while faults
-// are injected, and records every operation for internal/harness/leasecheck.
+// are injected, and records every operation for e2e/leasecheck.
 //
 // Clients, in Go and in python3's standard library (a script of its own,
 // e2e/testdata/chaos_client.py, so part of the load does not go through
@@ -42,8 +42,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leasehold/leasehold/e2e/leasecheck"
 	"github.com/leasehold/leasehold/internal/harness/faultproxy"
-	"github.com/leasehold/leasehold/internal/harness/leasecheck"
 )
 
 // Fault is one kind of damage. Inject does it and repairs it before

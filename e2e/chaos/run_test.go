@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasehold/leasehold/internal/harness/leasecheck"
+	"github.com/leasehold/leasehold/e2e/leasecheck"
 	"github.com/leasehold/leasehold/leasecore/sqlite"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/leasehold/leasehold/internal/harness/leasecheck"
+	"github.com/leasehold/leasehold/e2e/leasecheck"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/sqlite"
 	"github.com/leasehold/leasehold/sidecar"

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leasehold/leasehold/internal/harness/leasecheck"
+	"github.com/leasehold/leasehold/e2e/leasecheck"
 )
 
 // Only a lost answer is indeterminate without more ado: a transport error or
