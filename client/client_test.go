@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/internal/harness/testsidecar"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar"
 )
@@ -62,7 +63,7 @@ func TestLeaseOutcomes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the short lease to expire", func() bool { l, err := w1.Get(ctx, "short"); return err == nil && l == nil })
+		testsidecar.WaitFor(t, "the short lease to expire", func() bool { l, err := w1.Get(ctx, "short"); return err == nil && l == nil })
 		var lost *leasecore.LostError
 		if _, err := w1.Renew(ctx, client.RenewParams{Task: "short", Token: short.Token}); !errors.As(err, &lost) || lost.Reason != leasecore.LostExpired {
 			t.Errorf("renew after expiry: %v, want lost (expired)", err)
@@ -185,7 +186,7 @@ func TestRun(t *testing.T) {
 			t.Fatalf("Run: %v, want the inner Run's held", err)
 		}
 		// Released when fn returned (the sidecar releases on hang-up).
-		waitFor(t, "the release", func() bool { l, err := c.Get(ctx, "nightly"); return err == nil && l == nil })
+		testsidecar.WaitFor(t, "the release", func() bool { l, err := c.Get(ctx, "nightly"); return err == nil && l == nil })
 
 		// A loss cancels fn's context.
 		err = c.RunWith(ctx, client.KeepaliveParams{Task: "lost", TTL: 300 * time.Millisecond}, func(fctx context.Context, lease leasecore.Lease) error {
@@ -238,7 +239,7 @@ func TestStoreDown(t *testing.T) {
 // unavailable, naming the address with its password masked.
 func TestUnreachable(t *testing.T) {
 	t.Parallel()
-	hs := serve(t, openStore(t, "sqlite:"+filepath.Join(t.TempDir(), "l.db")), sidecar.Options{})
+	hs := serve(t, testsidecar.OpenStore(t, "sqlite:"+filepath.Join(t.TempDir(), "l.db")), sidecar.Options{})
 	url := strings.Replace(hs.URL, "http://", "http://user:secret@", 1)
 	hs.Close()
 	c, err := client.New(url, client.WithToken("tok-secret"))
@@ -256,7 +257,7 @@ func TestUnreachable(t *testing.T) {
 // an error.
 func TestFromEnv(t *testing.T) {
 	// Not parallel: it sets the process's environment.
-	st := openStore(t, "sqlite:"+filepath.Join(t.TempDir(), "l.db"))
+	st := testsidecar.OpenStore(t, "sqlite:"+filepath.Join(t.TempDir(), "l.db"))
 	const token = "lh_the-token-secret"
 	hs := serve(t, st, sidecar.Options{Token: []byte(token)})
 	tokenFile := filepath.Join(t.TempDir(), "token")
@@ -293,8 +294,8 @@ func TestFromEnv(t *testing.T) {
 // A client over a Unix socket works as over TCP.
 func TestUnixSocket(t *testing.T) {
 	t.Parallel()
-	st := openStore(t, "sqlite:"+filepath.Join(t.TempDir(), "l.db"))
-	addr := serveSocket(t, st)
+	st := testsidecar.OpenStore(t, "sqlite:"+filepath.Join(t.TempDir(), "l.db"))
+	addr := testsidecar.ServeSocket(t, testsidecar.Handler(t, sidecar.Options{Store: st}))
 	c, err := client.New(addr, client.WithOwner("w1"))
 	if err != nil {
 		t.Fatal(err)
@@ -339,7 +340,7 @@ func TestWatch(t *testing.T) {
 				},
 			})
 		}()
-		waitFor(t, "the watch to be ready", func() bool { mu.Lock(); defer mu.Unlock(); return readyAt >= 0 })
+		testsidecar.WaitFor(t, "the watch to be ready", func() bool { mu.Lock(); defer mu.Unlock(); return readyAt >= 0 })
 		if _, err := c.Claim(ctx, client.ClaimParams{Task: "b"}); err != nil {
 			t.Fatal(err)
 		}

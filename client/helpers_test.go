@@ -1,18 +1,14 @@
 package client_test
 
 import (
-	"context"
-	"net"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/harness/pgtest"
+	"github.com/leasehold/leasehold/internal/harness/testsidecar"
 	"github.com/leasehold/leasehold/leasecore"
-	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar"
 )
 
@@ -33,35 +29,16 @@ func eachStore(t *testing.T, f func(t *testing.T, st leasecore.Store)) {
 	for _, s := range stores {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
-			f(t, openStore(t, s.url(t)))
+			f(t, testsidecar.OpenStore(t, s.url(t)))
 		})
 	}
-}
-
-func openStore(t *testing.T, url string) leasecore.Store {
-	t.Helper()
-	st, err := storeurl.Open(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	return st
 }
 
 // serve starts a migrated sidecar over st behind httptest and returns it.
 func serve(t *testing.T, st leasecore.Store, o sidecar.Options) *httptest.Server {
 	t.Helper()
 	o.Store = st
-	srv, err := sidecar.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	return hs
+	return testsidecar.Serve(t, o)
 }
 
 // newClient is a client of hs.
@@ -72,47 +49,4 @@ func newClient(t *testing.T, hs *httptest.Server, opts ...client.Option) *client
 		t.Fatal(err)
 	}
 	return c
-}
-
-// waitFor polls cond until it holds, failing after 30 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(30 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("gave up waiting for %s", what)
-		case <-tick.C:
-		}
-	}
-}
-
-// serveSocket starts a migrated sidecar over st on a Unix socket and
-// returns its address, unix:PATH.
-func serveSocket(t *testing.T, st leasecore.Store) string {
-	t.Helper()
-	srv, err := sidecar.New(sidecar.Options{Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "lh") // short: a socket's path must fit in about 100 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	path := filepath.Join(dir, "leasehold.sock")
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewUnstartedServer(srv.Handler())
-	hs.Listener = ln
-	hs.Start()
-	t.Cleanup(hs.Close)
-	return "unix:" + path
 }

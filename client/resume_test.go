@@ -13,6 +13,7 @@ import (
 
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/harness/faultproxy"
+	"github.com/leasehold/leasehold/internal/harness/testsidecar"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar"
 )
@@ -65,7 +66,7 @@ func TestWatchResumes(t *testing.T) {
 				Reconnect: func(error, time.Duration) { mu.Lock(); reconnects++; mu.Unlock() },
 			})
 		}()
-		waitFor(t, "the watch to be ready", func() bool { mu.Lock(); defer mu.Unlock(); return ready == 1 })
+		testsidecar.WaitFor(t, "the watch to be ready", func() bool { mu.Lock(); defer mu.Unlock(); return ready == 1 })
 		proxy.Cut()
 		if _, err := direct.Claim(ctx, client.ClaimParams{Task: "b"}); err != nil {
 			t.Fatal(err)
@@ -73,7 +74,7 @@ func TestWatchResumes(t *testing.T) {
 		if _, err := direct.Release(ctx, client.ReleaseParams{Task: "b"}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "a reconnection attempt", func() bool { mu.Lock(); defer mu.Unlock(); return reconnects > 0 })
+		testsidecar.WaitFor(t, "a reconnection attempt", func() bool { mu.Lock(); defer mu.Unlock(); return reconnects > 0 })
 		proxy.Restore()
 		if err := <-done; err != nil {
 			t.Fatalf("watch: %v", err)
@@ -106,7 +107,7 @@ func TestKeepaliveConnectionLost(t *testing.T) {
 			t.Errorf("cause %v, want the stream's end", h.Err())
 		}
 		direct := newClient(t, hs)
-		waitFor(t, "the sidecar to release", func() bool { l, err := direct.Get(t.Context(), "nightly"); return err == nil && l == nil })
+		testsidecar.WaitFor(t, "the sidecar to release", func() bool { l, err := direct.Get(t.Context(), "nightly"); return err == nil && l == nil })
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/harness/lockedbuf"
+	"github.com/leasehold/leasehold/internal/harness/testsidecar"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/sqlite"
 )
@@ -24,25 +25,10 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// waitFor polls cond until it holds, failing the test after 30 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(30 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("gave up waiting for %s", what)
-		case <-tick.C:
-		}
-	}
-}
-
 // waitForFile waits until path exists.
 func waitForFile(t *testing.T, path string) {
 	t.Helper()
-	waitFor(t, filepath.Base(path), func() bool {
+	testsidecar.WaitFor(t, filepath.Base(path), func() bool {
 		_, err := os.Stat(path)
 		return err == nil
 	})

@@ -1,36 +1,15 @@
 package leaserun
 
 import (
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-)
 
-// socketSidecar serves handler on a Unix socket and returns its address,
-// unix:PATH.
-func socketSidecar(t *testing.T, handler http.HandlerFunc) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "lh") // short: a socket's path must fit in about 100 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	path := filepath.Join(dir, "leasehold.sock")
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(handler)
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return "unix:" + path
-}
+	"github.com/leasehold/leasehold/internal/harness/testsidecar"
+)
 
 // --addr unix:PATH: the keepalive stream is opened over the socket, with
 // Host: localhost, and closed once the command has exited.
@@ -38,13 +17,13 @@ func TestSidecarOnAUnixSocket(t *testing.T) {
 	t.Parallel()
 	hosts := make(chan string, 1)
 	gone := make(chan struct{})
-	addr := socketSidecar(t, func(w http.ResponseWriter, r *http.Request) {
+	addr := testsidecar.ServeSocket(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hosts <- r.Host + " " + r.URL.EscapedPath()
 		beginStream(w)
 		sendEvent(w, "acquired", leaseData("nightly", r.URL.Query().Get("owner"), 7, 30*time.Second, 30*time.Second))
 		pingUntilGone(w, r)
 		close(gone)
-	})
+	}))
 	r := start(t, Config{Addr: addr, Task: "nightly", Owner: "w1", Env: []string{}, Command: shell(`echo "token $LEASEHOLD_TOKEN"`)})
 	r.expect(t, 0)
 	if out := strings.TrimSpace(r.stdout.String()); out != "token 7" {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/harness/testsidecar"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar"
 )
@@ -43,7 +44,7 @@ func TestUndeclaredTask(t *testing.T) {
 	}
 	// The sidecar honours a new declaration within DeclarationsMaxAge;
 	// waitFor polls until it does.
-	waitFor(t, "the declaration to reach the sidecar", func() bool {
+	testsidecar.WaitFor(t, "the declaration to reach the sidecar", func() bool {
 		r := start(t, Config{Addr: hs.URL, Task: "declared", Owner: "w1", Command: shell(`echo ran`)})
 		return r.wait(t) == 0
 	})

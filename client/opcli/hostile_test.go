@@ -14,6 +14,7 @@ import (
 	"github.com/leasehold/leasehold/client/leaserun"
 	"github.com/leasehold/leasehold/client/opcli"
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/harness/testsidecar"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
 
@@ -323,9 +324,9 @@ func TestWatchEscaped(t *testing.T) {
 func TestAddrPasswordMasked(t *testing.T) {
 	t.Parallel()
 	withPassword := func(u string) string { return strings.Replace(u, "http://", "http://user:secret@", 1) }
-	real := sidecarOn(t, openStore(t, sqliteURL(t)), "", false)
-	locked := sidecarOn(t, openStore(t, sqliteURL(t)), "the-token", false)
-	stopped := sidecarOn(t, openStore(t, sqliteURL(t)), "", false)
+	real := sidecarOn(t, testsidecar.OpenStore(t, testsidecar.SQLiteURL(t)), "", false)
+	locked := sidecarOn(t, testsidecar.OpenStore(t, testsidecar.SQLiteURL(t)), "the-token", false)
+	stopped := sidecarOn(t, testsidecar.OpenStore(t, testsidecar.SQLiteURL(t)), "", false)
 	stopped.Close()
 	html := fakeSidecar(t, nil)
 	port := real.Listener.Addr().String()[strings.LastIndexByte(real.Listener.Addr().String(), ':'):]
@@ -391,7 +392,7 @@ func TestAddrPasswordMasked(t *testing.T) {
 // addresses one takes, the other takes too.
 func TestAddrUsage(t *testing.T) {
 	t.Parallel()
-	stopped := sidecarOn(t, openStore(t, sqliteURL(t)), "", false)
+	stopped := sidecarOn(t, testsidecar.OpenStore(t, testsidecar.SQLiteURL(t)), "", false)
 	stopped.Close()
 	for _, tc := range []struct{ addr, why string }{
 		{"http://127.0.0.1:99999", "port 99999 is out of range"},

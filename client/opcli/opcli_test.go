@@ -2,21 +2,17 @@ package opcli_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"log/slog"
-	"net"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/leasehold/leasehold/client/opcli"
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/harness/pgtest"
+	"github.com/leasehold/leasehold/internal/harness/testsidecar"
 	"github.com/leasehold/leasehold/leasecore"
-	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
@@ -67,55 +63,7 @@ func decode[T any](t *testing.T, r result) T {
 // token as its bearer token (none when empty).
 func sidecarOn(t *testing.T, store leasecore.Store, token string, requireDeclared bool) *httptest.Server {
 	t.Helper()
-	srv, err := sidecar.New(sidecar.Options{Store: store, Token: []byte(token), RequireDeclared: requireDeclared})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	return hs
-}
-
-// sidecarOnSocket is sidecarOn, serving on a Unix socket; it returns the
-// sidecar's address, unix:PATH.
-func sidecarOnSocket(t *testing.T, store leasecore.Store) string {
-	t.Helper()
-	srv, err := sidecar.New(sidecar.Options{Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "lh") // short: a socket's path must fit in about 100 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	path := filepath.Join(dir, "leasehold.sock")
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewUnstartedServer(srv.Handler())
-	hs.Listener = ln
-	hs.Start()
-	t.Cleanup(hs.Close)
-	return "unix:" + path
-}
-
-// openStore opens the store at url, closed when t ends.
-func openStore(t *testing.T, url string) leasecore.Store {
-	t.Helper()
-	store, err := storeurl.Open(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	return store
+	return testsidecar.Serve(t, sidecar.Options{Store: store, Token: []byte(token), RequireDeclared: requireDeclared})
 }
 
 // migrated returns url after creating its schema.
@@ -126,8 +74,6 @@ func migrated(t *testing.T, url string) string {
 	}
 	return url
 }
-
-func sqliteURL(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "leasehold.db") }
 
 // target is a way to reach a fresh store: open returns the flags that
 // choose it.
@@ -142,14 +88,14 @@ type target struct {
 // PostgreSQL, PostgreSQL directly.
 var targets = []target{
 	{"sidecar/sqlite", api.Sqlite, func(t *testing.T) []string {
-		return []string{"--addr", sidecarOn(t, openStore(t, sqliteURL(t)), "", false).URL}
+		return []string{"--addr", sidecarOn(t, testsidecar.OpenStore(t, testsidecar.SQLiteURL(t)), "", false).URL}
 	}},
-	{"store/sqlite", api.Sqlite, func(t *testing.T) []string { return []string{"--store", migrated(t, sqliteURL(t))} }},
+	{"store/sqlite", api.Sqlite, func(t *testing.T) []string { return []string{"--store", migrated(t, testsidecar.SQLiteURL(t))} }},
 	{"socket/sqlite", api.Sqlite, func(t *testing.T) []string {
-		return []string{"--addr", sidecarOnSocket(t, openStore(t, sqliteURL(t)))}
+		return []string{"--addr", testsidecar.ServeSocket(t, testsidecar.Handler(t, sidecar.Options{Store: testsidecar.OpenStore(t, testsidecar.SQLiteURL(t))}))}
 	}},
 	{"sidecar/postgres", api.Postgres, func(t *testing.T) []string {
-		return []string{"--addr", sidecarOn(t, openStore(t, pgtest.NewDatabase(t)), "", false).URL}
+		return []string{"--addr", sidecarOn(t, testsidecar.OpenStore(t, pgtest.NewDatabase(t)), "", false).URL}
 	}},
 	{"store/postgres", api.Postgres, func(t *testing.T) []string { return []string{"--store", migrated(t, pgtest.NewDatabase(t))} }},
 }

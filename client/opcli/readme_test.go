@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/leasehold/leasehold/internal/harness/testsidecar"
 )
 
 // The README's operator commands session (## Command line, ```console) is
@@ -27,7 +29,7 @@ func TestREADMESession(t *testing.T) {
 		t.Fatal("the Operator commands section has no ```console block")
 	}
 	block, _, _ = strings.Cut(block, "```")
-	conn := []string{"--addr", sidecarOn(t, openStore(t, sqliteURL(t)), "", false).URL}
+	conn := []string{"--addr", sidecarOn(t, testsidecar.OpenStore(t, testsidecar.SQLiteURL(t)), "", false).URL}
 	var commands int
 	for _, step := range strings.Split(block, "$ ")[1:] {
 		line, want, _ := strings.Cut(step, "\n")
@@ -70,7 +72,7 @@ func TestREADMEEscaping(t *testing.T) {
 	if err := json.Unmarshal([]byte(m[1]), &note); err != nil {
 		t.Fatalf("the README's note %s is not a JSON string: %v", m[1], err)
 	}
-	conn := []string{"--addr", sidecarOn(t, openStore(t, sqliteURL(t)), "", false).URL}
+	conn := []string{"--addr", sidecarOn(t, testsidecar.OpenStore(t, testsidecar.SQLiteURL(t)), "", false).URL}
 	leasehold(t, nil, "claim", append([]string{"report", "--owner", "w1", "--note", note}, conn...)...).expect(t, 0)
 	leasehold(t, nil, "get", append([]string{"report"}, conn...)...).expect(t, 0, m[2]+"\n")
 }

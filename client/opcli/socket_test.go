@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/leasehold/leasehold/client/opcli"
+	"github.com/leasehold/leasehold/internal/harness/testsidecar"
+	"github.com/leasehold/leasehold/sidecar"
 )
 
 // Over a Unix socket (--addr unix:PATH, or LEASEHOLD_ADDR): status names
@@ -14,7 +16,7 @@ import (
 // it. (Every verb also runs over a socket in the socket/sqlite target.)
 func TestOverAUnixSocket(t *testing.T) {
 	t.Parallel()
-	addr := sidecarOnSocket(t, openStore(t, sqliteURL(t)))
+	addr := testsidecar.ServeSocket(t, testsidecar.Handler(t, sidecar.Options{Store: testsidecar.OpenStore(t, testsidecar.SQLiteURL(t))}))
 	r := leasehold(t, nil, "status", "--addr", addr)
 	r.expect(t, 0, "sidecar   "+addr+"\n")
 	r = leasehold(t, map[string]string{"LEASEHOLD_ADDR": addr}, "claim", "nightly", "--owner", "w1")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/leasehold/leasehold/client/opcli"
 	"github.com/leasehold/leasehold/internal/harness/pgtest"
+	"github.com/leasehold/leasehold/internal/harness/testsidecar"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
@@ -130,7 +131,7 @@ func TestVerbs(t *testing.T) {
 // A sidecar that is not there, a store that cannot be reached: 69.
 func TestUnavailable(t *testing.T) {
 	t.Parallel()
-	stopped := sidecarOn(t, openStore(t, sqliteURL(t)), "", false)
+	stopped := sidecarOn(t, testsidecar.OpenStore(t, testsidecar.SQLiteURL(t)), "", false)
 	stopped.Close()
 	for _, verb := range [][]string{{"status"}, {"get", "t"}, {"list"}, {"history", "t"}, {"claim", "t"}, {"release", "t", "--owner", "w"}, {"watch"}} {
 		r := leasehold(t, nil, verb[0], append(verb[1:], "--addr", stopped.URL)...)
@@ -180,7 +181,7 @@ func TestUnavailablePostgres(t *testing.T) {
 // and the address also come from the environment.
 func TestCredentials(t *testing.T) {
 	t.Parallel()
-	hs := sidecarOn(t, openStore(t, sqliteURL(t)), "right-token", false)
+	hs := sidecarOn(t, testsidecar.OpenStore(t, testsidecar.SQLiteURL(t)), "right-token", false)
 	dir := t.TempDir()
 	wrong, right := filepath.Join(dir, "wrong"), filepath.Join(dir, "right")
 	if err := os.WriteFile(wrong, []byte("wrong-token\n"), 0o600); err != nil {
@@ -201,13 +202,13 @@ func TestCredentials(t *testing.T) {
 	leasehold(t, env, "release", "t").expect(t, opcli.ExitUsage)
 	// --store on the command line wins over LEASEHOLD_ADDR, and
 	// LEASEHOLD_TOKEN_FILE, for a sidecar, is left aside.
-	leasehold(t, env, "list", "--store", migrated(t, sqliteURL(t))).expect(t, 0, "no live leases\n")
+	leasehold(t, env, "list", "--store", migrated(t, testsidecar.SQLiteURL(t))).expect(t, 0, "no live leases\n")
 }
 
 // A sidecar that requires declared tasks refuses a claim of another: 78.
 func TestUndeclared(t *testing.T) {
 	t.Parallel()
-	hs := sidecarOn(t, openStore(t, sqliteURL(t)), "", true)
+	hs := sidecarOn(t, testsidecar.OpenStore(t, testsidecar.SQLiteURL(t)), "", true)
 	r := leasehold(t, nil, "claim", "nightly", "--addr", hs.URL)
 	r.expect(t, opcli.ExitUndeclared)
 	if !strings.Contains(r.stderr, "declare") {
@@ -262,8 +263,8 @@ func TestUsage(t *testing.T) {
 // and --json carries it, through a sidecar and straight on a store.
 func TestHistoryShowsCredential(t *testing.T) {
 	t.Parallel()
-	url := migrated(t, sqliteURL(t))
-	store := openStore(t, url)
+	url := migrated(t, testsidecar.SQLiteURL(t))
+	store := testsidecar.OpenStore(t, url)
 	svc := leasecore.New(store)
 	l, err := svc.Claim(t.Context(), leasecore.ClaimParams{Task: "nightly", Owner: "w1", TTL: time.Minute, Credential: "deploy-bot"})
 	if err != nil {
