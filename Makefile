@@ -138,14 +138,14 @@ CLIENTS   ?= 1 8 32
 .PHONY: bench-http
 # etcd and its load client build in their own module (internal/bench/httpbench/etcdload) so that etcd's
 # dependencies stay out of go.mod.
-bench-http: build ## New grants/s from an outside client: sidecar (wrk) vs raw pgx, etcd, HTTP floor; DURATION=10s RUNS=3 (bench-http.txt)
+bench-http: build ## New grants/s from an outside client: sidecar (wrk) vs raw pgx, etcd, HTTP floor; DURATION=10s RUNS=3, BEFORE=an earlier leasehold binary for rows beside it (bench-http.txt)
 	@command -v wrk >/dev/null || { \
 	  if [[ "$$(id -u)" == 0 ]]; then apt-get install -y wrk || { apt-get update && apt-get install -y wrk; }; \
 	  else echo "bench-http needs wrk: install the Debian package wrk (apt-get install -y wrk, as root)"; exit 1; fi; }
 	$(GO) build -o $(BIN)/httpbench ./internal/bench/httpbench
 	cd internal/bench/httpbench/etcdload && $(GO) build -o $(CURDIR)/$(BIN)/etcd go.etcd.io/etcd/server/v3 && $(GO) build -o $(CURDIR)/$(BIN)/etcdload .
 	$(WITH_PG) $(BIN)/httpbench -leasehold $(BIN)/leasehold -etcd $(BIN)/etcd -etcdload $(BIN)/etcdload \
-	  -duration $(BENCH_HTTP_DURATION) -runs $(RUNS) -clients "$(CLIENTS)" -out bench-http.txt
+	  -duration $(BENCH_HTTP_DURATION) -runs $(RUNS) -clients "$(CLIENTS)" $(if $(BEFORE),-before $(BEFORE)) -out bench-http.txt
 
 # make bench-fleet: a fleet of sidecars on one PostgreSQL (README: Fleet). Its load per point is
 # DURATION when given, else 10s, like bench-http's; RUNS is 1 unless given. Each sidecar's store

@@ -79,7 +79,7 @@ func TestParseClients(t *testing.T) {
 // wherever a run of a point failed, never a median of the others.
 func TestTable(t *testing.T) {
 	t.Parallel()
-	r := newResults([]int{1, 32})
+	r := newResults([]int{1, 32}, systems)
 	ok := func(ops int64, secs float64, cpu time.Duration) point {
 		return point{ops: ops, seconds: secs, serverCPU: cpu, pgCPU: cpu / 2, pgMeasured: true}
 	}
@@ -115,5 +115,27 @@ func TestTable(t *testing.T) {
 	}
 	if n := r.failures(); n != 1 {
 		t.Errorf("failures = %d, want 1", n)
+	}
+	if strings.Contains(table, "-before") {
+		t.Errorf("a run without -before has its rows:\n%s", table)
+	}
+}
+
+// With -before, the earlier build's sidecars get rows of their own and a
+// ratio against them.
+func TestTableBefore(t *testing.T) {
+	t.Parallel()
+	r := newResults([]int{8}, systemsOf(config{before: "bin/old"}))
+	r.add("pg", 8, point{ops: 3000, seconds: 1, serverCPU: 150 * time.Millisecond})
+	r.add("pg-before", 8, point{ops: 2000, seconds: 1, serverCPU: 200 * time.Millisecond})
+	table := r.table()
+	for _, want := range []string{
+		"| `leasehold serve` (-before), PostgreSQL | 2,000 |",
+		"| sidecar PG / its -before build | 1.50× |",
+		"| CPU µs/claim: -before sidecar on PostgreSQL | 100 |",
+	} {
+		if !strings.Contains(table, want+"\n") {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
 	}
 }

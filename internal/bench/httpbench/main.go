@@ -53,6 +53,7 @@ func main() {
 	}
 	var cfg config
 	flag.StringVar(&cfg.leasehold, "leasehold", "bin/leasehold", "the leasehold binary")
+	flag.StringVar(&cfg.before, "before", "", "another leasehold binary (an earlier build) to measure beside -leasehold in the same runs, with ratios")
 	flag.StringVar(&cfg.etcd, "etcd", "bin/etcd", "the etcd server binary")
 	flag.StringVar(&cfg.etcdload, "etcdload", "bin/etcdload", "the etcd load client binary")
 	flag.StringVar(&cfg.wrk, "wrk", "wrk", "the wrk binary")

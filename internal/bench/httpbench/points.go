@@ -26,6 +26,7 @@ import (
 
 type config struct {
 	leasehold, etcd, etcdload, wrk string
+	before                         string // another leasehold binary measured beside it, or ""
 	duration                       time.Duration
 	runs, wrkThreads               int
 	clients                        []int
@@ -65,10 +66,33 @@ type system struct {
 
 var systems = []system{
 	{"raw", "raw pgx conditional upsert", (*bench).rawPoint},
-	{"pg", "`leasehold serve`, PostgreSQL", func(b *bench, c int, p string) (point, error) { return b.sidecarPoint("postgres", c, p) }},
-	{"sqlite", "`leasehold serve`, SQLite (FULL)", func(b *bench, c int, p string) (point, error) { return b.sidecarPoint("sqlite", c, p) }},
+	{"pg", "`leasehold serve`, PostgreSQL", func(b *bench, c int, p string) (point, error) {
+		return b.sidecarPoint("postgres", b.cfg.leasehold, c, p)
+	}},
+	{"sqlite", "`leasehold serve`, SQLite (FULL)", func(b *bench, c int, p string) (point, error) {
+		return b.sidecarPoint("sqlite", b.cfg.leasehold, c, p)
+	}},
 	{"etcd", "etcd 3.7.3 grant + put", (*bench).etcdPoint},
 	{"floor", "Go net/http hello (the HTTP floor)", (*bench).floorPoint},
+}
+
+// beforeSystems are the sidecar rows of -before: another build of
+// leasehold, measured in the same runs, interleaved with the others.
+var beforeSystems = []system{
+	{"pg-before", "`leasehold serve` (-before), PostgreSQL", func(b *bench, c int, p string) (point, error) {
+		return b.sidecarPoint("postgres", b.cfg.before, c, p)
+	}},
+	{"sqlite-before", "`leasehold serve` (-before), SQLite (FULL)", func(b *bench, c int, p string) (point, error) {
+		return b.sidecarPoint("sqlite", b.cfg.before, c, p)
+	}},
+}
+
+// systemsOf are the systems a run measures.
+func systemsOf(cfg config) []system {
+	if cfg.before == "" {
+		return systems
+	}
+	return append(append([]system(nil), systems...), beforeSystems...)
 }
 
 func run(cfg config) error {
@@ -108,10 +132,10 @@ func run(cfg config) error {
 	}
 	logLine("%s", header)
 
-	res := newResults(cfg.clients)
+	res := newResults(cfg.clients, systemsOf(cfg))
 	for r := 1; r <= cfg.runs; r++ {
 		for _, c := range cfg.clients {
-			for _, s := range systems {
+			for _, s := range res.systems {
 				prefix := fmt.Sprintf("hb%s-%s-c%d-r%d", b.runID, s.key, c, r)
 				p, err := s.measure(b, c, prefix)
 				if err != nil && p.failed == "" {
@@ -183,7 +207,7 @@ func (b *bench) rawPoint(clients int, prefix string) (point, error) {
 }
 
 // sidecarPoint: `leasehold serve` on a new store, driven by wrk.
-func (b *bench) sidecarPoint(kind string, clients int, prefix string) (point, error) {
+func (b *bench) sidecarPoint(kind, bin string, clients int, prefix string) (point, error) {
 	var p point
 	var store string
 	var count func() (int64, error)
@@ -202,7 +226,7 @@ func (b *bench) sidecarPoint(kind string, clients int, prefix string) (point, er
 		store = "sqlite:" + path
 		count = func() (int64, error) { return countSQLite(path, prefix) }
 	}
-	srv, err := b.start("sidecar-"+prefix, b.cfg.leasehold, "serve", "--listen", "127.0.0.1:0", "--store", store)
+	srv, err := b.start("sidecar-"+prefix, bin, "serve", "--listen", "127.0.0.1:0", "--store", store)
 	if err != nil {
 		return p, err
 	}

@@ -10,11 +10,12 @@ import (
 // results gathers every run's points by system key and client count.
 type results struct {
 	clients []int
+	systems []system
 	points  map[string]map[int][]point
 }
 
-func newResults(clients []int) *results {
-	return &results{clients: clients, points: map[string]map[int][]point{}}
+func newResults(clients []int, systems []system) *results {
+	return &results{clients: clients, systems: systems, points: map[string]map[int][]point{}}
 }
 
 func (r *results) add(key string, clients int, p point) {
@@ -102,7 +103,7 @@ func (r *results) table() string {
 	rates := func(key string) func(int) string {
 		return func(c int) string { return formatCell(r.median(key, c, rate), "%s", benchproc.Grouped) }
 	}
-	for _, s := range systems {
+	for _, s := range r.systems {
 		row(s.label, rates(s.key))
 	}
 	ratios := []struct{ label, num, den string }{
@@ -111,6 +112,11 @@ func (r *results) table() string {
 		{"sidecar SQLite / raw pgx", "sqlite", "raw"},
 		{"sidecar SQLite / etcd", "sqlite", "etcd"},
 		{"sidecar PG / HTTP floor", "pg", "floor"},
+	}
+	if r.has("pg-before") {
+		ratios = append(ratios,
+			struct{ label, num, den string }{"sidecar PG / its -before build", "pg", "pg-before"},
+			struct{ label, num, den string }{"sidecar SQLite / its -before build", "sqlite", "sqlite-before"})
 	}
 	for _, q := range ratios {
 		row(q.label, func(c int) string {
@@ -140,13 +146,28 @@ func (r *results) table() string {
 		{"CPU µs/claim: PostgreSQL under the sidecar", "pg", pgCPU},
 		{"CPU µs/claim: PostgreSQL under raw pgx", "raw", pgCPU},
 		{"CPU µs/claim: sidecar on SQLite", "sqlite", serverCPU},
+		{"CPU µs/claim: -before sidecar on PostgreSQL", "pg-before", serverCPU},
+		{"CPU µs/claim: -before sidecar on SQLite", "sqlite-before", serverCPU},
 		{"CPU µs/op: etcd server", "etcd", serverCPU},
 		{"CPU µs/request: HTTP floor server", "floor", serverCPU},
 	}
 	for _, q := range cpus {
+		if !r.has(q.key) {
+			continue
+		}
 		row(q.label, func(c int) string { return formatCell(r.median(q.key, c, q.f), "%s", benchproc.OneOrNone) })
 	}
 	return sb.String()
+}
+
+// has says whether the run measures the system key.
+func (r *results) has(key string) bool {
+	for _, s := range r.systems {
+		if s.key == key {
+			return true
+		}
+	}
+	return false
 }
 
 func formatCell(c cell, layout string, format func(float64) string) string {
