@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/harness/pgtest"
+	"github.com/leasehold/leasehold/internal/harness/sidecartest"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar"
@@ -51,17 +52,7 @@ func openStore(t *testing.T, url string) leasecore.Store {
 // serve starts a migrated sidecar over st behind httptest and returns it.
 func serve(t *testing.T, st leasecore.Store, o sidecar.Options) *httptest.Server {
 	t.Helper()
-	o.Store = st
-	srv, err := sidecar.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	return hs
+	return sidecartest.Serve(t, st, o)
 }
 
 // newClient is a client of hs.

@@ -44,7 +44,7 @@ func TestMainFlags(t *testing.T) {
 		{name: "no args", code: exitcode.Usage, stderr: "--task is required"},
 		{name: "no command", args: []string{"--task", "t"}, code: exitcode.Usage, stderr: "no command to run"},
 		{name: "only --", args: []string{"--task", "t", "--"}, code: exitcode.Usage, stderr: "no command to run"},
-		{name: "help", args: []string{"-h"}, code: 0, stdout: "75     the task is held"},
+		{name: "help", args: []string{"-h"}, code: 0, stdout: exitcode.Help()},
 		{name: "help lists env", args: []string{"--help"}, code: 0, stdout: "LEASEHOLD_<FLAG>"},
 		{name: "unknown flag", args: []string{"--bogus", "--task", "t", "--", "true"}, code: exitcode.Usage, stderr: "flag provided but not defined: -bogus"},
 		{name: "usage on error", args: []string{"--bogus"}, code: exitcode.Usage, stderr: "Run 'leasehold run -h'"},
@@ -103,7 +103,7 @@ func TestMainFlags(t *testing.T) {
 		{name: "command not in PATH", args: []string{"--task", "t", "--store", "STORE", "--", "no-such-command-leaserun"}, code: exitcode.NotFound, stderr: "command not found"},
 		{name: "command not executable", args: []string{"--task", "t", "--store", "STORE", "--", notExec}, code: exitcode.CannotExec, stderr: "command cannot be executed"},
 		{name: "command is a directory", args: []string{"--task", "t", "--store", "STORE", "--", dir}, code: exitcode.CannotExec, stderr: "command cannot be executed"},
-		{name: "help lists undeclared", args: []string{"-h"}, code: 0, stdout: "78     the task is not declared"},
+		{name: "help lists undeclared", args: []string{"-h"}, code: 0, stdout: "78             run, claim: the task is not declared"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

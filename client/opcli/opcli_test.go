@@ -15,6 +15,7 @@ import (
 	"github.com/leasehold/leasehold/client/opcli"
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/harness/pgtest"
+	"github.com/leasehold/leasehold/internal/harness/sidecartest"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar"
@@ -67,16 +68,7 @@ func decode[T any](t *testing.T, r result) T {
 // token as its bearer token (none when empty).
 func sidecarOn(t *testing.T, store leasecore.Store, token string, requireDeclared bool) *httptest.Server {
 	t.Helper()
-	srv, err := sidecar.New(sidecar.Options{Store: store, Token: []byte(token), RequireDeclared: requireDeclared})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	return hs
+	return sidecartest.Serve(t, store, sidecar.Options{Token: []byte(token), RequireDeclared: requireDeclared})
 }
 
 // sidecarOnSocket is sidecarOn, serving on a Unix socket; it returns the

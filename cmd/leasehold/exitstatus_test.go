@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/leasehold/leasehold/internal/exitcode"
+	"github.com/leasehold/leasehold/internal/harness/sidecartest"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar"
 )
@@ -133,8 +134,8 @@ func rowOf(code int) string {
 
 func noEnv(string) string { return "" }
 
-// testSidecar serves a sidecar over the SQLite store at url with opts (its
-// Store set here) on 127.0.0.1, closed when t ends, and returns its URL.
+// testSidecar serves a sidecar over the SQLite store at url with opts on
+// 127.0.0.1, closed when t ends, and returns its URL.
 func testSidecar(t *testing.T, url string, opts sidecar.Options) string {
 	t.Helper()
 	store, err := storeurl.Open(t.Context(), url)
@@ -142,15 +143,5 @@ func testSidecar(t *testing.T, url string, opts sidecar.Options) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	opts.Store = store
-	srv, err := sidecar.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	return hs.URL
+	return sidecartest.Serve(t, store, opts).URL
 }
