@@ -125,8 +125,9 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) int {
 		return parseFailed(err)
 	}
 	// A setting that breaks its rule (--listen off loopback without a
-	// token, a token file that cannot be read) is a usage error, as a bad
-	// flag value is for every verb.
+	// token, a --log-format it does not know) is a usage error, as a bad
+	// flag value is for every verb. What serve finds only when it opens
+	// files and the store (the token file, the store) is Of's to judge.
 	if err := cfg.Validate(); err != nil {
 		return fail(stderr, "serve", exitcode.With(exitcode.Usage, err))
 	}
