@@ -29,6 +29,8 @@ var layerRules = []struct {
 	{"internal/cli", []string{"sidecar", "client/leaserun"}, "the CLI helpers serve both commands"},
 	{"client/opcli", []string{"sidecar"}, "the operator commands ask a sidecar over HTTP, or a store through leasecore"},
 	{"tfprovider", []string{"sidecar"}, "the provider talks to the store through leasecore"},
+	{"internal/exitcode", []string{"sidecar", "client/opcli", "client/leaserun", "internal/cli", "cmd/", "leasecore/postgres", "leasecore/sqlite"},
+		"the exit-code table maps outcomes (leasecore's, the Go client's) and knows no command, server or driver"},
 	{"client", []string{"sidecar", "client/opcli", "client/leaserun", "internal/cli", "leasecore/postgres", "leasecore/sqlite"},
 		"the Go client asks a sidecar over HTTP: it imports no server package and no store driver"},
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/harness/testsidecar"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar"
@@ -86,15 +86,7 @@ func TestProblemOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := sidecar.New(sidecar.Options{Store: st, Credentials: book, RequireDeclared: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
+	hs := testsidecar.Serve(t, sidecar.Options{Store: st, Credentials: book, RequireDeclared: true})
 	// Declare billing/nightly and claim it as other, so that held and lost
 	// can be provoked.
 	if _, err := leasecore.New(st).CreateTask(context.Background(), leasecore.TaskDecl{Name: "billing/nightly", TTL: 30 * time.Second}); err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/internal/harness/readonly"
 )
 
@@ -105,7 +106,8 @@ func TestSQLiteFileNotWritable(t *testing.T) {
 }
 
 // TestServeRefusesAMissingDirectory: an SQLite path in a directory that
-// does not exist is not waited out: serve exits 1 and says why.
+// does not exist is not waited out: serve exits 69 (the store is
+// unavailable, exitcode's table) and says why.
 func TestServeRefusesAMissingDirectory(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -113,8 +115,8 @@ func TestServeRefusesAMissingDirectory(t *testing.T) {
 	cmd := exec.CommandContext(ctx, leaseholdBin, "serve", "--listen", "127.0.0.1:0", "--store", "sqlite:"+filepath.Join(t.TempDir(), "missing", "leasehold.db"))
 	cmd.Env = cleanEnv()
 	out, err := cmd.CombinedOutput()
-	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 1 {
-		t.Fatalf("serve on a missing directory: %v, want exit 1\n%s", err, out)
+	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != exitcode.Unavailable {
+		t.Fatalf("serve on a missing directory: %v, want exit %d\n%s", err, exitcode.Unavailable, out)
 	}
 	if !strings.Contains(string(out), "cannot open the database file") {
 		t.Errorf("serve does not say why:\n%s", out)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"strings"
@@ -184,26 +183,15 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// ParseServeArgs reads `leasehold serve`'s arguments into a Config the way
-// the binary does: Config's flags, no argument left over, then a
-// LEASEHOLD_<FLAG> variable from getenv for each flag the arguments left
-// out. It does not Validate. The flag set it returns holds every flag, for
-// callers that check settings against them (deploy/ and
-// examples/kubernetes/ check their manifests with it).
-func ParseServeArgs(args []string, getenv func(string) string) (Config, *flag.FlagSet, error) {
+// ParseServeArgs reads `leasehold serve`'s command line into a Config: it
+// defines Config's flags on fs (whose name, output and usage are the
+// caller's) and parses args with cli.ParseArgs, as every verb of the
+// binary does. It does not Validate. The binary's serve calls it, and so
+// do the tests that check deploy/'s and examples/kubernetes/'s manifests,
+// so that those are read by serve's own flags; fs then holds every flag.
+func ParseServeArgs(fs *flag.FlagSet, args []string, getenv func(string) string) (Config, error) {
 	cfg := DefaultConfig()
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	cfg.RegisterFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		// Not the arguments themselves: a store URL among them may carry a password.
-		return cfg, fs, fmt.Errorf("leasehold serve refuses its arguments: %w", err)
-	}
-	if fs.NArg() > 0 {
-		return cfg, fs, fmt.Errorf("leasehold serve refuses the extra argument %q", fs.Arg(0))
-	}
-	if err := cli.ApplyEnv(fs, getenv); err != nil {
-		return cfg, fs, err
-	}
-	return cfg, fs, nil
+	err := cli.ParseArgs(fs, args, getenv)
+	return cfg, err
 }

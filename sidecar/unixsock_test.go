@@ -3,6 +3,7 @@ package sidecar
 import (
 	"context"
 	"errors"
+	"flag"
 	"io"
 	"log/slog"
 	"net"
@@ -486,13 +487,13 @@ func TestListenModeFlag(t *testing.T) {
 		}
 	}
 	// Through the flag set and the environment, as serve reads it.
-	cfg, _, err := ParseServeArgs([]string{"--listen", "unix:/run/l.sock"}, func(k string) string {
+	cfg, err := ParseServeArgs(quietFlags(), []string{"--listen", "unix:/run/l.sock"}, func(k string) string {
 		return map[string]string{"LEASEHOLD_LISTEN_MODE": "0600"}[k]
 	})
 	if err != nil || cfg.ListenMode != 0o600 || cfg.Listen != "unix:/run/l.sock" {
 		t.Errorf("LEASEHOLD_LISTEN_MODE=0600: %+v, %v", cfg, err)
 	}
-	if _, _, err := ParseServeArgs([]string{"--listen-mode", "0060"}, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "listen-mode") {
+	if _, err := ParseServeArgs(quietFlags(), []string{"--listen-mode", "0060"}, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "listen-mode") {
 		t.Errorf("--listen-mode 0060: %v, want a refusal naming the flag", err)
 	}
 }
@@ -525,4 +526,11 @@ func TestCheckListenUnixSocket(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Errorf("--listen-mode with unix:PATH: %v", err)
 	}
+}
+
+// quietFlags is a flag set for ParseServeArgs that prints nothing.
+func quietFlags() *flag.FlagSet {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
 }

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/leasecore"
 )
 
@@ -91,7 +92,7 @@ func (c *child) exitCode() int {
 		return 1
 	}
 	if ws, ok := c.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
+		return exitcode.Signal + int(ws.Signal())
 	}
 	return c.state.ExitCode()
 }
@@ -100,7 +101,7 @@ func (c *child) exitCode() int {
 // report it: 127 when it does not exist, 126 otherwise.
 func startFailure(err error) int {
 	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-		return ExitNotFound
+		return exitcode.NotFound
 	}
-	return ExitCannotExec
+	return exitcode.CannotExec
 }

@@ -65,20 +65,12 @@
 //
 // # Exit status
 //
-//	status  meaning
-//	0-255   the command ran and exited with this status
-//	128+N   the command was killed by signal N (as shells report it), or
-//	        leasehold run got signal N before the command started
-//	64      usage: a bad flag, no --task, no command (EX_USAGE)
-//	69      the store or sidecar is unavailable; the command did not run (EX_UNAVAILABLE)
-//	70      the lease was lost while the command ran; it was stopped (EX_SOFTWARE)
-//	75      the task is held by another owner (after --wait, when given);
-//	        the command did not run (EX_TEMPFAIL)
-//	77      the sidecar refused the credentials (--token-file) (EX_NOPERM)
-//	78      the task is not declared and the sidecar requires declared tasks
-//	        (serve --require-declared); the command did not run (EX_CONFIG)
-//	126     the command could not be executed
-//	127     the command was not found
+// The command's own status when it ran to the end (128+N when signal N
+// killed it), else a status of leasehold's one table (package
+// internal/exitcode, shown in the README's "Exit status" and by
+// `leasehold run -h`): 64 usage, 69 no lease to be had (unavailable),
+// 70 lost, 75 held, 77 refused credentials, 78 undeclared, 126 or 127 for
+// a command that cannot be executed or is not found.
 //
 // The command is looked up in PATH (as exec does) before the lease is
 // claimed, so a command that is missing or not executable takes no fencing

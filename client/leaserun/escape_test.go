@@ -10,6 +10,7 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/internal/harness/lockedbuf"
 )
 
@@ -35,9 +36,9 @@ func TestSidecarTextEscaped(t *testing.T) {
 		code   int
 	}{
 		{"held", http.StatusConflict, "application/json", fmt.Sprintf(`{"acquired":false,"reason":"held","holder":{"owner":%s,"expires_at":"2026-12-03T17:15:21.742Z","ttl_remaining_ms":1000},"detail":%s}`,
-			jsonString("o"+evil), jsonString("d"+evil)), ExitHeld},
-		{"a problem", http.StatusUnprocessableEntity, "application/problem+json", fmt.Sprintf(`{"type":"urn:leasehold:problem:invalid-request","title":"Invalid","status":422,"detail":%s}`, jsonString("d"+evil)), ExitUsage},
-		{"text", http.StatusServiceUnavailable, "text/plain", "d" + evil, ExitUnavailable},
+			jsonString("o"+evil), jsonString("d"+evil)), exitcode.Held},
+		{"a problem", http.StatusUnprocessableEntity, "application/problem+json", fmt.Sprintf(`{"type":"urn:leasehold:problem:invalid-request","title":"Invalid","status":422,"detail":%s}`, jsonString("d"+evil)), exitcode.Usage},
+		{"text", http.StatusServiceUnavailable, "text/plain", "d" + evil, exitcode.Unavailable},
 	} {
 		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", tc.ct)

@@ -12,33 +12,7 @@ import (
 	"syscall"
 
 	"github.com/leasehold/leasehold/internal/cli"
-)
-
-// Exit statuses of leasehold run besides the command's own (see the package
-// documentation for the whole table).
-const (
-	// ExitUsage: a bad flag, no --task, or no command (EX_USAGE).
-	ExitUsage = 64
-	// ExitUnavailable: the store or sidecar could not answer; the command
-	// did not run (EX_UNAVAILABLE).
-	ExitUnavailable = 69
-	// ExitLost: the lease was lost while the command ran, and the command
-	// was stopped (EX_SOFTWARE).
-	ExitLost = 70
-	// ExitHeld: another owner holds the task (after --wait, when given); the
-	// command did not run (EX_TEMPFAIL).
-	ExitHeld = 75
-	// ExitNoPerm: the sidecar refused the credentials, or the store's role
-	// may not act on the task (EX_NOPERM).
-	ExitNoPerm = 77
-	// ExitUndeclared: the task is not declared and the sidecar requires
-	// declared tasks (serve --require-declared); the command did not run
-	// (EX_CONFIG).
-	ExitUndeclared = 78
-	// ExitCannotExec: the command was found but could not be executed.
-	ExitCannotExec = 126
-	// ExitNotFound: the command was not found.
-	ExitNotFound = 127
+	"github.com/leasehold/leasehold/internal/exitcode"
 )
 
 const name = "leasehold run"
@@ -62,21 +36,9 @@ except --task and --owner: LEASEHOLD_TASK and LEASEHOLD_OWNER are what leasehold
 COMMAND, never read, so a leasehold run inside COMMAND does not take over its parent's lease.
 `
 
-const usageTail = `
-Exit status:
-  0-255  COMMAND's own status
-  128+N  COMMAND was killed by signal N, or leasehold run got signal N before COMMAND started
-  64     usage error: bad flag, no --task, no COMMAND
-  69     the store or sidecar is unavailable; COMMAND did not run
-  70     the lease was lost while COMMAND ran; COMMAND was stopped
-  75     the task is held by another owner (after --wait); COMMAND did not run
-  77     the sidecar refused the credentials (--token-file)
-  78     the task is not declared and the sidecar requires declared tasks
-         (serve --require-declared); COMMAND did not run
-  126    COMMAND could not be executed
-  127    COMMAND was not found
-         (COMMAND is looked up in PATH before the lease is claimed: a missing or
-         non-executable COMMAND takes no fencing token and writes no history)
+var usageTail = `
+Exit status (leasehold's one table, for every command):
+` + exitcode.Help() + `A command may itself exit with one of these; the log on stderr tells the cases apart.
 `
 
 // Main is `leasehold run ARGS...` as a function: it reads the flags from args
@@ -125,7 +87,7 @@ func parse(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	usageError := func(format string, a ...any) (Config, int, bool) {
 		fmt.Fprintf(stderr, name+": "+format+"\n", a...)
 		shortUsage()
-		return cfg, ExitUsage, false
+		return cfg, exitcode.Usage, false
 	}
 
 	if err := fs.Parse(args); err != nil {
@@ -134,7 +96,7 @@ func parse(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 			return cfg, 0, false
 		}
 		shortUsage() // after the flag package's message
-		return cfg, ExitUsage, false
+		return cfg, exitcode.Usage, false
 	}
 	// The command line chooses the mode for good: an --addr given there is
 	// not overruled by LEASEHOLD_STORE, nor --store by LEASEHOLD_ADDR.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/internal/harness/lockedbuf"
 )
 
@@ -40,41 +41,41 @@ func TestMainFlags(t *testing.T) {
 		stdout string
 		stderr string
 	}{
-		{name: "no args", code: ExitUsage, stderr: "--task is required"},
-		{name: "no command", args: []string{"--task", "t"}, code: ExitUsage, stderr: "no command to run"},
-		{name: "only --", args: []string{"--task", "t", "--"}, code: ExitUsage, stderr: "no command to run"},
-		{name: "help", args: []string{"-h"}, code: 0, stdout: "75     the task is held"},
+		{name: "no args", code: exitcode.Usage, stderr: "--task is required"},
+		{name: "no command", args: []string{"--task", "t"}, code: exitcode.Usage, stderr: "no command to run"},
+		{name: "only --", args: []string{"--task", "t", "--"}, code: exitcode.Usage, stderr: "no command to run"},
+		{name: "help", args: []string{"-h"}, code: 0, stdout: exitcode.Help()},
 		{name: "help lists env", args: []string{"--help"}, code: 0, stdout: "LEASEHOLD_<FLAG>"},
-		{name: "unknown flag", args: []string{"--bogus", "--task", "t", "--", "true"}, code: ExitUsage, stderr: "flag provided but not defined: -bogus"},
-		{name: "usage on error", args: []string{"--bogus"}, code: ExitUsage, stderr: "Run 'leasehold run -h'"},
-		{name: "addr and store", args: []string{"--addr", "http://127.0.0.1:1", "--store", "sqlite:x.db", "--task", "t", "--", "true"}, code: ExitUsage, stderr: "--addr and --store are exclusive"},
+		{name: "unknown flag", args: []string{"--bogus", "--task", "t", "--", "true"}, code: exitcode.Usage, stderr: "flag provided but not defined: -bogus"},
+		{name: "usage on error", args: []string{"--bogus"}, code: exitcode.Usage, stderr: "Run 'leasehold run -h'"},
+		{name: "addr and store", args: []string{"--addr", "http://127.0.0.1:1", "--store", "sqlite:x.db", "--task", "t", "--", "true"}, code: exitcode.Usage, stderr: "--addr and --store are exclusive"},
 		{
-			name: "addr and store from env", args: []string{"--task", "t", "--", "true"}, code: ExitUsage,
+			name: "addr and store from env", args: []string{"--task", "t", "--", "true"}, code: exitcode.Usage,
 			env:    map[string]string{"LEASEHOLD_ADDR": "http://127.0.0.1:1", "LEASEHOLD_STORE": "sqlite:x.db"},
 			stderr: "LEASEHOLD_ADDR and LEASEHOLD_STORE are exclusive",
 		},
-		{name: "bad task", args: []string{"--task", "a b", "--", "true"}, code: ExitUsage, stderr: `--task "a b"`},
-		{name: "dot segment task", args: []string{"--task", "a/../b", "--", "true"}, code: ExitUsage, stderr: `--task "a/../b": must be 1 to 200 characters`},
-		{name: "reserved task", args: []string{"--task", "leasehold:prune", "--", "true"}, code: ExitUsage, stderr: `--task "leasehold:prune": must not start with "leasehold:"`},
-		{name: "reserved task with store", args: []string{"--task", "leasehold:x", "--store", "STORE", "--", "true"}, code: ExitUsage, stderr: `--task "leasehold:x": must not start with "leasehold:"`},
-		{name: "ttl too short", args: []string{"--task", "t", "--ttl", "50ms", "--", "true"}, code: ExitUsage, stderr: `--ttl "50ms": must be between 100ms and 24h0m0s`},
-		{name: "zero ttl", args: []string{"--task", "t", "--ttl", "0", "--", "true"}, code: ExitUsage, stderr: "--ttl"},
-		{name: "bad ttl from env", args: []string{"--task", "t", "--", "true"}, env: map[string]string{"LEASEHOLD_TTL": "soon"}, code: ExitUsage, stderr: `LEASEHOLD_TTL="soon"`},
-		{name: "negative wait", args: []string{"--task", "t", "--wait", "-1s", "--", "true"}, code: ExitUsage, stderr: "--wait"},
-		{name: "negative grace", args: []string{"--task", "t", "--grace", "-1s", "--", "true"}, code: ExitUsage, stderr: "--grace"},
-		{name: "bad owner", args: []string{"--task", "t", "--owner", "a\x01", "--", "true"}, code: ExitUsage, stderr: "--owner"},
-		{name: "bad addr", args: []string{"--task", "t", "--addr", "ftp://x", "--", "true"}, code: ExitUsage, stderr: "--addr"},
-		{name: "bad store", args: []string{"--task", "t", "--store", "mysql://x", "--", "true"}, code: ExitUsage, stderr: "must be sqlite:PATH or postgres://"},
-		{name: "token file with store", args: []string{"--task", "t", "--store", "STORE", "--token-file", tokenFile, "--", "true"}, code: ExitUsage, stderr: "--token-file is for a sidecar"},
-		{name: "missing token file", args: []string{"--task", "t", "--token-file", filepath.Join(dir, "none"), "--", "true"}, code: ExitUsage, stderr: "--token-file"},
-		{name: "sidecar not listening", args: []string{"--task", "t", "--addr", "CLOSED", "--", "true"}, code: ExitUnavailable, stderr: "msg=unavailable"},
+		{name: "bad task", args: []string{"--task", "a b", "--", "true"}, code: exitcode.Usage, stderr: `--task "a b"`},
+		{name: "dot segment task", args: []string{"--task", "a/../b", "--", "true"}, code: exitcode.Usage, stderr: `--task "a/../b": must be 1 to 200 characters`},
+		{name: "reserved task", args: []string{"--task", "leasehold:prune", "--", "true"}, code: exitcode.Usage, stderr: `--task "leasehold:prune": must not start with "leasehold:"`},
+		{name: "reserved task with store", args: []string{"--task", "leasehold:x", "--store", "STORE", "--", "true"}, code: exitcode.Usage, stderr: `--task "leasehold:x": must not start with "leasehold:"`},
+		{name: "ttl too short", args: []string{"--task", "t", "--ttl", "50ms", "--", "true"}, code: exitcode.Usage, stderr: `--ttl "50ms": must be between 100ms and 24h0m0s`},
+		{name: "zero ttl", args: []string{"--task", "t", "--ttl", "0", "--", "true"}, code: exitcode.Usage, stderr: "--ttl"},
+		{name: "bad ttl from env", args: []string{"--task", "t", "--", "true"}, env: map[string]string{"LEASEHOLD_TTL": "soon"}, code: exitcode.Usage, stderr: `LEASEHOLD_TTL="soon"`},
+		{name: "negative wait", args: []string{"--task", "t", "--wait", "-1s", "--", "true"}, code: exitcode.Usage, stderr: "--wait"},
+		{name: "negative grace", args: []string{"--task", "t", "--grace", "-1s", "--", "true"}, code: exitcode.Usage, stderr: "--grace"},
+		{name: "bad owner", args: []string{"--task", "t", "--owner", "a\x01", "--", "true"}, code: exitcode.Usage, stderr: "--owner"},
+		{name: "bad addr", args: []string{"--task", "t", "--addr", "ftp://x", "--", "true"}, code: exitcode.Usage, stderr: "--addr"},
+		{name: "bad store", args: []string{"--task", "t", "--store", "mysql://x", "--", "true"}, code: exitcode.Usage, stderr: "must be sqlite:PATH or postgres://"},
+		{name: "token file with store", args: []string{"--task", "t", "--store", "STORE", "--token-file", tokenFile, "--", "true"}, code: exitcode.Usage, stderr: "--token-file is for a sidecar"},
+		{name: "missing token file", args: []string{"--task", "t", "--token-file", filepath.Join(dir, "none"), "--", "true"}, code: exitcode.Usage, stderr: "--token-file"},
+		{name: "sidecar not listening", args: []string{"--task", "t", "--addr", "CLOSED", "--", "true"}, code: exitcode.Unavailable, stderr: "msg=unavailable"},
 		{
 			// leasehold run migrates the store it opens, as serve does.
 			name: "new SQLite file", code: 0, stdout: "task=t-new", stderr: "msg=acquired",
 			args: append([]string{"--task", "t-new", "--store", "sqlite:" + filepath.Join(dir, "new.db"), "--"}, echoTask...),
 		},
 		{
-			name: "store directory missing", code: ExitUnavailable, stderr: "msg=unavailable",
+			name: "store directory missing", code: exitcode.Unavailable, stderr: "msg=unavailable",
 			args: []string{"--task", "t", "--store", "sqlite:" + filepath.Join(dir, "missing", "x.db"), "--", "true"},
 		},
 		{name: "runs", args: append([]string{"--task", "t1", "--store", "STORE", "--"}, echoTask...), code: 0, stdout: "task=t1", stderr: "msg=acquired"},
@@ -84,7 +85,7 @@ func TestMainFlags(t *testing.T) {
 		// LEASEHOLD_TASK and LEASEHOLD_OWNER are what a parent leasehold run
 		// gave this process: never read, so a nested run holds a lease of
 		// its own.
-		{name: "task not read from env", args: []string{"--store", "STORE", "--", "true"}, env: map[string]string{"LEASEHOLD_TASK": "from-env"}, code: ExitUsage, stderr: "--task is required"},
+		{name: "task not read from env", args: []string{"--store", "STORE", "--", "true"}, env: map[string]string{"LEASEHOLD_TASK": "from-env"}, code: exitcode.Usage, stderr: "--task is required"},
 		{name: "owner not read from env", args: append([]string{"--task", "t4", "--store", "STORE", "--"}, shell(`echo "owner=$LEASEHOLD_OWNER"`)...), env: map[string]string{"LEASEHOLD_OWNER": "parent#1#aa"}, code: 0, stdout: "owner=" + hostPrefix()},
 		{name: "command line wins", args: append([]string{"--task", "good", "--store", "STORE", "--"}, echoTask...), env: map[string]string{"LEASEHOLD_TASK": "bad name!"}, code: 0, stdout: "task=good"},
 		{name: "store from env", args: append([]string{"--task", "t2", "--"}, echoTask...), env: map[string]string{"LEASEHOLD_STORE": "STORE"}, code: 0, stdout: "task=t2"},
@@ -94,15 +95,15 @@ func TestMainFlags(t *testing.T) {
 			env:  map[string]string{"LEASEHOLD_ADDR": "CLOSED"},
 		},
 		{
-			name: "addr on the command line overrules LEASEHOLD_STORE", code: ExitUnavailable, stderr: "msg=unavailable",
+			name: "addr on the command line overrules LEASEHOLD_STORE", code: exitcode.Unavailable, stderr: "msg=unavailable",
 			args: []string{"--task", "t", "--addr", "CLOSED", "--", "true"},
 			env:  map[string]string{"LEASEHOLD_STORE": "STORE"},
 		},
-		{name: "command not found", args: []string{"--task", "t", "--store", "STORE", "--", filepath.Join(dir, "no-such-command")}, code: ExitNotFound, stderr: "command not found; the lease was not claimed"},
-		{name: "command not in PATH", args: []string{"--task", "t", "--store", "STORE", "--", "no-such-command-leaserun"}, code: ExitNotFound, stderr: "command not found"},
-		{name: "command not executable", args: []string{"--task", "t", "--store", "STORE", "--", notExec}, code: ExitCannotExec, stderr: "command cannot be executed"},
-		{name: "command is a directory", args: []string{"--task", "t", "--store", "STORE", "--", dir}, code: ExitCannotExec, stderr: "command cannot be executed"},
-		{name: "help lists undeclared", args: []string{"-h"}, code: 0, stdout: "78     the task is not declared"},
+		{name: "command not found", args: []string{"--task", "t", "--store", "STORE", "--", filepath.Join(dir, "no-such-command")}, code: exitcode.NotFound, stderr: "command not found; the lease was not claimed"},
+		{name: "command not in PATH", args: []string{"--task", "t", "--store", "STORE", "--", "no-such-command-leaserun"}, code: exitcode.NotFound, stderr: "command not found"},
+		{name: "command not executable", args: []string{"--task", "t", "--store", "STORE", "--", notExec}, code: exitcode.CannotExec, stderr: "command cannot be executed"},
+		{name: "command is a directory", args: []string{"--task", "t", "--store", "STORE", "--", dir}, code: exitcode.CannotExec, stderr: "command cannot be executed"},
+		{name: "help lists undeclared", args: []string{"-h"}, code: 0, stdout: "78             run, claim: the task is not declared"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 
 	lhclient "github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 )
@@ -149,14 +150,14 @@ func Run(ctx context.Context, cfg Config) int {
 	log := cfg.Logger
 	if err := cfg.check(); err != nil {
 		log.Error("usage", "err", err)
-		return ExitUsage
+		return exitcode.Usage
 	}
 	// Found before claiming, as exec will look it up: a typo must not take
 	// a fencing token and write lease history.
 	if _, err := exec.LookPath(cfg.Command[0]); err != nil {
 		code := startFailure(err)
 		msg := "command not found"
-		if code == ExitCannotExec {
+		if code == exitcode.CannotExec {
 			msg = "command cannot be executed"
 		}
 		log.Error(msg+"; the lease was not claimed", "command", cfg.Command[0], "err", err)
@@ -204,33 +205,35 @@ func acquire(ctx context.Context, cfg *Config, log *slog.Logger) (hold, int) {
 			_, _ = r.h.release()
 		}
 		log.Warn("interrupted before the command started", "task", cfg.Task, "signal", interrupted.String())
-		return nil, 128 + signalNumber(interrupted)
+		return nil, exitcode.Signal + signalNumber(interrupted)
 	}
 
-	var held *leasecore.HeldError
-	switch err := r.err; {
-	case err == nil:
+	if r.err == nil {
 		return r.h, 0
+	}
+	err := r.err
+	code := exitcode.Of(err)
+	var held *leasecore.HeldError
+	switch {
 	case errors.As(err, &held):
 		log.Warn("held", "task", cfg.Task, "holder", held.Holder.Owner,
 			"expires_in", held.Holder.TTLRemaining.Round(time.Millisecond).String())
-		return nil, ExitHeld
-	case errors.Is(err, leasecore.ErrInvalid):
+	case code == exitcode.Usage:
 		log.Error("refused", "task", cfg.Task, "err", err)
-		return nil, ExitUsage
-	case errors.Is(err, leasecore.ErrUndeclared):
+	case code == exitcode.Undeclared:
 		log.Error("undeclared", "task", cfg.Task, "err", err)
-		return nil, ExitUndeclared
 	case errors.Is(err, lhclient.ErrUnauthorized):
 		log.Error("unauthorized", "addr", cli.RedactAddr(cfg.Addr), "err", err)
-		return nil, ExitNoPerm
-	case errors.Is(err, leasecore.ErrForbidden), errors.Is(err, leasecore.ErrReserved):
+	case code == exitcode.NoPerm:
 		log.Error("forbidden", "task", cfg.Task, "err", err)
-		return nil, ExitNoPerm
 	default:
+		// A claim that failed for no outcome of the model (an answer no
+		// sidecar gives, a store URL that does not parse) got no lease
+		// either: the command did not run for want of a lease to be had.
 		log.Error("unavailable", "task", cfg.Task, "err", err)
-		return nil, ExitUnavailable
+		code = exitcode.Unavailable
 	}
+	return nil, code
 }
 
 // claimWaiting calls try until it acquires, fails for another reason than
@@ -282,7 +285,7 @@ func supervise(ctx context.Context, cfg *Config, h hold, log *slog.Logger) int {
 				c.signal(syscall.SIGKILL)
 				_, _ = h.release()
 				log.Error("command stopped after the lease was lost", "task", lease.Task, "token", lease.Token, "exit", code)
-				return ExitLost
+				return exitcode.Lost
 			}
 			released, err := h.release()
 			logReleased(log, lease, released, err, "exit", code)

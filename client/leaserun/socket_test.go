@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/internal/harness/testsidecar"
 )
 
@@ -51,12 +52,12 @@ func TestSidecarSocketMissing(t *testing.T) {
 	addr := "unix:" + filepath.Join(dir, "none.sock")
 	marker := filepath.Join(t.TempDir(), "ran")
 	r := start(t, Config{Addr: addr, Task: "nightly", Command: []string{"touch", marker}})
-	r.expect(t, ExitUnavailable)
+	r.expect(t, exitcode.Unavailable)
 	r.logHas(t, "sidecar "+addr)
 	if exists(marker) {
 		t.Error("the command ran without a lease")
 	}
 	r = start(t, Config{Addr: "unix:", Task: "nightly", Command: []string{"touch", marker}})
-	r.expect(t, ExitUsage)
+	r.expect(t, exitcode.Usage)
 	r.logHas(t, `--addr \"unix:\": unix: needs the socket's path`)
 }

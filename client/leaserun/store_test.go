@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/internal/harness/lockedbuf"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/sqlite"
@@ -49,7 +50,7 @@ func TestStoreHeld(t *testing.T) {
 	st.claim(t, "nightly", "other", time.Minute)
 	marker := filepath.Join(t.TempDir(), "ran")
 	r := start(t, Config{Store: st.url, Task: "nightly", Owner: "w1", Command: shell(`: > "$1"`, marker)})
-	r.expect(t, ExitHeld)
+	r.expect(t, exitcode.Held)
 	if exists(marker) {
 		t.Error("the command ran although the task was held")
 	}
@@ -95,7 +96,7 @@ func TestStoreWaitRunsOut(t *testing.T) {
 		Command: shell(`: > "$1"`, marker),
 		onHeld:  func() { mu.Lock(); tries++; mu.Unlock() },
 	})
-	r.expect(t, ExitHeld)
+	r.expect(t, exitcode.Held)
 	if exists(marker) {
 		t.Error("the command ran although the task stayed held")
 	}
@@ -125,7 +126,7 @@ func TestStoreLost(t *testing.T) {
 	}
 	// The next renewal is refused: not_held.
 	st.release(t, "nightly", "w1", l.Token)
-	r.expect(t, ExitLost)
+	r.expect(t, exitcode.Lost)
 	if !exists(termed) {
 		t.Error("the command did not get SIGTERM")
 	}
@@ -146,7 +147,7 @@ func TestStoreLostGraceKill(t *testing.T) {
 	})
 	waitForFile(t, started)
 	st.release(t, "nightly", "w1", 1)
-	r.expect(t, ExitLost)
+	r.expect(t, exitcode.Lost)
 	r.logHas(t, "SIGKILL")
 	r.logHas(t, "exit=137")
 }
@@ -302,9 +303,9 @@ func TestMissingCommandClaimsNothing(t *testing.T) {
 		command string
 		want    int
 	}{
-		{filepath.Join(dir, "no-such-command"), ExitNotFound},
-		{"no-such-command-leaserun", ExitNotFound},
-		{notExec, ExitCannotExec},
+		{filepath.Join(dir, "no-such-command"), exitcode.NotFound},
+		{"no-such-command-leaserun", exitcode.NotFound},
+		{notExec, exitcode.CannotExec},
 	} {
 		r := start(t, Config{Store: st.url, Task: "typo", Owner: "w1", Command: []string{c.command, "arg"}})
 		r.expect(t, c.want)

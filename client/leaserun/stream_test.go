@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/exitcode"
 )
 
 // The fake sidecar below follows the keepalive protocol of openapi.yaml:
@@ -185,7 +187,7 @@ func TestSidecarLost(t *testing.T) {
 			r := start(t, Config{Addr: addr, Task: "nightly", Owner: "w1", Command: shell(trapTerm, started, termed)})
 			waitForFile(t, started)
 			close(proceed)
-			r.expect(t, ExitLost)
+			r.expect(t, exitcode.Lost)
 			if !exists(termed) {
 				t.Error("the command did not get SIGTERM")
 			}
@@ -214,7 +216,7 @@ func TestSidecarSilent(t *testing.T) {
 		Addr: addr, Task: "nightly", Owner: "w1", TTL: 300 * time.Millisecond,
 		Command: shell(trapTerm, filepath.Join(dir, "started"), filepath.Join(dir, "termed")),
 	})
-	r.expect(t, ExitLost)
+	r.expect(t, exitcode.Lost)
 	r.logHas(t, "no renewal confirmed before the local deadline")
 	select {
 	case <-gone:
@@ -242,21 +244,21 @@ func TestSidecarRefusals(t *testing.T) {
 					"holder": map[string]any{"owner": "other", "expires_at": time.Now().Add(time.Minute).UTC().Format(time.RFC3339Nano), "ttl_remaining_ms": 60000},
 				})
 			},
-			code: ExitHeld, log: "msg=held task=nightly holder=other expires_in=1m0s",
+			code: exitcode.Held, log: "msg=held task=nightly holder=other expires_in=1m0s",
 		},
 		{
 			name: "unavailable",
 			handler: func(w http.ResponseWriter, _ *http.Request) {
 				answer(w, http.StatusServiceUnavailable, "application/json", map[string]any{"acquired": false, "reason": "unavailable", "detail": "claim: database is locked"})
 			},
-			code: ExitUnavailable, log: "database is locked",
+			code: exitcode.Unavailable, log: "database is locked",
 		},
 		{
 			name: "too many streams",
 			handler: func(w http.ResponseWriter, _ *http.Request) {
 				answer(w, http.StatusServiceUnavailable, problem, map[string]any{"type": "urn:leasehold:problem:unavailable", "title": "Too many streams", "status": 503, "detail": "already 20000 streams"})
 			},
-			code: ExitUnavailable, log: "already 20000 streams",
+			code: exitcode.Unavailable, log: "already 20000 streams",
 		},
 		{
 			name: "invalid",
@@ -266,28 +268,28 @@ func TestSidecarRefusals(t *testing.T) {
 					"detail": "invalid request: ttl_ms: must be at most 600000", "invalid_params": []map[string]string{{"name": "ttl_ms", "reason": "must be at most 600000"}},
 				})
 			},
-			code: ExitUsage, log: "ttl_ms: must be at most 600000",
+			code: exitcode.Usage, log: "ttl_ms: must be at most 600000",
 		},
 		{
 			name: "unauthorized",
 			handler: func(w http.ResponseWriter, _ *http.Request) {
 				answer(w, http.StatusUnauthorized, problem, map[string]any{"type": "about:blank", "title": "Unauthorized", "status": 401, "detail": "this sidecar requires Authorization"})
 			},
-			code: ExitNoPerm, log: "this sidecar requires Authorization",
+			code: exitcode.NoPerm, log: "this sidecar requires Authorization",
 		},
 		{
 			name: "not found",
 			handler: func(w http.ResponseWriter, _ *http.Request) {
 				http.Error(w, "no such page", http.StatusNotFound)
 			},
-			code: ExitUnavailable, log: "404 Not Found: no such page",
+			code: exitcode.Unavailable, log: "404 Not Found: no such page",
 		},
 		{
 			name: "not a stream",
 			handler: func(w http.ResponseWriter, _ *http.Request) {
 				answer(w, http.StatusOK, "application/json", map[string]any{"acquired": true})
 			},
-			code: ExitUnavailable, log: "not an event stream",
+			code: exitcode.Unavailable, log: "not an event stream",
 		},
 		{
 			name: "stream ends at once",
@@ -295,7 +297,7 @@ func TestSidecarRefusals(t *testing.T) {
 				beginStream(w)
 				ping(w)
 			},
-			code: ExitUnavailable, log: "EOF",
+			code: exitcode.Unavailable, log: "EOF",
 		},
 		{
 			name: "first event not acquired",
@@ -303,7 +305,7 @@ func TestSidecarRefusals(t *testing.T) {
 				beginStream(w)
 				sendEvent(w, "renewed", leaseData("nightly", r.URL.Query().Get("owner"), 1, time.Minute, time.Minute))
 			},
-			code: ExitUnavailable, log: `the first event is \"renewed\"`,
+			code: exitcode.Unavailable, log: `the first event is \"renewed\"`,
 		},
 		{
 			name: "acquired for another owner",
@@ -311,7 +313,7 @@ func TestSidecarRefusals(t *testing.T) {
 				beginStream(w)
 				sendEvent(w, "acquired", leaseData("nightly", "someone", 1, time.Minute, time.Minute))
 			},
-			code: ExitUnavailable, log: "names owner",
+			code: exitcode.Unavailable, log: "names owner",
 		},
 	}
 	for _, c := range cases {

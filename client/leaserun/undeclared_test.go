@@ -7,14 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/internal/harness/testsidecar"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar"
 )
 
 // TestUndeclaredTask: a sidecar serving with --require-declared refuses an
-// undeclared task; leasehold run exits with ExitUndeclared (not
-// ExitUnavailable), runs nothing and leaves no lease. A declared task runs.
+// undeclared task; leasehold run exits with exitcode.Undeclared (not
+// exitcode.Unavailable), runs nothing and leaves no lease. A declared task runs.
 func TestUndeclaredTask(t *testing.T) {
 	t.Parallel()
 	st := newTestStore(t)
@@ -29,7 +30,7 @@ func TestUndeclaredTask(t *testing.T) {
 	t.Cleanup(hs.Close)
 
 	r := start(t, Config{Addr: hs.URL, Task: "not-declared", Owner: "w1", Command: shell(`echo ran`)})
-	r.expect(t, ExitUndeclared)
+	r.expect(t, exitcode.Undeclared)
 	r.logHas(t, "msg=undeclared")
 	r.logHas(t, "require-declared")
 	if r.stdout.String() != "" {

@@ -11,6 +11,7 @@ import (
 	lhclient "github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/endpoint"
+	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
@@ -50,29 +51,13 @@ func (c *client) fail(err error) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &ns):
-		return withCode(ExitUnavailable, "the server at %s did not answer like a leasehold sidecar (check --addr): %s %s: %s", ns.Addr, ns.Method, ns.Path, ns.Reason)
+		return &reworded{fmt.Sprintf("the server at %s did not answer like a leasehold sidecar (check --addr): %s %s: %s", ns.Addr, ns.Method, ns.Path, ns.Reason), err}
 	case errors.As(err, &pe):
-		return withCode(refusalCode(pe), "%v", pe)
+		return &reworded{pe.Error(), err}
 	case errors.As(err, &ue):
-		return withCode(ExitUnavailable, "%v", ue.Err)
+		return &reworded{ue.Err.Error(), err}
 	default:
-		return &exitError{code: ExitFailed, err: err}
-	}
-}
-
-// refusalCode is the exit status of a refusal, by its status.
-func refusalCode(pe *lhclient.ProblemError) int {
-	switch s := pe.Status; {
-	case s == http.StatusUnauthorized, s == http.StatusForbidden:
-		return ExitNoPerm
-	case s == http.StatusNotFound && pe.Type == api.ProblemUndeclared:
-		return ExitUndeclared
-	case s == http.StatusBadRequest, s == http.StatusUnprocessableEntity:
-		return ExitUsage
-	case s == http.StatusServiceUnavailable:
-		return ExitUnavailable
-	default:
-		return ExitFailed
+		return err
 	}
 }
 
@@ -92,7 +77,7 @@ func (c *client) status(ctx context.Context, o *options) error {
 		printSidecarStatus(o.stdout, c.name, st)
 	}
 	if !st.Store.Ready {
-		return &exitError{code: ExitUnavailable, told: true, err: fmt.Errorf("the sidecar's store is not ready: %s", st.Store.Detail)}
+		return told(exitcode.Unavailable, fmt.Errorf("the sidecar's store is not ready: %s", st.Store.Detail))
 	}
 	return nil
 }
@@ -193,9 +178,10 @@ func (c *client) watch(ctx context.Context, v *verbFlags, emit func(api.Event) e
 	return c.watchFail(err)
 }
 
-// watchFail is fail for a watch: an answer that is no watch stream is a
-// failure (1), not unavailable, since a server that is not a sidecar will
-// not become one.
+// watchFail is fail for a watch: an answer that is no watch stream says
+// so (69, as any answer that is not a sidecar's; the watch does not retry
+// it, since a server that is not a sidecar will not become one), and a
+// failure to print is a failure (1).
 func (c *client) watchFail(err error) error {
 	var (
 		ns *lhclient.NotSidecarError
@@ -203,11 +189,11 @@ func (c *client) watchFail(err error) error {
 	)
 	switch {
 	case errors.As(err, &ee):
-		return &exitError{code: ExitFailed, err: ee.err}
+		return exitcode.With(exitcode.Failure, ee.err)
 	case errors.As(err, &ns) && ns.Status == http.StatusNotFound:
-		return withCode(ExitFailed, "%s is not a leasehold sidecar's watch stream: GET /v1/watch answered 404 Not Found (a sidecar older than the watch, or another server) (check --addr)", c.name)
+		return &reworded{fmt.Sprintf("%s is not a leasehold sidecar's watch stream: GET /v1/watch answered 404 Not Found (a sidecar older than the watch, or another server) (check --addr)", c.name), err}
 	case errors.As(err, &ns):
-		return withCode(ExitFailed, "%s is not a leasehold sidecar's watch stream: %s (check --addr)", c.name, ns.Reason)
+		return &reworded{fmt.Sprintf("%s is not a leasehold sidecar's watch stream: %s (check --addr)", c.name, ns.Reason), err}
 	default:
 		return c.fail(err)
 	}

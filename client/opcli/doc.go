@@ -68,7 +68,7 @@
 // Each connection must be answered within 15 s, and a stream that says
 // nothing, not even the ping the sidecar sends every 15 s, for 45 s is
 // taken for dead. An answer that is not a sidecar's watch stream (404,
-// another content type, events a watch does not send) ends the command (1)
+// another content type, events a watch does not send) ends the command (69)
 // with what was wrong, whichever connection it comes on.
 //
 // When the store's history went back (it was restored from an older copy,
@@ -83,16 +83,10 @@
 //
 // # Exit status
 //
-// As `leasehold run`'s where they overlap (package leaserun):
-//
-//	0   done; get found a live lease; release released it
-//	1   get: the task has no live lease (as grep's 1 for no match);
-//	    or any other failure
-//	64  usage: a bad flag or argument, or the sidecar refused the input (400, 422)
-//	69  the sidecar or store is unavailable (or status found its store not
-//	    ready), or the server at --addr did not answer like a sidecar
-//	70  release: the owner (and token) did not hold the task, so nothing was released
-//	75  claim: another owner holds the task
-//	77  the sidecar refused the credentials (401), or the task is reserved (403)
-//	78  claim: the task is not declared and declarations are required
+// The statuses are leasehold's one table for every command (package
+// internal/exitcode, shown in the README's "Exit status"): 0 done, 1 get
+// found no live lease (or another failure), 64 usage or input refused,
+// 69 unavailable or not a sidecar (watch included), 70 release released
+// nothing, 75 claim found the task held, 77 credentials refused or not
+// permitted, 78 claim of an undeclared task.
 package opcli

@@ -4,62 +4,43 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/leasehold/leasehold/client/leaserun"
-	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 )
 
-// Exit statuses (see the package documentation).
-const (
-	ExitOK          = 0
-	ExitFailed      = 1
-	ExitNoLease     = 1
-	ExitUsage       = leaserun.ExitUsage
-	ExitUnavailable = leaserun.ExitUnavailable
-	ExitNotReleased = leaserun.ExitLost
-	ExitHeld        = leaserun.ExitHeld
-	ExitNoPerm      = leaserun.ExitNoPerm
-	ExitUndeclared  = leaserun.ExitUndeclared
-)
+// The exit statuses are exitcode's, the binary's one table (see the
+// package documentation); this file only says which message goes with an
+// error.
 
-// exitError is a failure with the exit status it calls for.
-type exitError struct {
-	code int
-	err  error
-	// told: stdout has said it already (a model outcome such as "held"),
-	// so nothing more goes to stderr.
-	told bool
-}
+// toldError is a failure stdout has said already (a model outcome such as
+// "held"), so nothing more goes to stderr.
+type toldError struct{ err error }
 
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
+func (e *toldError) Error() string { return e.err.Error() }
+func (e *toldError) Unwrap() error { return e.err }
 
+// told is err with the exit status code, already said on stdout.
+func told(code int, err error) error { return &toldError{exitcode.With(code, err)} }
+
+// withCode is a new error with the exit status code.
 func withCode(code int, format string, a ...any) error {
-	return &exitError{code: code, err: fmt.Errorf(format, a...)}
+	return exitcode.With(code, fmt.Errorf(format, a...))
 }
 
-// exitCode is the status err calls for: its own when it has one, else the
-// one its leasecore outcome maps to.
-func exitCode(err error) int {
-	var ee *exitError
-	switch {
-	case err == nil:
-		return ExitOK
-	case errors.As(err, &ee):
-		return ee.code
-	case errors.Is(err, leasecore.ErrUnavailable):
-		return ExitUnavailable
-	case errors.Is(err, leasecore.ErrHeld):
-		return ExitHeld
-	case errors.Is(err, leasecore.ErrUndeclared):
-		return ExitUndeclared
-	case errors.Is(err, leasecore.ErrReserved), errors.Is(err, leasecore.ErrForbidden):
-		return ExitNoPerm
-	case errors.Is(err, leasecore.ErrInvalid):
-		return ExitUsage
-	default:
-		return ExitFailed
-	}
+// reworded is err in the operator's words: msg is its message, and its
+// chain is err's, so exitcode.Of finds the outcome behind it.
+type reworded struct {
+	msg string
+	err error
+}
+
+func (e *reworded) Error() string { return e.msg }
+func (e *reworded) Unwrap() error { return e.err }
+
+// isTold reports whether err was said on stdout already.
+func isTold(err error) bool {
+	var t *toldError
+	return errors.As(err, &t)
 }
 
 // message is err as the operator reads it: any credential masked, and any

@@ -14,6 +14,7 @@ import (
 	"github.com/leasehold/leasehold/client/leaserun"
 	"github.com/leasehold/leasehold/client/opcli"
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/internal/harness/testsidecar"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
@@ -133,7 +134,7 @@ type verbCase struct {
 
 var verbCases = []verbCase{
 	{[]string{"status"}, "GET /v1/status", statusJSON, 0},
-	{[]string{"get", "t"}, "GET /v1/leases/t", `{"held":false}`, opcli.ExitNoLease},
+	{[]string{"get", "t"}, "GET /v1/leases/t", `{"held":false}`, exitcode.Failure},
 	{[]string{"list"}, "GET /v1/leases", `{"leases":[]}`, 0},
 	{[]string{"history", "t"}, "GET /v1/leases/t/history", `{"events":[]}`, 0},
 	{[]string{"claim", "t", "--owner", "w1"}, "POST /v1/leases/t/claim", `{"acquired":true,"lease":` + leaseJSON("t", "w1", "") + `}`, 0},
@@ -179,10 +180,10 @@ func TestNotASidecar(t *testing.T) {
 						args = append(args, "--json")
 					}
 					r := leasehold(t, nil, vc.args[0], args...)
-					if r.code != opcli.ExitUnavailable || r.stdout != "" ||
+					if r.code != exitcode.Unavailable || r.stdout != "" ||
 						!strings.Contains(r.stderr, "the server at "+hs.URL+" did not answer like a leasehold sidecar") {
 						t.Errorf("%s (json %v) answered %s: exit %d, want %d and nothing printed\nstdout: %s\nstderr: %s",
-							vc.args[0], asJSON, b.name, r.code, opcli.ExitUnavailable, r.stdout, r.stderr)
+							vc.args[0], asJSON, b.name, r.code, exitcode.Unavailable, r.stdout, r.stderr)
 					}
 				}
 			}
@@ -208,8 +209,8 @@ func TestNotASidecarSemantics(t *testing.T) {
 	} {
 		hs := fakeSidecar(t, tc.routes)
 		r := leasehold(t, nil, tc.args[0], append(tc.args[1:], "--addr", hs.URL)...)
-		if r.code != opcli.ExitUnavailable || r.stdout != "" || !strings.Contains(r.stderr, "did not answer like a leasehold sidecar") {
-			t.Errorf("%s: exit %d, want %d and nothing printed\nstdout: %s\nstderr: %s", tc.name, r.code, opcli.ExitUnavailable, r.stdout, r.stderr)
+		if r.code != exitcode.Unavailable || r.stdout != "" || !strings.Contains(r.stderr, "did not answer like a leasehold sidecar") {
+			t.Errorf("%s: exit %d, want %d and nothing printed\nstdout: %s\nstderr: %s", tc.name, r.code, exitcode.Unavailable, r.stdout, r.stderr)
 		}
 	}
 	// A value this build does not know (a newer sidecar's kind of event)
@@ -223,7 +224,7 @@ func TestNotASidecarSemantics(t *testing.T) {
 	hs = fakeSidecar(t, map[string]fakeAnswer{"GET /v1/leases/t": {403, "application/problem+json",
 		`{"type":"urn:leasehold:problem:forbidden","title":"Forbidden","status":403,"detail":"credential ops may not read t"}`}})
 	r := leasehold(t, nil, "get", "t", "--addr", hs.URL)
-	r.expect(t, opcli.ExitNoPerm)
+	r.expect(t, exitcode.NoPerm)
 	if !strings.Contains(r.stderr, "credential ops may not read t") {
 		t.Errorf("a problem's refusal: stderr %q", r.stderr)
 	}
@@ -255,12 +256,12 @@ func TestHostileSidecarEscaped(t *testing.T) {
 		code int
 		want []string // in stdout+stderr
 	}{
-		{[]string{"status"}, opcli.ExitUnavailable, []string{"v" + shown, "not ready: d" + shown, "op" + shown}},
+		{[]string{"status"}, exitcode.Unavailable, []string{"v" + shown, "not ready: d" + shown, "op" + shown}},
 		{[]string{"get", "t"}, 0, []string{"o" + shown, "n" + shown}},
 		{[]string{"list"}, 0, []string{"t" + shown, "o" + shown, "n" + shown}},
 		{[]string{"history", "t"}, 0, []string{"o" + shown, "d" + shown}},
-		{[]string{"claim", "t", "--owner", "w1"}, opcli.ExitHeld, []string{"held by o" + shown + ", expires in "}},
-		{[]string{"release", "t", "--owner", "w1"}, opcli.ExitUsage, []string{"d" + shown}},
+		{[]string{"claim", "t", "--owner", "w1"}, exitcode.Held, []string{"held by o" + shown + ", expires in "}},
+		{[]string{"release", "t", "--owner", "w1"}, exitcode.Usage, []string{"d" + shown}},
 	} {
 		r := leasehold(t, nil, tc.args[0], append(tc.args[1:], "--addr", hs.URL)...)
 		r.expect(t, tc.code)
@@ -337,17 +338,17 @@ func TestAddrPasswordMasked(t *testing.T) {
 		code int
 	}{
 		{"status of a sidecar", withPassword(real.URL), false, 0},
-		{"a refusal", withPassword(locked.URL), false, opcli.ExitNoPerm},
-		{"unreachable", withPassword(stopped.URL), false, opcli.ExitUnavailable},
-		{"unreachable, from the environment", withPassword(stopped.URL), true, opcli.ExitUnavailable},
-		{"not a sidecar", withPassword(html.URL), false, opcli.ExitUnavailable},
-		{"port out of range", "http://user:secret@127.0.0.1:99999", false, opcli.ExitUsage},
-		{"port out of range, from the environment", "http://user:secret@127.0.0.1:99999", true, opcli.ExitUsage},
-		{"a port that does not parse", "http://user:secret@127.0.0.1:x", false, opcli.ExitUsage},
-		{"another scheme", "ftp://user:secret@127.0.0.1" + port, false, opcli.ExitUsage},
-		{"a path", withPassword(real.URL) + "/v1/leases", false, opcli.ExitUsage},
-		{"a query", withPassword(real.URL) + "/?password=secret", false, opcli.ExitUsage},
-		{"no scheme", "user:secret@127.0.0.1" + port, false, opcli.ExitUsage},
+		{"a refusal", withPassword(locked.URL), false, exitcode.NoPerm},
+		{"unreachable", withPassword(stopped.URL), false, exitcode.Unavailable},
+		{"unreachable, from the environment", withPassword(stopped.URL), true, exitcode.Unavailable},
+		{"not a sidecar", withPassword(html.URL), false, exitcode.Unavailable},
+		{"port out of range", "http://user:secret@127.0.0.1:99999", false, exitcode.Usage},
+		{"port out of range, from the environment", "http://user:secret@127.0.0.1:99999", true, exitcode.Usage},
+		{"a port that does not parse", "http://user:secret@127.0.0.1:x", false, exitcode.Usage},
+		{"another scheme", "ftp://user:secret@127.0.0.1" + port, false, exitcode.Usage},
+		{"a path", withPassword(real.URL) + "/v1/leases", false, exitcode.Usage},
+		{"a query", withPassword(real.URL) + "/?password=secret", false, exitcode.Usage},
+		{"no scheme", "user:secret@127.0.0.1" + port, false, exitcode.Usage},
 	} {
 		for _, verb := range [][]string{{"status"}, {"get", "t"}, {"list"}, {"history", "t"}, {"claim", "t"}, {"release", "t", "--owner", "w"}} {
 			args, env := verb[1:len(verb):len(verb)], map[string]string(nil)
@@ -363,7 +364,7 @@ func TestAddrPasswordMasked(t *testing.T) {
 			if out := r.stdout + r.stderr; strings.Contains(out, "secret") {
 				t.Errorf("%s, %s: the password is in the output:\n%s", tc.name, verb[0], out)
 			}
-			if verb[0] == "status" && tc.code != 0 && tc.code != opcli.ExitNoPerm && !strings.Contains(r.stderr, "xxxxx@") {
+			if verb[0] == "status" && tc.code != 0 && tc.code != exitcode.NoPerm && !strings.Contains(r.stderr, "xxxxx@") {
 				t.Errorf("%s, %s: the address is not named, masked:\n%s", tc.name, verb[0], r.stderr)
 			}
 		}
@@ -412,23 +413,23 @@ func TestAddrUsage(t *testing.T) {
 			}
 			for _, verb := range [][]string{{"get", "t"}, {"list"}, {"watch"}} {
 				r := leasehold(t, environ, verb[0], append(verb[1:len(verb):len(verb)], args...)...)
-				if r.code != opcli.ExitUsage || !strings.Contains(r.stderr, name) || !strings.Contains(r.stderr, tc.why) || !strings.Contains(r.stderr, cli.AddrRule) {
+				if r.code != exitcode.Usage || !strings.Contains(r.stderr, name) || !strings.Contains(r.stderr, tc.why) || !strings.Contains(r.stderr, cli.AddrRule) {
 					t.Errorf("%s %s %q: exit %d, stderr %q; want 64 naming %s, %q and the rule", verb[0], name, tc.addr, r.code, r.stderr, name, tc.why)
 				}
 			}
 			var stdout, stderr bytes.Buffer
 			code := leaserun.Main(t.Context(), append(args, "--task", "t", "--", "true"), func(k string) string { return environ[k] }, nil, &stdout, &stderr)
-			if code != leaserun.ExitUsage || !strings.Contains(stderr.String(), name) || !strings.Contains(stderr.String(), tc.why) || !strings.Contains(stderr.String(), cli.AddrRule) {
+			if code != exitcode.Usage || !strings.Contains(stderr.String(), name) || !strings.Contains(stderr.String(), tc.why) || !strings.Contains(stderr.String(), cli.AddrRule) {
 				t.Errorf("leasehold run %s %q: exit %d, stderr %q; want 64 naming %s, %q and the rule", name, tc.addr, code, stderr.String(), name, tc.why)
 			}
 		}
 	}
 	// What one takes the other takes: both then find no sidecar there.
 	for _, addr := range []string{stopped.URL, stopped.URL + "/", strings.Replace(stopped.URL, "127.0.0.1", "localhost", 1)} {
-		leasehold(t, nil, "get", "t", "--addr", addr).expect(t, opcli.ExitUnavailable)
+		leasehold(t, nil, "get", "t", "--addr", addr).expect(t, exitcode.Unavailable)
 		var stdout, stderr bytes.Buffer
-		if code := leaserun.Main(t.Context(), []string{"--addr", addr, "--task", "t", "--", "true"}, func(string) string { return "" }, nil, &stdout, &stderr); code != leaserun.ExitUnavailable {
-			t.Errorf("leasehold run --addr %s: exit %d, want %d: %s", addr, code, leaserun.ExitUnavailable, stderr.String())
+		if code := leaserun.Main(t.Context(), []string{"--addr", addr, "--task", "t", "--", "true"}, func(string) string { return "" }, nil, &stdout, &stderr); code != exitcode.Unavailable {
+			t.Errorf("leasehold run --addr %s: exit %d, want %d: %s", addr, code, exitcode.Unavailable, stderr.String())
 		}
 	}
 }

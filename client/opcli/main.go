@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasehold/leasehold/client/leaserun"
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar/api"
@@ -61,7 +62,7 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 	run, positional, ok := v.register(verb, fs)
 	if !ok {
 		fmt.Fprintf(stderr, "leasehold: unknown command %q\n", verb)
-		return ExitUsage
+		return exitcode.Usage
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: %s%s [flags]\n\nFlags (--addr, --store and --token-file also from LEASEHOLD_ADDR, LEASEHOLD_STORE, LEASEHOLD_TOKEN_FILE):\n",
@@ -71,7 +72,7 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 	usageError := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, name+": "+format+"\n", a...)
 		fmt.Fprintf(stderr, "Run '%s -h' for its flags.\n", name)
-		return ExitUsage
+		return exitcode.Usage
 	}
 
 	// Flags may come before or after TASK: parse, take one argument, go on.
@@ -81,9 +82,9 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 			if errors.Is(err, flag.ErrHelp) {
 				fs.SetOutput(stdout)
 				fs.Usage()
-				return ExitOK
+				return exitcode.OK
 			}
-			return ExitUsage
+			return exitcode.Usage
 		}
 		if fs.NArg() == 0 {
 			break
@@ -144,7 +145,7 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 		sb, err := openStore(ctx, o.store, verb == "claim" || verb == "release")
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %s\n", name, message(err))
-			return exitCode(err)
+			return exitcode.Of(err)
 		}
 		defer sb.close()
 		b = sb
@@ -167,11 +168,10 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 		b = newClient(ep, token, stderr)
 	}
 	err := run(ctx, b, &o, &v)
-	var ee *exitError
-	if err != nil && !(errors.As(err, &ee) && ee.told) {
+	if err != nil && !isTold(err) {
 		fmt.Fprintf(stderr, "%s: %s\n", name, message(err))
 	}
-	return exitCode(err)
+	return exitcode.Of(err)
 }
 
 // verbFlags are the verbs' own flags and argument.

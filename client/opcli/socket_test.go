@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leasehold/leasehold/client/opcli"
+	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/internal/harness/testsidecar"
 	"github.com/leasehold/leasehold/sidecar"
 )
@@ -31,7 +31,7 @@ func TestOverAUnixSocket(t *testing.T) {
 	missing := "unix:" + filepath.Join(dir, "none.sock")
 	for _, verb := range [][]string{{"status"}, {"get", "t"}, {"watch"}} {
 		r := leasehold(t, nil, verb[0], append(verb[1:], "--addr", missing)...)
-		r.expect(t, opcli.ExitUnavailable)
+		r.expect(t, exitcode.Unavailable)
 		if !strings.Contains(r.stderr, "sidecar "+missing+" unavailable") {
 			t.Errorf("%v on a socket nobody serves on: stderr %q, want it named", verb, r.stderr)
 		}

@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/internal/version"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
@@ -28,7 +29,7 @@ type storeBackend struct {
 func openStore(ctx context.Context, raw string, write bool) (*storeBackend, error) {
 	name := storeurl.Redact(raw)
 	if path, missing := cli.MissingSQLiteFile(raw); missing && !write {
-		return nil, withCode(ExitUnavailable, "store %s: no database file at %s (check --store, or create it with `leasehold migrate --store URL`)", name, path)
+		return nil, withCode(exitcode.Unavailable, "store %s: no database file at %s (check --store, or create it with `leasehold migrate --store URL`)", name, path)
 	}
 	var store leasecore.Store
 	var err error
@@ -85,7 +86,7 @@ func (s *storeBackend) status(ctx context.Context, o *options) error {
 		_ = tw.Flush()
 	}
 	if err != nil {
-		return &exitError{code: ExitUnavailable, told: true, err: errors.New("the store is not ready")}
+		return told(exitcode.Unavailable, errors.New("the store is not ready"))
 	}
 	return nil
 }
@@ -185,7 +186,7 @@ func (s *storeBackend) watch(ctx context.Context, v *verbFlags, emit func(api.Ev
 				}
 				if err := emit(api.FromEvent(&e)); err != nil {
 					w.Close()
-					return &exitError{code: ExitFailed, err: err}
+					return exitcode.With(exitcode.Failure, err)
 				}
 				after = e.ID
 			}

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
@@ -37,7 +38,7 @@ func runGet(ctx context.Context, b backend, o *options, v *verbFlags) error {
 		fmt.Fprintf(o.stdout, "%s: no live lease\n", v.task)
 	}
 	if lease == nil {
-		return &exitError{code: ExitNoLease, told: true, err: fmt.Errorf("task %q has no live lease", v.task)}
+		return told(exitcode.Failure, fmt.Errorf("task %q has no live lease", v.task))
 	}
 	return nil
 }
@@ -144,7 +145,7 @@ func runClaim(ctx context.Context, b backend, o *options, v *verbFlags) error {
 			fmt.Fprintf(o.stdout, "%s is held by %s, expires in %s (%s)\n", v.task, display(held.Holder.Owner),
 				millisText(held.Holder.TtlRemainingMs), display(held.Holder.ExpiresAt))
 		}
-		return &exitError{code: ExitHeld, told: true, err: fmt.Errorf("task %q is held by %q", v.task, held.Holder.Owner)}
+		return told(exitcode.Held, fmt.Errorf("task %q is held by %q", v.task, held.Holder.Owner))
 	}
 	if o.json {
 		return printJSON(o.stdout, api.ClaimAcquired{Acquired: true, Lease: *lease})
@@ -155,7 +156,7 @@ func runClaim(ctx context.Context, b backend, o *options, v *verbFlags) error {
 
 func runRelease(ctx context.Context, b backend, o *options, v *verbFlags) error {
 	if v.owner == "" {
-		return withCode(ExitUsage, "--owner is required: the owner that holds the lease")
+		return withCode(exitcode.Usage, "--owner is required: the owner that holds the lease")
 	}
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
@@ -173,7 +174,7 @@ func runRelease(ctx context.Context, b backend, o *options, v *verbFlags) error 
 		fmt.Fprintf(o.stdout, "%s: not released: %s\n", v.task, notHeld(v))
 	}
 	if !released {
-		return &exitError{code: ExitNotReleased, told: true, err: fmt.Errorf("nothing released: %s", notHeld(v))}
+		return told(exitcode.Lost, fmt.Errorf("nothing released: %s", notHeld(v)))
 	}
 	return nil
 }

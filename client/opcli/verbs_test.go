@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/client/opcli"
+	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/internal/harness/pgtest"
 	"github.com/leasehold/leasehold/internal/harness/testsidecar"
 	"github.com/leasehold/leasehold/leasecore"
@@ -47,11 +48,11 @@ func TestVerbs(t *testing.T) {
 		r = run("claim", "nightly", "--owner", "w1", "--ttl", "30s", "--note", "hello there")
 		r.expect(t, 0, "owner     w1\n", "token     1\n", "expires   in 30s (", "ttl       30s\n", "note      hello there\n")
 		held := run("claim", "--json", "nightly", "--owner", "w2")
-		held.expect(t, opcli.ExitHeld)
+		held.expect(t, exitcode.Held)
 		if h := decode[api.ClaimHeld](t, held); h.Reason != api.Held || h.Holder.Owner != "w1" || h.Holder.TtlRemainingMs <= 0 {
 			t.Errorf("claim of a held task, --json: %+v", h)
 		}
-		run("claim", "nightly", "--owner", "w2").expect(t, opcli.ExitHeld, "nightly is held by w1, expires in ")
+		run("claim", "nightly", "--owner", "w2").expect(t, exitcode.Held, "nightly is held by w1, expires in ")
 		r = run("claim", "billing/a", "--owner", "w1", "--json")
 		r.expect(t, 0)
 		if c := decode[api.ClaimAcquired](t, r); !bool(c.Acquired) || c.Lease.Task != "billing/a" || c.Lease.Token != 1 || c.Lease.TtlMs != 30000 {
@@ -63,7 +64,7 @@ func TestVerbs(t *testing.T) {
 		if c := decode[api.ClaimAcquired](t, r); !strings.Contains(c.Lease.Owner, "#") {
 			t.Errorf("claim without --owner: owner %q, want host#pid#random", c.Lease.Owner)
 		}
-		run("claim", "leasehold:prune", "--owner", "w1").expect(t, opcli.ExitNoPerm)
+		run("claim", "leasehold:prune", "--owner", "w1").expect(t, exitcode.NoPerm)
 
 		// get
 		run("get", "nightly").expect(t, 0, "task      nightly\n", "owner     w1\n", "renewed   ")
@@ -91,9 +92,9 @@ func TestVerbs(t *testing.T) {
 		run("list", "--prefix", "zzz").expect(t, 0, "no live leases\n")
 
 		// release: not held, wrong token, then released
-		run("release", "nightly", "--owner", "w2").expect(t, opcli.ExitNotReleased, "not released: w2 holds no live lease")
+		run("release", "nightly", "--owner", "w2").expect(t, exitcode.Lost, "not released: w2 holds no live lease")
 		r = run("release", "nightly", "--owner", "w1", "--token", "9", "--json")
-		r.expect(t, opcli.ExitNotReleased)
+		r.expect(t, exitcode.Lost)
 		if rr := decode[api.ReleaseResult](t, r); rr.Released {
 			t.Error("release with a wrong token: released")
 		}
@@ -105,9 +106,9 @@ func TestVerbs(t *testing.T) {
 		run("release", "billing/a", "--owner", "w1").expect(t, 0, "released billing/a\n")
 
 		// get of a task with no live lease: 1
-		run("get", "nightly").expect(t, opcli.ExitNoLease, "nightly: no live lease\n")
+		run("get", "nightly").expect(t, exitcode.Failure, "nightly: no live lease\n")
 		r = run("get", "nightly", "--json")
-		r.expect(t, opcli.ExitNoLease)
+		r.expect(t, exitcode.Failure)
 		if s := decode[api.LeaseState](t, r); s.Held || s.Lease != nil {
 			t.Errorf("get --json of a released task: %+v", s)
 		}
@@ -135,18 +136,18 @@ func TestUnavailable(t *testing.T) {
 	stopped.Close()
 	for _, verb := range [][]string{{"status"}, {"get", "t"}, {"list"}, {"history", "t"}, {"claim", "t"}, {"release", "t", "--owner", "w"}, {"watch"}} {
 		r := leasehold(t, nil, verb[0], append(verb[1:], "--addr", stopped.URL)...)
-		r.expect(t, opcli.ExitUnavailable)
+		r.expect(t, exitcode.Unavailable)
 		if !strings.Contains(r.stderr, "unavailable") {
 			t.Errorf("%v on a stopped sidecar: stderr %q", verb, r.stderr)
 		}
 	}
 	missing := "sqlite:" + filepath.Join(t.TempDir(), "missing", "x.db")
-	leasehold(t, nil, "get", "t", "--store", missing).expect(t, opcli.ExitUnavailable)
-	leasehold(t, nil, "claim", "t", "--store", missing).expect(t, opcli.ExitUnavailable)
+	leasehold(t, nil, "get", "t", "--store", missing).expect(t, exitcode.Unavailable)
+	leasehold(t, nil, "claim", "t", "--store", missing).expect(t, exitcode.Unavailable)
 	// Reading a store that is not there creates nothing.
 	noFile := filepath.Join(t.TempDir(), "none.db")
 	r := leasehold(t, nil, "status", "--store", "sqlite:"+noFile)
-	r.expect(t, opcli.ExitUnavailable)
+	r.expect(t, exitcode.Unavailable)
 	if _, err := os.Stat(noFile); err == nil || !strings.Contains(r.stderr, "leasehold migrate") {
 		t.Errorf("status of a missing SQLite file: created it, or no hint (%q)", r.stderr)
 	}
@@ -157,7 +158,7 @@ func TestUnavailable(t *testing.T) {
 	}
 	bare := "sqlite:" + bareFile
 	r = leasehold(t, nil, "status", "--store", bare, "--json")
-	r.expect(t, opcli.ExitUnavailable)
+	r.expect(t, exitcode.Unavailable)
 	if st := decode[opcli.StoreStatus](t, r); st.Schema != "missing" || st.Store.Ready || !strings.Contains(st.Store.Detail, "leasehold migrate") {
 		t.Errorf("status of a store without schema: %+v", st)
 	}
@@ -170,7 +171,7 @@ func TestUnavailablePostgres(t *testing.T) {
 	closed := strings.Replace(pgtest.ClosedURL(t), "leasehold@", "leasehold:"+secret+"@", 1)
 	for _, verb := range [][]string{{"status"}, {"get", "t"}, {"claim", "t"}} {
 		r := leasehold(t, nil, verb[0], append(verb[1:], "--store", closed)...)
-		r.expect(t, opcli.ExitUnavailable)
+		r.expect(t, exitcode.Unavailable)
 		if strings.Contains(r.stdout+r.stderr, secret) {
 			t.Errorf("%v: the password is in the output:\n%s%s", verb, r.stdout, r.stderr)
 		}
@@ -191,15 +192,15 @@ func TestCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, verb := range [][]string{{"status"}, {"get", "t"}, {"list"}, {"claim", "t"}, {"watch"}} {
-		leasehold(t, nil, verb[0], append(verb[1:], "--addr", hs.URL)...).expect(t, opcli.ExitNoPerm)
-		leasehold(t, nil, verb[0], append(verb[1:], "--addr", hs.URL, "--token-file", wrong)...).expect(t, opcli.ExitNoPerm)
+		leasehold(t, nil, verb[0], append(verb[1:], "--addr", hs.URL)...).expect(t, exitcode.NoPerm)
+		leasehold(t, nil, verb[0], append(verb[1:], "--addr", hs.URL, "--token-file", wrong)...).expect(t, exitcode.NoPerm)
 	}
 	env := map[string]string{"LEASEHOLD_ADDR": hs.URL, "LEASEHOLD_TOKEN_FILE": right}
 	leasehold(t, env, "claim", "t", "--owner", "w1").expect(t, 0, "owner     w1\n")
 	// LEASEHOLD_OWNER and LEASEHOLD_TOKEN are leasehold run's outputs: a
 	// release never takes them for its flags.
 	env["LEASEHOLD_OWNER"], env["LEASEHOLD_TOKEN"] = "w1", "1"
-	leasehold(t, env, "release", "t").expect(t, opcli.ExitUsage)
+	leasehold(t, env, "release", "t").expect(t, exitcode.Usage)
 	// --store on the command line wins over LEASEHOLD_ADDR, and
 	// LEASEHOLD_TOKEN_FILE, for a sidecar, is left aside.
 	leasehold(t, env, "list", "--store", migrated(t, testsidecar.SQLiteURL(t))).expect(t, 0, "no live leases\n")
@@ -210,7 +211,7 @@ func TestUndeclared(t *testing.T) {
 	t.Parallel()
 	hs := sidecarOn(t, testsidecar.OpenStore(t, testsidecar.SQLiteURL(t)), "", true)
 	r := leasehold(t, nil, "claim", "nightly", "--addr", hs.URL)
-	r.expect(t, opcli.ExitUndeclared)
+	r.expect(t, exitcode.Undeclared)
 	if !strings.Contains(r.stderr, "declare") {
 		t.Errorf("stderr: %q", r.stderr)
 	}
@@ -248,7 +249,7 @@ func TestUsage(t *testing.T) {
 		{"list", []string{"--bogus"}, nil, "flag provided but not defined"},
 	} {
 		r := leasehold(t, tc.env, tc.verb, tc.args...)
-		if r.code != opcli.ExitUsage || !strings.Contains(r.stderr, tc.stderr) {
+		if r.code != exitcode.Usage || !strings.Contains(r.stderr, tc.stderr) {
 			t.Errorf("%s %v: exit %d, stderr %q; want 64 and %q", tc.verb, tc.args, r.code, r.stderr, tc.stderr)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/internal/harness/lockedbuf"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
@@ -58,8 +59,8 @@ func TestWatchSilentStream(t *testing.T) {
 			}()
 			err = c.watch(ctx, &verbFlags{since: -1}, func(api.Event) error { return nil }, func(int64) {}, func(int64, int64) {})
 			if !proven {
-				if err == nil || exitCode(err) != ExitUnavailable || !strings.Contains(err.Error(), "said nothing for") || ctx.Err() != nil {
-					t.Fatalf("watch of a silent first stream: %v (exit %d, context %v), want it to end, unavailable, saying so", err, exitCode(err), ctx.Err())
+				if err == nil || exitcode.Of(err) != exitcode.Unavailable || !strings.Contains(err.Error(), "said nothing for") || ctx.Err() != nil {
+					t.Fatalf("watch of a silent first stream: %v (exit %d, context %v), want it to end, unavailable, saying so", err, exitcode.Of(err), ctx.Err())
 				}
 				return
 			}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/client/opcli"
+	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/internal/harness/lockedbuf"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
@@ -145,12 +146,13 @@ func TestWatchFromNowResumesAtReady(t *testing.T) {
 	}
 }
 
-// A sidecar without the watch route: the first answer ends the command.
+// A sidecar without the watch route: the first answer ends the command,
+// with 69 as any answer that is not a sidecar's.
 func TestWatchRefused(t *testing.T) {
 	t.Parallel()
 	hs := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(hs.Close)
-	leasehold(t, nil, "watch", "--addr", hs.URL).expect(t, opcli.ExitFailed)
+	leasehold(t, nil, "watch", "--addr", hs.URL).expect(t, exitcode.Unavailable)
 }
 
 // watch on a real sidecar and straight on a store, both stores: the
@@ -305,8 +307,8 @@ func TestWatchNotASidecar(t *testing.T) {
 			defer cancel()
 			var stdout, stderr bytes.Buffer
 			code := opcli.Main(ctx, "watch", []string{"--addr", hs.URL}, func(string) string { return "" }, &stdout, &stderr)
-			if code != opcli.ExitFailed || ctx.Err() != nil {
-				t.Fatalf("exit %d (context: %v), want %d at once; stderr:\n%s", code, ctx.Err(), opcli.ExitFailed, stderr.String())
+			if code != exitcode.Unavailable || ctx.Err() != nil {
+				t.Fatalf("exit %d (context: %v), want %d at once; stderr:\n%s", code, ctx.Err(), exitcode.Unavailable, stderr.String())
 			}
 			if msg := stderr.String(); !strings.Contains(msg, "not a leasehold sidecar") || !strings.Contains(msg, c.says) {
 				t.Errorf("stderr does not say what is wrong (want %q):\n%s", c.says, msg)
@@ -352,8 +354,8 @@ func TestWatchServerNeverAnswers(t *testing.T) {
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	code := opcli.Main(ctx, "watch", []string{"--addr", "http://" + l.Addr().String()}, func(string) string { return "" }, &stdout, &stderr)
-	if code != opcli.ExitUnavailable || ctx.Err() != nil {
-		t.Fatalf("exit %d (context: %v), want %d before the test's deadline; stderr:\n%s", code, ctx.Err(), opcli.ExitUnavailable, stderr.String())
+	if code != exitcode.Unavailable || ctx.Err() != nil {
+		t.Fatalf("exit %d (context: %v), want %d before the test's deadline; stderr:\n%s", code, ctx.Err(), exitcode.Unavailable, stderr.String())
 	}
 	if !strings.Contains(stderr.String(), "did not answer") {
 		t.Errorf("stderr: %s", stderr.String())

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/sidecar/auth"
 )
 
@@ -33,7 +34,7 @@ func (p *prefixList) Set(v string) error { *p = append(*p, v); return nil }
 func credentials(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, credentialsUsage)
-		return exitUsage
+		return exitcode.Usage
 	}
 	switch args[0] {
 	case "new":
@@ -45,13 +46,13 @@ func credentials(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return fail(stderr, "credentials hash", fmt.Errorf("the token on stdin: %w", err))
 		}
 		fmt.Fprintln(stdout, auth.TokenHash(tok))
-		return exitOK
+		return exitcode.OK
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, credentialsUsage)
-		return exitOK
+		return exitcode.OK
 	}
 	fmt.Fprintf(stderr, "%s credentials: unknown subcommand %q\n\n%s", programName, args[0], credentialsUsage)
-	return exitUsage
+	return exitcode.Usage
 }
 
 func newCredential(args []string, stdout, stderr io.Writer) int {
@@ -66,13 +67,13 @@ func newCredential(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&file, "file", "", "the credentials file to add it to (`path`)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
+			return exitcode.OK
 		}
-		return exitUsage
+		return exitcode.Usage
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		return exitUsage
+		return exitcode.Usage
 	}
 	token, err := auth.NewToken()
 	if err != nil {
@@ -82,19 +83,19 @@ func newCredential(args []string, stdout, stderr io.Writer) int {
 	// The entry is checked as the sidecar will read it: alone, then in the file.
 	if _, err := auth.ParseFile(mustJSON(auth.File{Credentials: []auth.FileCredential{entry}})); err != nil {
 		fmt.Fprintf(stderr, "%s: %s\n", fs.Name(), err)
-		return exitUsage
+		return exitcode.Usage
 	}
 	if file == "" {
 		fmt.Fprintf(stderr, "add this to the \"credentials\" list of the sidecar's --credentials-file:\n%s\n", mustJSON(entry))
 		fmt.Fprintln(stdout, token)
-		return exitOK
+		return exitcode.OK
 	}
 	if err := addCredential(file, entry); err != nil {
 		return fail(stderr, "credentials new", err)
 	}
 	fmt.Fprintf(stderr, "added credential %q to %s; its token follows, shown only this once\n", name, file)
 	fmt.Fprintln(stdout, token)
-	return exitOK
+	return exitcode.OK
 }
 
 // addCredential adds entry to the credentials file at path (a new file

@@ -17,9 +17,9 @@
 //
 // Every flag is also read from LEASEHOLD_<FLAG> (LEASEHOLD_LISTEN,
 // LEASEHOLD_STORE, LEASEHOLD_TOKEN_FILE, LEASEHOLD_LOG_FORMAT); the command
-// line wins over the environment. Exit status: 0 on success, 1 when the
-// command failed, 2 for a usage error; `run` and the operator commands have
-// their own (see leaserun and opcli).
+// line wins over the environment. Every verb exits with a status of the one
+// table in internal/exitcode (64 for a usage error, 69 for a store or
+// sidecar that is unavailable, …), which the README's "Exit status" shows.
 package main
 
 import (
@@ -36,12 +36,13 @@ import (
 	"github.com/leasehold/leasehold/client/leaserun"
 	"github.com/leasehold/leasehold/client/opcli"
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/internal/version"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar"
 )
 
-const usage = `leasehold hands named tasks to one owner at a time, for a TTL, with a fencing token.
+var usage = `leasehold hands named tasks to one owner at a time, for a TTL, with a fencing token.
 
 Usage:
   leasehold serve   [--listen 127.0.0.1:7411 | --listen unix:PATH [--listen-mode 0660]]
@@ -63,7 +64,7 @@ Usage:
                     run COMMAND while holding the lease on task T
 
 Operator commands, against a sidecar (--addr, the default) or a store (--store);
-human-readable, or the API's JSON with --json; exit statuses as run's:
+human-readable, or the API's JSON with --json:
 ` + opcli.Usage + `
   leasehold credentials new --name N --prefix P --right read|hold|admin [--file PATH]
                     make a named, scoped token for --credentials-file (leasehold credentials -h)
@@ -75,15 +76,11 @@ Sidecars (--addr): http://HOST:PORT (the default, http://127.0.0.1:7411) or unix
 Every flag is also read from LEASEHOLD_<FLAG>, e.g. LEASEHOLD_STORE, LEASEHOLD_TOKEN_FILE;
 the command line wins (the operator commands read only LEASEHOLD_ADDR, LEASEHOLD_STORE and
 LEASEHOLD_TOKEN_FILE). Run 'leasehold COMMAND -h' for a command's flags.
-`
 
-// Exit statuses.
-const (
-	exitOK      = 0
-	exitFailed  = 1
-	exitUsage   = 2
-	programName = "leasehold"
-)
+Exit status, for every command:
+` + exitcode.Help()
+
+const programName = "leasehold"
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
@@ -93,15 +90,15 @@ func main() {
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return exitUsage
+		return exitcode.Usage
 	}
 	switch verb, rest := args[0], args[1:]; verb {
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
-		return exitOK
+		return exitcode.OK
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "leasehold %s\n", version.String())
-		return exitOK
+		return exitcode.OK
 	case "serve":
 		return serve(rest, getenv, stderr)
 	case "migrate":
@@ -118,23 +115,25 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return opcli.Main(ctx, verb, rest, getenv, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "%s: unknown command %q\n\n%s", programName, verb, usage)
-		return exitUsage
+		return exitcode.Usage
 	}
 }
 
 func serve(args []string, getenv func(string) string, stderr io.Writer) int {
-	cfg := sidecar.DefaultConfig()
-	fs := newFlagSet("serve", stderr)
-	cfg.RegisterFlags(fs)
-	if code, ok := parse(fs, args, getenv, stderr); !ok {
-		return code
+	cfg, err := sidecar.ParseServeArgs(newFlagSet("serve", stderr), args, getenv)
+	if err != nil {
+		return parseFailed(err)
 	}
+	// A setting that breaks its rule (--listen off loopback without a
+	// token, a --log-format it does not know) is a usage error, as a bad
+	// flag value is for every verb. What serve finds only when it opens
+	// files and the store (the token file, the store) is Of's to judge.
 	if err := cfg.Validate(); err != nil {
-		return fail(stderr, "serve", err)
+		return fail(stderr, "serve", exitcode.With(exitcode.Usage, err))
 	}
 	log, err := cli.NewLogger(cfg.LogFormat, stderr)
 	if err != nil {
-		return fail(stderr, "serve", err)
+		return fail(stderr, "serve", exitcode.With(exitcode.Usage, err))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -145,7 +144,7 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) int {
 	if err := sidecar.Serve(ctx, cfg, log); err != nil {
 		return fail(stderr, "serve", err)
 	}
-	return exitOK
+	return exitcode.OK
 }
 
 // migrate runs `leasehold migrate`: storeCommand's flags, and
@@ -158,7 +157,7 @@ func migrate(args []string, getenv func(string) string, stderr io.Writer) int {
 	}, func(ctx context.Context, store string, log *slog.Logger) error {
 		roles, err := cli.ParseRoles(grant)
 		if err != nil {
-			return err
+			return exitcode.With(exitcode.Usage, err)
 		}
 		return cli.MigrateGranting(ctx, store, roles, log)
 	}, args, getenv, stderr)
@@ -173,19 +172,19 @@ func storeCommand(verb string, extra func(*flag.FlagSet), do func(context.Contex
 	if extra != nil {
 		extra(fs)
 	}
-	if code, ok := parse(fs, args, getenv, stderr); !ok {
-		return code
+	if err := cli.ParseArgs(fs, args, getenv); err != nil {
+		return parseFailed(err)
 	}
 	log, err := cli.NewLogger(cfg.LogFormat, stderr)
 	if err != nil {
-		return fail(stderr, verb, err)
+		return fail(stderr, verb, exitcode.With(exitcode.Usage, err))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := do(ctx, cfg.Store, log); err != nil {
 		return fail(stderr, verb, err)
 	}
-	return exitOK
+	return exitcode.OK
 }
 
 func newFlagSet(verb string, stderr io.Writer) *flag.FlagSet {
@@ -199,30 +198,18 @@ func newFlagSet(verb string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// parse parses the command line, then the environment for flags it did not
-// set. It reports the exit status when the program should stop.
-func parse(fs *flag.FlagSet, args []string, getenv func(string) string, stderr io.Writer) (int, bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK, false
-		}
-		return exitUsage, false
+// parseFailed is the exit status of a command line cli.ParseArgs refused
+// (it has said why): 0 for -h, else a usage error.
+func parseFailed(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return exitcode.OK
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		fs.Usage()
-		return exitUsage, false
-	}
-	if err := cli.ApplyEnv(fs, getenv); err != nil {
-		fmt.Fprintf(stderr, "%s: %s\n", fs.Name(), storeurl.Redact(err.Error()))
-		return exitUsage, false
-	}
-	return exitOK, true
+	return exitcode.Usage
 }
 
 // fail prints err, with any credential it quotes masked, and returns the
-// exit status of a failed command.
+// exit status it calls for.
 func fail(stderr io.Writer, verb string, err error) int {
 	fmt.Fprintf(stderr, "%s %s: %s\n", programName, verb, storeurl.Redact(err.Error()))
-	return exitFailed
+	return exitcode.Of(err)
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/internal/version"
 )
 
@@ -29,29 +30,29 @@ func TestCommandLine(t *testing.T) {
 		stderr     string
 		createFile string
 	}{
-		{name: "no args", args: nil, code: 2, stderr: "Usage:"},
+		{name: "no args", args: nil, code: exitcode.Usage, stderr: "Usage:"},
 		{name: "help", args: []string{"help"}, code: 0, stdout: "leasehold migrate"},
 		{name: "version", args: []string{"version"}, code: 0, stdout: "leasehold " + version.String() + "\n"},
 		{name: "--version", args: []string{"--version"}, code: 0, stdout: "leasehold " + version.String() + "\n"},
-		{name: "unknown verb", args: []string{"frobnicate"}, code: 2, stderr: `unknown command "frobnicate"`},
-		{name: "unknown flag", args: []string{"serve", "--bogus"}, code: 2, stderr: "flag provided but not defined"},
-		{name: "stray argument", args: []string{"serve", "extra"}, code: 2, stderr: `unexpected argument "extra"`},
+		{name: "unknown verb", args: []string{"frobnicate"}, code: exitcode.Usage, stderr: `unknown command "frobnicate"`},
+		{name: "unknown flag", args: []string{"serve", "--bogus"}, code: exitcode.Usage, stderr: "flag provided but not defined"},
+		{name: "stray argument", args: []string{"serve", "extra"}, code: exitcode.Usage, stderr: `unexpected argument "extra"`},
 		{name: "serve -h", args: []string{"serve", "-h"}, code: 0, stderr: "LEASEHOLD_STORE"},
 		{
-			name: "non-loopback without token", code: 1, stderr: "refusing to listen",
+			name: "non-loopback without token", code: exitcode.Usage, stderr: "refusing to listen",
 			args: []string{"serve", "--listen", "0.0.0.0:0", "--store", "sqlite:" + filepath.Join(dir, "a.db")},
 		},
 		{
-			name: "non-loopback from env", code: 1, stderr: "refusing to listen",
+			name: "non-loopback from env", code: exitcode.Usage, stderr: "refusing to listen",
 			args: []string{"serve", "--store", "sqlite:" + filepath.Join(dir, "b.db")},
 			env:  map[string]string{"LEASEHOLD_LISTEN": ":0"},
 		},
 		{
-			name: "bad log format from env", code: 1, stderr: "log-format",
+			name: "bad log format from env", code: exitcode.Usage, stderr: "log-format",
 			args: []string{"serve"}, env: map[string]string{"LEASEHOLD_LOG_FORMAT": "xml"},
 		},
 		{
-			name: "missing token file", code: 1, stderr: "token file",
+			name: "missing token file", code: exitcode.Failure, stderr: "token file",
 			args: []string{"serve", "--listen", "127.0.0.1:0", "--token-file", filepath.Join(dir, "none"), "--store", "sqlite:" + filepath.Join(dir, "c.db")},
 		},
 		{
@@ -63,7 +64,7 @@ func TestCommandLine(t *testing.T) {
 			args: []string{"migrate"}, env: map[string]string{"LEASEHOLD_STORE": "sqlite:" + filepath.Join(dir, "e.db")},
 		},
 		{
-			name: "migrate unreachable", code: 1, stderr: "leasehold migrate: migrate store sqlite:",
+			name: "migrate unreachable", code: exitcode.Unavailable, stderr: "leasehold migrate: migrate store sqlite:",
 			args: []string{"migrate", "--store", "sqlite:" + filepath.Join(dir, "missing", "x.db")},
 		},
 		{
@@ -71,7 +72,7 @@ func TestCommandLine(t *testing.T) {
 			args: []string{"migrate", "--store", "mysql://x"},
 		},
 		{
-			name: "serve missing directory", code: 1, stderr: "cannot open the database file",
+			name: "serve missing directory", code: exitcode.Unavailable, stderr: "cannot open the database file",
 			args: []string{"serve", "--listen", "127.0.0.1:0", "--store", "sqlite:" + filepath.Join(dir, "missing", "x.db")},
 		},
 		{

@@ -202,9 +202,11 @@ func serveConfig(t *testing.T, m manifests, c corev1.Container) (sidecar.Config,
 		t.Fatalf("%s: args %q, want leasehold serve", c.Name, c.Args)
 	}
 	env, fromSecret := m.environment(t, c)
-	cfg, fs, err := sidecar.ParseServeArgs(c.Args[1:], func(k string) string { return env[k] })
+	fs := flag.NewFlagSet(c.Name+" serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfg, err := sidecar.ParseServeArgs(fs, c.Args[1:], func(k string) string { return env[k] })
 	if err != nil {
-		t.Fatalf("%s: %v", c.Name, err)
+		t.Fatalf("%s: leasehold serve refuses its command line: %v", c.Name, err)
 	}
 	flags := map[string]bool{}
 	fs.VisitAll(func(f *flag.Flag) { flags[cli.EnvName(f.Name)] = true })

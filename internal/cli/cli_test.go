@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -39,6 +40,40 @@ func TestApplyEnv(t *testing.T) {
 	}
 	if EnvName("token-file") != "LEASEHOLD_TOKEN_FILE" || EnvName("log-format") != "LEASEHOLD_LOG_FORMAT" || EnvName("addr") != "LEASEHOLD_ADDR" {
 		t.Error("EnvName")
+	}
+}
+
+// ParseArgs: the command line wins over the environment; a stray argument
+// and a bad value from the environment are refused, said on the flag set's
+// output (a password in the value masked), and -h is flag.ErrHelp.
+func TestParseArgs(t *testing.T) {
+	t.Parallel()
+	parse := func(args []string, env map[string]string) (string, string, error) {
+		var out bytes.Buffer
+		fs := flag.NewFlagSet("leasehold migrate", flag.ContinueOnError)
+		fs.SetOutput(&out)
+		var c StoreConfig
+		c.RegisterFlags(fs)
+		fs.Int("limit", 1, "")
+		err := ParseArgs(fs, args, func(k string) string { return env[k] })
+		return c.Store, out.String(), err
+	}
+	store, _, err := parse([]string{"--store", "sqlite:flag.db"}, map[string]string{"LEASEHOLD_STORE": "sqlite:env.db", "LEASEHOLD_LOG_FORMAT": "json"})
+	if err != nil || store != "sqlite:flag.db" {
+		t.Errorf("store %q, %v; want the command line's", store, err)
+	}
+	if store, _, err := parse(nil, map[string]string{"LEASEHOLD_STORE": "sqlite:env.db"}); err != nil || store != "sqlite:env.db" {
+		t.Errorf("store %q, %v; want the environment's", store, err)
+	}
+	if _, out, err := parse([]string{"extra"}, nil); err == nil || !strings.Contains(out, `leasehold migrate: unexpected argument "extra"`) || !strings.Contains(out, "-store") {
+		t.Errorf("a stray argument: %v, output %q; want it refused, named, with the usage", err, out)
+	}
+	_, out, err := parse(nil, map[string]string{"LEASEHOLD_LIMIT": "postgres://u:s3cr3t@h/db"})
+	if err == nil || !strings.Contains(out, "LEASEHOLD_LIMIT") || strings.Contains(out+err.Error(), "s3cr3t") {
+		t.Errorf("a bad value from the environment: %v, output %q; want it refused, named, its password masked", err, out)
+	}
+	if _, _, err := parse([]string{"-h"}, nil); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v, want flag.ErrHelp", err)
 	}
 }
 
