@@ -40,7 +40,7 @@ func eachStore(t *testing.T, f func(t *testing.T, st leasecore.Store)) {
 
 func openStore(t *testing.T, url string) leasecore.Store {
 	t.Helper()
-	st, err := storeurl.Open(context.Background(), url)
+	st, err := storeurl.Open(context.Background(), storeurl.MustParse(url))
 	if err != nil {
 		t.Fatal(err)
 	}

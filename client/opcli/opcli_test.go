@@ -110,7 +110,7 @@ func sidecarOnSocket(t *testing.T, store leasecore.Store) string {
 // openStore opens the store at url, closed when t ends.
 func openStore(t *testing.T, url string) leasecore.Store {
 	t.Helper()
-	store, err := storeurl.Open(context.Background(), url)
+	store, err := storeurl.Open(context.Background(), storeurl.MustParse(url))
 	if err != nil {
 		t.Fatal(err)
 	}
