@@ -59,7 +59,7 @@ func exampleSidecar() (addr string, stop func()) {
 	if err != nil {
 		panic(err)
 	}
-	st, err := storeurl.Open(context.Background(), "sqlite:"+filepath.Join(dir, "leasehold.db"))
+	st, err := storeurl.Open(context.Background(), storeurl.MustParse("sqlite:"+filepath.Join(dir, "leasehold.db")))
 	if err != nil {
 		panic(err)
 	}

@@ -71,7 +71,7 @@ func TestProblemTableCoversServer(t *testing.T) {
 // documentation promises; so is each model answer.
 func TestProblemOutcomes(t *testing.T) {
 	t.Parallel()
-	st, err := storeurl.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "l.db"))
+	st, err := storeurl.Open(context.Background(), storeurl.MustParse("sqlite:"+filepath.Join(t.TempDir(), "l.db")))
 	if err != nil {
 		t.Fatal(err)
 	}

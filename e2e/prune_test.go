@@ -16,7 +16,7 @@ func openService(t *testing.T, url string) *leasecore.Service {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := storeurl.Open(ctx, url)
+	st, err := storeurl.Open(ctx, storeurl.MustParse(url))
 	if err != nil {
 		t.Fatalf("open %s: %v", url, err)
 	}

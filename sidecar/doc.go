@@ -50,9 +50,12 @@
 // grant leases": a read-only PostgreSQL, or an SQLite file that is read-only
 // or was deleted or replaced under the sidecar, is not ready.
 //
-// Every log line goes through storeurl.RedactAttr, and every store error
-// through the drivers' redaction, so no credential of the store URL reaches
-// a log or an answer.
+// The store URL is parsed once, into a storeurl.URL, which masks its
+// password wherever it is logged or printed; only the driver sees the
+// connection string. Every log line still goes through storeurl.RedactAttr,
+// and every store error through the drivers' redaction, as the last net for
+// texts no type guards (a driver error quoting a connection string), so no
+// credential of the store URL reaches a log or an answer.
 //
 // # Security
 //

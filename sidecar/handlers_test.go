@@ -10,6 +10,7 @@ import (
 	"time"
 
 	leasehold "github.com/leasehold/leasehold"
+	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
 
@@ -300,7 +301,7 @@ func TestMigrateUntilDoneRetries(t *testing.T) {
 	store := flakyMigrateStore{Store: openSQLite(t, false), calls: make(chan struct{}, 1)}
 	ts := startServer(t, withStore(store))
 	expectProblem(t, ts.get("/readyz"), http.StatusServiceUnavailable, problemUnavailable)
-	if err := ts.srv.MigrateUntilDone(t.Context(), "sqlite:test"); err != nil {
+	if err := ts.srv.MigrateUntilDone(t.Context(), storeurl.MustParse("sqlite:test")); err != nil {
 		t.Fatal(err)
 	}
 	if len(store.calls) != 1 {
@@ -315,7 +316,7 @@ func TestMigrateUntilDoneStopsWithContext(t *testing.T) {
 	ts := startServer(t, withStore(openUnreachable(t)))
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- ts.srv.MigrateUntilDone(ctx, "sqlite:unreachable") }()
+	go func() { done <- ts.srv.MigrateUntilDone(ctx, storeurl.MustParse("sqlite:unreachable")) }()
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("MigrateUntilDone after cancel: %v, want context.Canceled", err)

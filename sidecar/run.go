@@ -72,12 +72,15 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		book = b
 	}
-	storeName := storeurl.Redact(cfg.Store)
+	storeName, err := storeurl.Parse(cfg.Store)
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
 	if cfg.WatchStore != "" {
 		// Its value may hold a password: name the flag, not what it says.
 		log.Warn("--watch-store (LEASEHOLD_WATCH_STORE) is ignored and deprecated: the watch follows the store through --store, PgBouncer included; remove it")
 	}
-	store, err := storeurl.Open(ctx, cfg.Store)
+	store, err := storeurl.Open(ctx, storeName)
 	if err != nil {
 		return fmt.Errorf("open store %s: %w", storeName, err)
 	}
@@ -113,7 +116,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		log.Info("stopped before serving")
 		return nil
 	case storeurl.Unrecoverable(err):
-		return fmt.Errorf("store %s cannot be used: %w", storeName, storeurl.RedactError(err))
+		return fmt.Errorf("store %s cannot be used: %w", storeName, err)
 	default:
 		log.Error("store unavailable at start; serving 503 until a migration in the background succeeds",
 			"store", storeName, "err", err)

@@ -256,9 +256,9 @@ func (s *Server) Migrate(ctx context.Context) error {
 
 // MigrateUntilDone calls Migrate until it succeeds or ctx ends, waiting
 // between attempts (from 250 ms, doubling up to 10 s) and logging each
-// failure with storeName, which must already be redacted. Meanwhile readyz
+// failure with storeName (which masks its password). Meanwhile readyz
 // answers 503 and lease operations answer unavailable.
-func (s *Server) MigrateUntilDone(ctx context.Context, storeName string) error {
+func (s *Server) MigrateUntilDone(ctx context.Context, storeName storeurl.URL) error {
 	const firstRetry, maxRetry = 250 * time.Millisecond, 10 * time.Second
 	retry := backoff.New(firstRetry, maxRetry)
 	for attempt := 1; ; attempt++ {

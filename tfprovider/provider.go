@@ -31,7 +31,7 @@ const EnvStore = "LEASEHOLD_STORE"
 var Address = tfaddr.NewProvider(tfaddr.DefaultProviderRegistryHost, "leasehold", "leasehold").String()
 
 // opener opens the store a URL names; storeurl.Open outside tests.
-type opener func(ctx context.Context, url string) (leasecore.Store, error)
+type opener func(ctx context.Context, url storeurl.URL) (leasecore.Store, error)
 
 var _ provider.Provider = (*leaseholdProvider)(nil)
 
@@ -91,20 +91,26 @@ func (p *leaseholdProvider) Configure(ctx context.Context, req provider.Configur
 			"The provider cannot open a store whose URL is only known after apply. Set store to a value known at plan time, or use the "+EnvStore+" environment variable.")
 		return
 	}
-	url := cfg.Store.ValueString()
-	if url == "" {
-		url = p.getenv(EnvStore)
+	raw := cfg.Store.ValueString()
+	if raw == "" {
+		raw = p.getenv(EnvStore)
 	}
-	if url == "" {
+	if raw == "" {
 		resp.Diagnostics.AddAttributeError(path.Root("store"), "Missing store",
 			"Set store in the provider block, or the "+EnvStore+" environment variable, to sqlite:PATH or postgres://USER@HOST:PORT/DB.")
 		return
 	}
-	store, err := p.open(ctx, url)
+	url, err := storeurl.Parse(raw)
+	var store leasecore.Store
+	if err == nil {
+		store, err = p.open(ctx, url)
+	}
 	if err != nil {
+		// Pattern masking stays on the error text as the last net: a
+		// driver's error may quote a connection string (storeurl's doc).
 		detail := storeurl.Redact(err.Error())
-		if redacted := storeurl.Redact(url); !strings.Contains(detail, redacted) {
-			detail = fmt.Sprintf("open %s: %s", redacted, detail)
+		if !url.IsZero() && !strings.Contains(detail, url.String()) {
+			detail = fmt.Sprintf("open %s: %s", url, detail)
 		}
 		summary := "Cannot open store"
 		if errors.Is(err, leasecore.ErrUnavailable) {
@@ -115,9 +121,9 @@ func (p *leaseholdProvider) Configure(ctx context.Context, req provider.Configur
 	}
 	svc := leasecore.New(store)
 	if err := svc.Migrate(ctx); err != nil {
-		summary, detail := "Cannot migrate store", fmt.Sprintf("Create or upgrade the schema of %s: %s", storeurl.Redact(url), storeurl.Redact(err.Error()))
+		summary, detail := "Cannot migrate store", fmt.Sprintf("Create or upgrade the schema of %s: %s", url, storeurl.Redact(err.Error()))
 		if errors.Is(err, leasecore.ErrUnavailable) {
-			summary, detail = "Cannot reach store", fmt.Sprintf("The store %s does not answer: %s", storeurl.Redact(url), storeurl.Redact(err.Error()))
+			summary, detail = "Cannot reach store", fmt.Sprintf("The store %s does not answer: %s", url, storeurl.Redact(err.Error()))
 		}
 		configError(&resp.Diagnostics, cfg.Store.ValueString() == "", summary, detail)
 		return

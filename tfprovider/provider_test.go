@@ -131,13 +131,13 @@ func newTestStore(t *testing.T, kind string) *testStore {
 	default:
 		t.Fatalf("unknown store kind %q", kind)
 	}
-	store, err := storeurl.Open(t.Context(), ts.url)
+	store, err := storeurl.Open(t.Context(), storeurl.MustParse(ts.url))
 	if err != nil {
-		t.Fatalf("open %s: %v", storeurl.Redact(ts.url), err)
+		t.Fatalf("open %s: %v", storeurl.MustParse(ts.url), err)
 	}
 	t.Cleanup(func() { store.Close() })
 	if err := store.Migrate(t.Context()); err != nil {
-		t.Fatalf("migrate %s: %v", storeurl.Redact(ts.url), err)
+		t.Fatalf("migrate %s: %v", storeurl.MustParse(ts.url), err)
 	}
 	ts.svc = leasecore.New(store)
 	t.Cleanup(func() {
@@ -153,17 +153,17 @@ func newTestStore(t *testing.T, kind string) *testStore {
 // open is the provider's opener in tests: storeurl.Open, once per URL for
 // the whole test, since Terraform runs the provider once per command and
 // the framework gives a provider no hook to close its store.
-func (ts *testStore) open(ctx context.Context, url string) (leasecore.Store, error) {
+func (ts *testStore) open(ctx context.Context, url storeurl.URL) (leasecore.Store, error) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if s, ok := ts.opened[url]; ok {
+	if s, ok := ts.opened[url.Secret()]; ok {
 		return s, nil
 	}
 	s, err := storeurl.Open(ctx, url)
 	if err != nil {
 		return nil, err
 	}
-	ts.opened[url] = s
+	ts.opened[url.Secret()] = s
 	return s, nil
 }
 

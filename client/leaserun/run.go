@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"strings"
 	"syscall"
 	"time"
 
@@ -114,8 +113,8 @@ func (c *Config) check() error {
 		if _, err := cli.ParseAddr(c.Addr); err != nil {
 			return flagError("addr", cli.RedactAddr(c.Addr), err.Error())
 		}
-	} else if !strings.HasPrefix(c.Store, "sqlite:") && !strings.HasPrefix(c.Store, "postgres://") && !strings.HasPrefix(c.Store, "postgresql://") {
-		return flagError("store", storeurl.Redact(c.Store), "must be sqlite:PATH or postgres://USER@HOST:PORT/DB")
+	} else if err := storeurl.CheckScheme(c.Store); err != nil {
+		return fmt.Errorf("--store: %w", err) // not flagError: the value may hold a password
 	}
 	if len(c.Command) == 0 {
 		return errors.New("no command to run: put it after --, as in leasehold run --task nightly -- ./report.sh")

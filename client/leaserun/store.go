@@ -2,11 +2,13 @@ package leaserun
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/storeurl"
 )
 
 // storeHold is a lease leasehold run holds itself: a Keeper renews it in
@@ -21,7 +23,11 @@ type storeHold struct {
 func acquireStore(ctx context.Context, cfg *Config, log *slog.Logger) (hold, error) {
 	// As serve does at start: the embedded store gets its schema wherever
 	// it is opened for writing, so a new SQLite file works at once.
-	store, err := cli.OpenMigrated(ctx, cfg.Store)
+	u, err := storeurl.Parse(cfg.Store)
+	if err != nil {
+		return nil, leasecore.Unavailable("open", fmt.Errorf("open store: %w", err))
+	}
+	store, err := cli.OpenMigrated(ctx, u)
 	if err != nil {
 		return nil, leasecore.Unavailable("open", err)
 	}

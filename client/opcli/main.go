@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold/client/leaserun"
@@ -139,8 +138,8 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 		if onLine["token-file"] {
 			return usageError("--token-file is for a sidecar (--addr), not with --store")
 		}
-		if !strings.HasPrefix(o.store, "sqlite:") && !strings.HasPrefix(o.store, "postgres://") && !strings.HasPrefix(o.store, "postgresql://") {
-			return usageError("--store %q: must be sqlite:PATH or postgres://USER@HOST:PORT/DB", storeurl.Redact(o.store))
+		if err := storeurl.CheckScheme(o.store); err != nil {
+			return usageError("--store: %v", err) // the value is not quoted: it may hold a password
 		}
 		sb, err := openStore(ctx, o.store, verb == "claim" || verb == "release")
 		if err != nil {

@@ -19,7 +19,7 @@ import (
 type storeBackend struct {
 	store leasecore.Store
 	svc   *leasecore.Service
-	name  string // the store URL, redacted
+	name  storeurl.URL
 }
 
 // openStore opens the store at raw. For a verb that writes (claim,
@@ -27,15 +27,17 @@ type storeBackend struct {
 // a new SQLite file works at once; the others only read, and refuse an
 // SQLite file that does not exist rather than create it.
 func openStore(ctx context.Context, raw string, write bool) (*storeBackend, error) {
-	name := storeurl.Redact(raw)
-	if path, missing := cli.MissingSQLiteFile(raw); missing && !write {
+	name, err := storeurl.Parse(raw)
+	if err != nil {
+		return nil, leasecore.Unavailable("open", fmt.Errorf("open store: %w", err))
+	}
+	if path, missing := cli.MissingSQLiteFile(name); missing && !write {
 		return nil, withCode(exitcode.Unavailable, "store %s: no database file at %s (check --store, or create it with `leasehold migrate --store URL`)", name, path)
 	}
 	var store leasecore.Store
-	var err error
 	if write {
-		store, err = cli.OpenMigrated(ctx, raw) // its errors name the store
-	} else if store, err = storeurl.Open(ctx, raw); err != nil {
+		store, err = cli.OpenMigrated(ctx, name) // its errors name the store
+	} else if store, err = storeurl.Open(ctx, name); err != nil {
 		err = fmt.Errorf("store %s: %w", name, err)
 	}
 	if err != nil {
@@ -78,7 +80,7 @@ func (s *storeBackend) status(ctx context.Context, o *options) error {
 		}
 	} else {
 		tw := tabwriter.NewWriter(o.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "store\t%s\n", display(s.name))
+		fmt.Fprintf(tw, "store\t%s\n", display(s.name.String()))
 		fmt.Fprintf(tw, "kind\t%s\n", st.Store.Kind)
 		fmt.Fprintf(tw, "ready\t%s\n", map[bool]string{true: "yes", false: "no: " + display(st.Store.Detail)}[st.Store.Ready])
 		fmt.Fprintf(tw, "schema\t%s\n", st.Schema)

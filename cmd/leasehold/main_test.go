@@ -76,7 +76,7 @@ func TestCommandLine(t *testing.T) {
 			args: []string{"serve", "--listen", "127.0.0.1:0", "--store", "sqlite:" + filepath.Join(dir, "missing", "x.db")},
 		},
 		{
-			name: "serve URL that does not parse", code: 1, stderr: "postgres://u:xxxxx@",
+			name: "serve URL that does not parse", code: 1, stderr: "its text is not shown, since it holds a password",
 			args: []string{"serve", "--listen", "127.0.0.1:0", "--store", "postgres://u:s3cr3t pw@127.0.0.1:1/db"},
 		},
 		{

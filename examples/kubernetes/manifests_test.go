@@ -520,7 +520,7 @@ func resolvePort(t *testing.T, c corev1.Container, p intstr.IntOrString) int32 {
 // migrated SQLite store.
 func realSidecar(t *testing.T) http.Handler {
 	t.Helper()
-	store, err := storeurl.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "leasehold.db"))
+	store, err := storeurl.Open(t.Context(), storeurl.MustParse("sqlite:"+filepath.Join(t.TempDir(), "leasehold.db")))
 	if err != nil {
 		t.Fatal(err)
 	}

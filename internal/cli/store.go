@@ -57,9 +57,12 @@ type runtimeGranter interface {
 // role that owns leasehold's tables. A store without roles (SQLite) refuses
 // runtimeRoles, naming its kind.
 func MigrateGranting(ctx context.Context, storeURL string, runtimeRoles []string, log *slog.Logger) error {
-	storeName := storeurl.Redact(storeURL)
+	storeName, err := storeurl.Parse(storeURL)
+	if err != nil {
+		return err
+	}
 	if len(runtimeRoles) == 0 {
-		store, err := OpenMigrated(ctx, storeURL)
+		store, err := OpenMigrated(ctx, storeName)
 		if err != nil {
 			return err
 		}
@@ -70,10 +73,10 @@ func MigrateGranting(ctx context.Context, storeURL string, runtimeRoles []string
 	noRoles := func(kind string) error {
 		return fmt.Errorf("--grant-runtime: store %s is %s, which has no database roles to grant; it needs a postgres:// store", storeName, kind)
 	}
-	if _, ok := storeurl.SQLitePath(storeURL); ok {
+	if _, ok := storeName.SQLitePath(); ok {
 		return noRoles("sqlite") // refused before opening, which would create the file
 	}
-	store, err := storeurl.Open(ctx, storeURL)
+	store, err := storeurl.Open(ctx, storeName)
 	if err != nil {
 		return fmt.Errorf("open store %s: %w", storeName, err)
 	}
@@ -117,10 +120,13 @@ const PruneTimeout = 10 * time.Minute
 // the prune lease (skipped when another pruner holds it), then closes the
 // store.
 func Prune(ctx context.Context, storeURL string, log *slog.Logger) error {
-	storeName := storeurl.Redact(storeURL)
+	storeName, err := storeurl.Parse(storeURL)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, PruneTimeout)
 	defer cancel()
-	store, err := openExisting(ctx, storeURL, "prune")
+	store, err := openExisting(ctx, storeName, "prune")
 	if err != nil {
 		return err
 	}
@@ -141,13 +147,12 @@ func Prune(ctx context.Context, storeURL string, log *slog.Logger) error {
 	return nil
 }
 
-// OpenMigrated opens the store at storeURL and applies its migrations once
+// OpenMigrated opens the store at storeName and applies its migrations once
 // (no retry, within MigrateTimeout), as `leasehold migrate` does and as the
 // verbs that write to a store do first, so that a new SQLite file works at
 // once; the caller closes the store.
-func OpenMigrated(ctx context.Context, storeURL string) (leasecore.Store, error) {
-	storeName := storeurl.Redact(storeURL)
-	store, err := storeurl.Open(ctx, storeURL)
+func OpenMigrated(ctx context.Context, storeName storeurl.URL) (leasecore.Store, error) {
+	store, err := storeurl.Open(ctx, storeName)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", storeName, err)
 	}
@@ -165,16 +170,15 @@ func OpenMigrated(ctx context.Context, storeURL string) (leasecore.Store, error)
 // noStoreHint is what to do about a verb run on a store that is not there.
 const noStoreHint = "check --store (or LEASEHOLD_STORE), or create the store with `leasehold migrate --store URL`"
 
-// openExisting opens the store at storeURL for verb, which only makes sense
+// openExisting opens the store at storeName for verb, which only makes sense
 // on a store that exists: an SQLite file that is missing is refused before
 // it is opened (opening would create it), and so is a store without the
 // leasehold schema. The caller closes the store.
-func openExisting(ctx context.Context, storeURL, verb string) (leasecore.Store, error) {
-	storeName := storeurl.Redact(storeURL)
-	if path, missing := MissingSQLiteFile(storeURL); missing {
+func openExisting(ctx context.Context, storeName storeurl.URL, verb string) (leasecore.Store, error) {
+	if path, missing := MissingSQLiteFile(storeName); missing {
 		return nil, fmt.Errorf("store %s: no database file at %s; %s works on an existing store: %s", storeName, path, verb, noStoreHint)
 	}
-	store, err := storeurl.Open(ctx, storeURL)
+	store, err := storeurl.Open(ctx, storeName)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", storeName, err)
 	}
@@ -187,11 +191,11 @@ func openExisting(ctx context.Context, storeURL, verb string) (leasecore.Store, 
 	return store, nil
 }
 
-// MissingSQLiteFile reports whether storeURL names an SQLite file that does
+// MissingSQLiteFile reports whether u names an SQLite file that does
 // not exist, and its path: a verb that only reads refuses it, since opening
 // it would create an empty store.
-func MissingSQLiteFile(storeURL string) (path string, missing bool) {
-	path, ok := storeurl.SQLitePath(storeURL)
+func MissingSQLiteFile(u storeurl.URL) (path string, missing bool) {
+	path, ok := u.SQLitePath()
 	if !ok || path == "" {
 		return path, false
 	}

@@ -59,7 +59,7 @@ func TestMigrateAndPrune(t *testing.T) {
 		t.Fatalf("prune did not say it pruned:\n%s", logs.String())
 	}
 
-	store, err := storeurl.Open(t.Context(), url)
+	store, err := storeurl.Open(t.Context(), storeurl.MustParse(url))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestPruneRefusesMissingStore(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "has no leasehold schema") || !strings.Contains(err.Error(), "store "+storeurl.Redact(url)) {
 			t.Errorf("%s: prune of a store without the schema: %v, want an error naming the store", name, err)
 		}
-		store, err := storeurl.Open(t.Context(), url)
+		store, err := storeurl.Open(t.Context(), storeurl.MustParse(url))
 		if err != nil {
 			t.Fatal(err)
 		}

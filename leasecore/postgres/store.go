@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -38,12 +39,56 @@ func checkUserinfo(url, what string) error {
 	if strings.Count(auth, "@") > 1 || strings.Contains(path, "@") {
 		return fmt.Errorf("%s: a raw '@' or '/' in the user name or password (or an '@' in the database name): percent-encode them as %%40 and %%2F", what)
 	}
+	// The query starts at the first '?' after the userinfo, as libpq
+	// reads it (a '?' in the password is the password's).
+	rest := p
+	if i := strings.IndexAny(p, "@/"); i >= 0 && p[i] == '@' {
+		rest = p[i+1:]
+	}
+	if _, query, ok := strings.Cut(rest, "?"); ok && badKey(query) {
+		return fmt.Errorf("%s: a parameter name may hold only letters, digits, '_', '.' and '-' (a raw '&', '=', '@' or '/' in a password splits it: percent-encode them as %%26, %%3D, %%40 and %%2F)", what)
+	}
 	return nil
+}
+
+// badKey reports whether a parameter name in query, percent-decoded, holds
+// anything but letters, digits, '_', '.' and '-', as no libpq, pgx or
+// server parameter does. A raw '&' in a password (?password=se&(x)=cret)
+// or "/?" followed by an '@' (postgres://u:se@x//?cret@h?…) makes one of
+// the password's halves a parameter: pgx would send it to the server,
+// whose error quotes it, and no mask could tell it is a password.
+func badKey(query string) bool {
+	if query == "" {
+		return false
+	}
+	for p := range strings.SplitSeq(query, "&") {
+		k, _, _ := strings.Cut(p, "=")
+		if d, err := url.PathUnescape(k); err == nil {
+			k = d
+		}
+		if k == "" {
+			continue // pgx names the missing key itself
+		}
+		for _, c := range k {
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // parseError is err, from pgxpool.ParseConfig, with the connection string
 // a pgconn.ParseConfigError quotes masked by redact rather than by pgx.
-func parseError(err error) error {
+// Where url may hold a credential (a userinfo password, a parameter named
+// like one), pgx's own words are left out too: they may quote a value
+// ("unexpected spaces found in \"se cret\"") that no mask can tell is a
+// password, and err is not kept for errors.As to find.
+func parseError(url string, err error) error {
+	if mayHoldCredential(url) {
+		return errors.New("cannot parse it as postgres://USER@HOST:PORT/DB?NAME=VALUE&…; its text is not shown, since it holds a password: " +
+			"percent-encode any space, '%', '@', '/', '?', '#', '&' or '=' in the user name, password or a value, and check that every port is a number")
+	}
 	var pe *pgconn.ParseConfigError
 	if !errors.As(err, &pe) {
 		return err
@@ -52,6 +97,22 @@ func parseError(err error) error {
 	bare.ConnString = ""
 	msg := strings.TrimPrefix(bare.Error(), "cannot parse ``: ")
 	return &maskedParseError{err: err, msg: fmt.Sprintf("cannot parse `%s`: %s", redact.String(pe.ConnString), msg)}
+}
+
+// mayHoldCredential reports whether a connection URL may hold a password:
+// a ':' before an '@' after the scheme (a userinfo password, wherever a
+// malformed URL ends its userinfo), or "pass" in it, percent-decoded, in
+// any case (a password or sslpassword parameter).
+func mayHoldCredential(s string) bool {
+	if d, err := url.PathUnescape(s); err == nil {
+		s = d
+	}
+	if strings.Contains(strings.ToLower(s), "pass") {
+		return true
+	}
+	_, rest, _ := strings.Cut(s, "://")
+	at := strings.LastIndexByte(rest, '@')
+	return at >= 0 && strings.Contains(rest[:at], ":")
 }
 
 type maskedParseError struct {
@@ -201,6 +262,28 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	return OpenWith(ctx, url, Options{})
 }
 
+// CheckURL reports whether Open would accept url as a connection URL,
+// without connecting: its error is the one Open would return, and like
+// Open's holds no credential from url.
+func CheckURL(url string) error {
+	_, err := parseConfig(url)
+	return err
+}
+
+func parseConfig(url string) (*pgxpool.Config, error) {
+	if err := checkUserinfo(url, "postgres store URL"); err != nil {
+		return nil, err
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// pgx masks the passwords it recognises in the URL it quotes, but
+		// not all of them (password=se\ cret shows "cret"), nor in the
+		// errors it wraps: quote the URL masked our way, and mask the rest.
+		return nil, redact.Error(fmt.Errorf("postgres store URL: %w", parseError(url, err)))
+	}
+	return cfg, nil
+}
+
 // Options are the settings of a Store besides its URL.
 type Options struct {
 	// ScopeMaxAge bounds how stale the driver's copy of its role's scope
@@ -210,15 +293,9 @@ type Options struct {
 
 // OpenWith is Open with options.
 func OpenWith(ctx context.Context, url string, opts Options) (*Store, error) {
-	if err := checkUserinfo(url, "postgres store URL"); err != nil {
-		return nil, err
-	}
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := parseConfig(url)
 	if err != nil {
-		// pgx masks the passwords it recognises in the URL it quotes, but
-		// not all of them (password=se\ cret shows "cret"), nor in the
-		// errors it wraps: quote the URL masked our way, and mask the rest.
-		return nil, redact.Error(fmt.Errorf("postgres store URL: %w", parseError(err)))
+		return nil, err
 	}
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = DefaultMaxConns

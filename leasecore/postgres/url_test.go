@@ -21,6 +21,17 @@ func TestOpenErrorsMaskPasswords(t *testing.T) {
 		"postgres://u:" + a + "@" + b + "@127.0.0.1:1/db",
 		"postgres://u:" + a + "/" + b + "@127.0.0.1:1/db",
 		"postgres://u:" + a + "'`@:/" + b + "@127.0.0.1:1,127.0.0.1:2/db",
+		// pgx would send the rest of the password to the server as a
+		// parameter name, which its error quotes: a raw '&', or "/?" after
+		// an '@'.
+		"postgres://u@127.0.0.1:1/db?password=" + a + "&(x)=" + b,
+		"postgres://u@127.0.0.1:1/db?sslpassword=" + a + "!$&()*+,;=" + b,
+		"postgres://u:" + a + "@x//?" + b + "@h?sslmode=disable",
+		"postgres://u:" + a + "%40x%2F%2F%3F" + b + "@h?sslpassword=" + a + "@x//?" + b,
+		// pgx quotes the value it refuses, password or not.
+		"postgres://u@127.0.0.1:1/db?password=" + a + " " + b,
+		"postgres://u@127.0.0.1:1/db?PassWord=" + a + " " + b + "&x=1",
+		"postgres://u:" + a + " " + b + "@127.0.0.1:1/db?sslpassword=" + a + " " + b,
 	} {
 		s, err := Open(context.Background(), raw)
 		if err == nil {

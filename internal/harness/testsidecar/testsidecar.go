@@ -24,7 +24,7 @@ import (
 // OpenStore opens the store at url, closed when t ends.
 func OpenStore(t testing.TB, url string) leasecore.Store {
 	t.Helper()
-	st, err := storeurl.Open(context.Background(), url)
+	st, err := storeurl.Open(context.Background(), storeurl.MustParse(url))
 	if err != nil {
 		t.Fatal(err)
 	}
