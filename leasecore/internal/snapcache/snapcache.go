@@ -61,6 +61,12 @@ func (c *Cache[T]) Get(ctx context.Context, fetch func(context.Context) (T, erro
 		return snap.value, nil
 	}
 	c.mu.Lock()
+	// Again under the lock: a load may have published its copy, and left,
+	// between the look above and taking the lock.
+	if snap := c.snap.Load(); snap != nil && time.Since(snap.at) < c.MaxAge {
+		c.mu.Unlock()
+		return snap.value, nil
+	}
 	if l := c.inflight; l != nil && time.Since(l.sent) < c.MaxAge {
 		c.mu.Unlock()
 		select {
