@@ -17,6 +17,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/sidecar"
 )
 
@@ -277,7 +278,7 @@ func TestComposeSecretFile(t *testing.T) {
 				t.Errorf("%s mounts secret %q, which names no file", name, ref.Source)
 				continue
 			}
-			if _, err := cli.ReadTokenFile(sec.File); err != nil {
+			if _, err := endpoint.ReadTokenFile(sec.File); err != nil {
 				t.Errorf("%s mounts secret %q: %v", name, ref.Source, err)
 			}
 		}

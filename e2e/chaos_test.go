@@ -290,7 +290,7 @@ func (f *fleet) killRestart(i int) chaos.Fault {
 	return chaos.NewFault("sidecar-kill-restart", func(context.Context) error {
 		old := f.proc(i)
 		_ = old.proc.Signal(syscall.SIGKILL)
-		<-old.done
+		<-old.proc.Done()
 		deadline := time.Now().Add(30 * time.Second)
 		var (
 			s   *sidecar

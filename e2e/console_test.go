@@ -126,7 +126,7 @@ func TestConsoleFollowsRestore(t *testing.T) {
 		defer mu.Unlock()
 		_ = s.proc.Signal(syscall.SIGTERM)
 		select {
-		case <-s.done:
+		case <-s.proc.Done():
 		case <-time.After(30 * time.Second):
 			return fmt.Errorf("the sidecar did not stop within 30 s")
 		}

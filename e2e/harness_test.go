@@ -55,7 +55,6 @@ type sidecar struct {
 	socket string // the Unix socket's path, when it serves on one
 	hc     *http.Client
 	logs   *lockedbuf.Buffer
-	done   <-chan struct{}
 }
 
 // startSidecar runs `leasehold serve --listen 127.0.0.1:0 --store store` and
@@ -100,7 +99,7 @@ func launchWrapped(t *testing.T, wrapper []string, store string, extra ...string
 		}
 	})
 	ep := p.Endpoint
-	s := &sidecar{t: t, proc: p, logs: logs, done: p.Done(), base: ep.Base(), addr: ep.String(), socket: ep.Socket(), hc: http.DefaultClient}
+	s := &sidecar{t: t, proc: p, logs: logs, base: ep.Base(), addr: ep.String(), socket: ep.Socket(), hc: http.DefaultClient}
 	if s.socket != "" {
 		s.hc = &http.Client{Transport: ep.Transport()}
 	}
@@ -126,7 +125,7 @@ func (s *sidecar) stop(sig syscall.Signal) int {
 func (s *sidecar) wait() int {
 	s.t.Helper()
 	select {
-	case <-s.done:
+	case <-s.proc.Done():
 	case <-time.After(30 * time.Second):
 		s.t.Fatal("sidecar did not exit within 30s")
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -40,19 +39,7 @@ const (
 // PgBouncer the test skips (fails under CI).
 func startPgBouncer(t *testing.T, dbURL string) string {
 	t.Helper()
-	b, err := pgbouncer.Start(dbURL, pgbouncer.Config{ServerConns: bouncerServerConns})
-	if errors.Is(err, pgbouncer.ErrNotInstalled) {
-		missingTool(t, err.Error()+" (CI is set, so this is a failure, not a skip)", err.Error())
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("pgbouncer output:\n%s", b.Logs())
-		}
-		b.Stop()
-	})
+	b := pgbouncer.StartT(t, dbURL, pgbouncer.Config{ServerConns: bouncerServerConns})
 	return b.URL
 }
 

@@ -27,7 +27,7 @@
 // Over a sidecar it holds the lease with the Go client's keepalive Holder
 // (package client), which reads the stream and keeps the local deadline.
 //
-// --addr (or LEASEHOLD_ADDR) is checked by cli.ParseAddr, as the operator
+// --addr (or LEASEHOLD_ADDR) is checked by endpoint.ParseAddr, as the operator
 // commands check theirs: http:// or https://, a host, a port from 1 to
 // 65535 when given, no path, query or fragment; anything else is a usage
 // error (64) naming it. A password in it is masked wherever it is printed.

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/internal/exitcode"
 )
 
@@ -131,7 +132,7 @@ func parse(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	if cfg.Store == "" && !onLine["addr"] {
 		// Checked here only to name the variable it came from; check()
 		// names --addr.
-		if _, err := cli.ParseAddr(cfg.Addr); err != nil {
+		if _, err := endpoint.ParseAddr(cfg.Addr); err != nil {
 			return usageError("%s=%q: %v", cli.EnvName("addr"), cli.RedactAddr(cfg.Addr), err)
 		}
 	}
@@ -146,7 +147,7 @@ func parse(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		if cfg.Store != "" {
 			return usageError("--token-file is for a sidecar (--addr), not with --store")
 		}
-		tok, err := cli.ReadTokenFile(cfg.TokenFile)
+		tok, err := endpoint.ReadTokenFile(cfg.TokenFile)
 		if err != nil {
 			return usageError("--token-file: %v", err)
 		}

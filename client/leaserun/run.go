@@ -13,6 +13,7 @@ import (
 
 	lhclient "github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
@@ -110,7 +111,7 @@ func (c *Config) check() error {
 		return flagError("grace", c.Grace, "must not be negative")
 	}
 	if c.Store == "" {
-		if _, err := cli.ParseAddr(c.Addr); err != nil {
+		if _, err := endpoint.ParseAddr(c.Addr); err != nil {
 			return flagError("addr", cli.RedactAddr(c.Addr), err.Error())
 		}
 	} else if err := storeurl.CheckScheme(c.Store); err != nil {

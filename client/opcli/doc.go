@@ -21,7 +21,7 @@
 // release into its command's).
 //
 // --addr must be an http:// or https:// URL with a host, a port from 1 to
-// 65535 when it has one, and no path, query or fragment (cli.ParseAddr, as
+// 65535 when it has one, and no path, query or fragment (endpoint.ParseAddr, as
 // for `leasehold run`); anything else is a usage error (64) naming --addr
 // or LEASEHOLD_ADDR. A password in it is masked (xxxxx) wherever the
 // address is printed.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/leasehold/leasehold/client/leaserun"
 	"github.com/leasehold/leasehold/client/opcli"
-	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/internal/harness/testsidecar"
 	"github.com/leasehold/leasehold/sidecar/api"
@@ -413,13 +413,13 @@ func TestAddrUsage(t *testing.T) {
 			}
 			for _, verb := range [][]string{{"get", "t"}, {"list"}, {"watch"}} {
 				r := leasehold(t, environ, verb[0], append(verb[1:len(verb):len(verb)], args...)...)
-				if r.code != exitcode.Usage || !strings.Contains(r.stderr, name) || !strings.Contains(r.stderr, tc.why) || !strings.Contains(r.stderr, cli.AddrRule) {
+				if r.code != exitcode.Usage || !strings.Contains(r.stderr, name) || !strings.Contains(r.stderr, tc.why) || !strings.Contains(r.stderr, endpoint.AddrRule) {
 					t.Errorf("%s %s %q: exit %d, stderr %q; want 64 naming %s, %q and the rule", verb[0], name, tc.addr, r.code, r.stderr, name, tc.why)
 				}
 			}
 			var stdout, stderr bytes.Buffer
 			code := leaserun.Main(t.Context(), append(args, "--task", "t", "--", "true"), func(k string) string { return environ[k] }, nil, &stdout, &stderr)
-			if code != exitcode.Usage || !strings.Contains(stderr.String(), name) || !strings.Contains(stderr.String(), tc.why) || !strings.Contains(stderr.String(), cli.AddrRule) {
+			if code != exitcode.Usage || !strings.Contains(stderr.String(), name) || !strings.Contains(stderr.String(), tc.why) || !strings.Contains(stderr.String(), endpoint.AddrRule) {
 				t.Errorf("leasehold run %s %q: exit %d, stderr %q; want 64 naming %s, %q and the rule", name, tc.addr, code, stderr.String(), name, tc.why)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasehold/leasehold/client/leaserun"
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
@@ -149,7 +150,7 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 		defer sb.close()
 		b = sb
 	} else {
-		ep, err := cli.ParseAddr(o.addr)
+		ep, err := endpoint.ParseAddr(o.addr)
 		if err != nil {
 			if !onLine["addr"] {
 				return usageError("%s=%q: %v", cli.EnvName("addr"), cli.RedactAddr(o.addr), err)
@@ -158,7 +159,7 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 		}
 		var token string
 		if o.tokenFile != "" {
-			tok, err := cli.ReadTokenFile(o.tokenFile)
+			tok, err := endpoint.ReadTokenFile(o.tokenFile)
 			if err != nil {
 				return usageError("--token-file: %v", err)
 			}

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/sidecar/auth"
 )
@@ -41,7 +41,7 @@ func credentials(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return newCredential(args[1:], stdout, stderr)
 	case "hash":
 		raw, _ := io.ReadAll(io.LimitReader(stdin, 4097)) // ParseToken refuses more than a token's 4096 bytes
-		tok, err := cli.ParseToken(raw)
+		tok, err := endpoint.ParseToken(raw)
 		if err != nil {
 			return fail(stderr, "credentials hash", fmt.Errorf("the token on stdin: %w", err))
 		}

@@ -32,6 +32,7 @@ import (
 
 	"github.com/leasehold/leasehold/client/leaserun"
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar"
 )
@@ -329,7 +330,7 @@ func TestSidecarConfiguration(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(m.secretValue(t, secret, key)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.ReadTokenFile(tokenFile); err != nil {
+	if _, err := endpoint.ReadTokenFile(tokenFile); err != nil {
 		t.Errorf("Secret %s key %s: leasehold serve would refuse it: %v", secret, key, err)
 	}
 	for _, v := range spec.Volumes {

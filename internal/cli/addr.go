@@ -4,18 +4,8 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 )
-
-// AddrRule is what a sidecar address (--addr, LEASEHOLD_ADDR) must be, as
-// the error of ParseAddr states it (endpoint.AddrRule).
-const AddrRule = endpoint.AddrRule
-
-// ParseAddr checks the address of a sidecar, the --addr of `leasehold run`
-// and of the operator commands, and returns the endpoint that reaches it:
-// endpoint.ParseAddr, which the Go client (package client) applies too.
-func ParseAddr(raw string) (endpoint.Endpoint, error) { return endpoint.ParseAddr(raw) }
 
 // addrMask replaces a masked credential, as url.URL.Redacted masks one.
 const addrMask = "xxxxx"

@@ -3,6 +3,8 @@ package cli
 import (
 	"strings"
 	"testing"
+
+	"github.com/leasehold/leasehold/internal/endpoint"
 )
 
 // ParseAddr takes a sidecar's base URL and refuses anything else, saying
@@ -18,8 +20,8 @@ func TestParseAddr(t *testing.T) {
 		"http://localhost:65535",
 		"http://user:secret@127.0.0.1:7411",
 	} {
-		if _, err := ParseAddr(raw); err != nil {
-			t.Errorf("ParseAddr(%q): %v", raw, err)
+		if _, err := endpoint.ParseAddr(raw); err != nil {
+			t.Errorf("endpoint.ParseAddr(%q): %v", raw, err)
 		}
 	}
 	for _, tc := range []struct{ raw, why string }{
@@ -45,14 +47,14 @@ func TestParseAddr(t *testing.T) {
 		{"http://127.0.0.1:7411#", "has a fragment"},
 		{"http://127.0.0.1 :7411", "invalid character"},
 	} {
-		_, err := ParseAddr(tc.raw)
+		_, err := endpoint.ParseAddr(tc.raw)
 		if err == nil {
-			t.Errorf("ParseAddr(%q) accepted it; want %q", tc.raw, tc.why)
+			t.Errorf("endpoint.ParseAddr(%q) accepted it; want %q", tc.raw, tc.why)
 			continue
 		}
 		msg := err.Error()
-		if !strings.Contains(msg, tc.why) || !strings.HasSuffix(msg, AddrRule) || strings.Contains(msg, "secret") {
-			t.Errorf("ParseAddr(%q): %q; want %q and the rule, and no password", tc.raw, msg, tc.why)
+		if !strings.Contains(msg, tc.why) || !strings.HasSuffix(msg, endpoint.AddrRule) || strings.Contains(msg, "secret") {
+			t.Errorf("endpoint.ParseAddr(%q): %q; want %q and the rule, and no password", tc.raw, msg, tc.why)
 		}
 	}
 }

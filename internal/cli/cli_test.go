@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/internal/endpoint"
 )
 
 func TestApplyEnv(t *testing.T) {
@@ -87,16 +89,16 @@ func TestReadTokenFile(t *testing.T) {
 		}
 		return p
 	}
-	tok, err := ReadTokenFile(write("ok", "  s3cret\n"))
+	tok, err := endpoint.ReadTokenFile(write("ok", "  s3cret\n"))
 	if err != nil || string(tok) != "s3cret" {
 		t.Fatalf("ReadTokenFile = %q, %v", tok, err)
 	}
 	for name, content := range map[string]string{"empty": "\n \n", "two words": "a b\n", "huge": strings.Repeat("x", 5000)} {
-		if _, err := ReadTokenFile(write(name, content)); err == nil {
+		if _, err := endpoint.ReadTokenFile(write(name, content)); err == nil {
 			t.Errorf("token file %s accepted", name)
 		}
 	}
-	if _, err := ReadTokenFile(filepath.Join(dir, "missing")); err == nil {
+	if _, err := endpoint.ReadTokenFile(filepath.Join(dir, "missing")); err == nil {
 		t.Error("missing token file accepted")
 	}
 }

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -24,17 +23,7 @@ import (
 func TestGivenUpStatementsKeepPgBouncersServer(t *testing.T) {
 	t.Parallel()
 	dbURL := pgtest.NewDatabase(t)
-	b, err := pgbouncer.Start(dbURL, pgbouncer.Config{ServerConns: 1})
-	if errors.Is(err, pgbouncer.ErrNotInstalled) {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err.Error() + " (CI is set, so this is a failure, not a skip)")
-		}
-		t.Skip(err.Error())
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Stop)
+	b := pgbouncer.StartT(t, dbURL, pgbouncer.Config{ServerConns: 1})
 	ctx := context.Background()
 	st, err := Open(ctx, b.URL+"&pool_max_conns=4")
 	if err != nil {

@@ -162,10 +162,9 @@ const maxClaimAttempts = 8
 // Store is a leasecore.Store over a PostgreSQL database, through a pgx pool.
 // It is safe for concurrent use.
 type Store struct {
-	pool      pool
-	closed    atomic.Bool
-	closing   chan struct{} // closed by Close: connections waiting out a given-up statement hang up
-	closeOnce atomic.Bool
+	pool    pool
+	closed  atomic.Bool
+	closing chan struct{} // closed by Close: connections waiting out a given-up statement hang up
 
 	// The batchers send concurrent claims, renewals and releases together
 	// (batch.go). A nil answer from claims or renewals is a refusal.
@@ -867,8 +866,7 @@ func watchReadOnly[Q, R any](s *Store, send func(context.Context, []Q) ([]R, err
 // use to be returned. HistoryChanges channels are closed. Operations after Close
 // report unavailable. Close is idempotent.
 func (s *Store) Close() error {
-	s.closed.Store(true)
-	if s.closeOnce.CompareAndSwap(false, true) {
+	if !s.closed.Swap(true) {
 		close(s.closing)
 	}
 	var wg sync.WaitGroup

@@ -12,6 +12,7 @@ import (
 	"os"
 
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/leasecore"
 )
 
@@ -141,7 +142,7 @@ const TokenCredentialName = "token"
 // parseTokenFile reads a --token-file's content as a book of one
 // credential, TokenCredentialName, with every right.
 func parseTokenFile(b []byte) (map[Digest]*Credential, error) {
-	tok, err := cli.ParseToken(b)
+	tok, err := endpoint.ParseToken(b)
 	if err != nil {
 		return nil, err
 	}
