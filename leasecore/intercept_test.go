@@ -327,10 +327,19 @@ var serviceCalls = map[string]func(ctx context.Context, svc *leasecore.Service) 
 			return err
 		}
 		defer w.Close()
-		if ev := <-w.Events(); ev.ID != 1 {
-			return fmt.Errorf("watch sent %+v, want event 1", ev)
+		// Event 1 comes replayed (before the ready mark) or live (after
+		// it), as the hub's position was when the watch began.
+		for ready, got := false, false; !ready || !got; {
+			it := <-w.Items()
+			switch {
+			case it.Ready:
+				ready = true
+			case it.Event.ID != 1:
+				return fmt.Errorf("watch sent %+v, want event 1", it)
+			default:
+				got = true
+			}
 		}
-		<-w.Ready()
 		select {
 		case <-ctx.Value(sweptKey{}).(chan struct{}):
 			return nil

@@ -146,14 +146,28 @@ func WithWatchPoll(d time.Duration) Option {
 	}
 }
 
-// Watcher is one watch: its events arrive on Events in ID order, each once.
-// One goroutine of its own sends them, and closes Events when the watch
-// ends.
+// WatchItem is one item of a watch's stream: a history event, or the mark
+// that the watch has caught up. A watch delivers the mark once, in order
+// with the events: after every event it replayed from the history, before
+// every event that happened after it caught up.
+type WatchItem struct {
+	// Event is the history event; the zero Event when Ready.
+	Event Event
+	// Ready marks the item that says the watch caught up.
+	Ready bool
+	// Position, when Ready, is where the watch caught up: the events
+	// before the mark have IDs up to it, the events after it larger IDs.
+	Position int64
+}
+
+// Watcher is one watch: its events arrive on Items in ID order, each once,
+// with the mark that it caught up (WatchItem.Ready) between the replayed
+// events and the new ones. One goroutine of its own sends them, and closes
+// Items when the watch ends.
 type Watcher struct {
 	hub    *watchHub
 	prefix string
-	events chan Event
-	ready  chan struct{}
+	events chan WatchItem
 	stop   chan struct{} // closed by Close
 	once   sync.Once
 	pos    atomic.Int64 // the last event ID sent (or skipped by the prefix)
@@ -166,25 +180,12 @@ type Watcher struct {
 	closed  bool // events is closed
 }
 
-// Events delivers the watch's events. It is closed when the watch ends;
+// Items delivers the watch's events, and once the mark that it caught up,
+// in the order a reader acts on them. It is closed when the watch ends;
 // Err then says why.
-func (w *Watcher) Events() <-chan Event { return w.events }
+func (w *Watcher) Items() <-chan WatchItem { return w.events }
 
-// Ready is closed once the watcher has caught up with the history and
-// receives events as they happen. By then every replayed event is on
-// Events, ahead of the new ones.
-func (w *Watcher) Ready() <-chan struct{} { return w.ready }
-
-// ReadyPosition is, once Ready is closed, the position at which the
-// watcher caught up: the replayed events have IDs up to it, the new ones
-// larger IDs.
-func (w *Watcher) ReadyPosition() int64 {
-	w.hub.mu.Lock()
-	defer w.hub.mu.Unlock()
-	return w.livePos
-}
-
-// Err says why Events was closed: ErrWatchCut, the watch's context's error,
+// Err says why Items was closed: ErrWatchCut, the watch's context's error,
 // an error wrapping ErrUnavailable (the store failed while catching up), a
 // *PositionAheadError (the store's history went back: start over from the
 // oldest event it holds, with Since 0), or nil after Close.
@@ -198,7 +199,7 @@ func (w *Watcher) Err() error {
 // outside its prefix.
 func (w *Watcher) Position() int64 { return w.pos.Load() }
 
-// Close ends the watch: its goroutine closes Events and leaves.
+// Close ends the watch: its goroutine closes Items and leaves.
 func (w *Watcher) Close() { w.once.Do(func() { close(w.stop) }) }
 
 // WatchStats describes a Service's watch.
@@ -235,7 +236,7 @@ func (s *Service) Watch(ctx context.Context, p WatchParams) (*Watcher, error) {
 		return nil, Unavailable(OpFollowHistory, errors.New("the store cannot follow its history"))
 	}
 	h := s.hub()
-	w := &Watcher{hub: h, prefix: p.Prefix, events: make(chan Event, watchQueue), ready: make(chan struct{}), stop: make(chan struct{})}
+	w := &Watcher{hub: h, prefix: p.Prefix, events: make(chan WatchItem, watchQueue), stop: make(chan struct{})}
 	if err := h.join(ctx, feed); err != nil {
 		return nil, err
 	}
@@ -277,13 +278,17 @@ func (s *Service) Watch(ctx context.Context, p WatchParams) (*Watcher, error) {
 var errWatchClosed = errors.New("watch closed")
 
 // run is the watcher's goroutine: it catches up (when it has a cursor),
-// then sends what the hub appends to the ring, until the watch ends; then
-// it closes the events.
+// sends the mark that it did, then sends what the hub appends to the ring,
+// until the watch ends; then it closes the items.
 func (w *Watcher) run(ctx context.Context, cur HistoryCursor) {
 	var err error
 	if cur != nil {
 		err = w.catchUp(ctx, cur)
 		_ = cur.Close()
+	}
+	if err == nil {
+		// livePos was set when it joined the ring, and is not written again.
+		err = w.sendItem(ctx, WatchItem{Ready: true, Position: w.livePos})
 	}
 	if err == nil {
 		err = w.follow(ctx)
@@ -296,9 +301,17 @@ func (w *Watcher) run(ctx context.Context, cur HistoryCursor) {
 
 // send hands ev to the reader, unless the watch ends first.
 func (w *Watcher) send(ctx context.Context, ev Event) error {
+	if err := w.sendItem(ctx, WatchItem{Event: ev}); err != nil {
+		return err
+	}
+	w.pos.Store(ev.ID)
+	return nil
+}
+
+// sendItem hands it to the reader, unless the watch ends first.
+func (w *Watcher) sendItem(ctx context.Context, it WatchItem) error {
 	select {
-	case w.events <- ev:
-		w.pos.Store(ev.ID)
+	case w.events <- it:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -675,11 +688,10 @@ func (h *watchHub) sweep(ctx context.Context, feed HistoryFeed) {
 }
 
 // goLiveLocked starts a caught-up watcher reading the ring at the
-// events appended from now on.
+// events appended from now on; its goroutine then sends the ready mark.
 func (h *watchHub) goLiveLocked(w *Watcher) {
 	w.next = h.seq
 	w.livePos = w.pos.Load()
-	close(w.ready)
 }
 
 // finishLocked ends a watcher, once: its events close, and when it was the

@@ -139,7 +139,7 @@ func (c *feedCursor) Position() int64 { return c.pos }
 func (c *feedCursor) Pending() bool   { return false }
 func (c *feedCursor) Close() error    { return nil }
 
-// receive reads n events from w, failing on a timeout (a generous bound:
+// receive reads n events from w, passing over the ready mark, failing on a timeout (a generous bound:
 // the test fails rather than waits forever; it asserts no duration).
 func receive(t *testing.T, w *Watcher, n int) []Event {
 	t.Helper()
@@ -147,11 +147,13 @@ func receive(t *testing.T, w *Watcher, n int) []Event {
 	deadline := time.After(30 * time.Second)
 	for len(got) < n {
 		select {
-		case ev, ok := <-w.Events():
+		case it, ok := <-w.Items():
 			if !ok {
 				t.Fatalf("watch ended after %d of %d events: %v", len(got), n, w.Err())
 			}
-			got = append(got, ev)
+			if !it.Ready {
+				got = append(got, it.Event)
+			}
 		case <-deadline:
 			t.Fatalf("got %d of %d events", len(got), n)
 		}
@@ -167,13 +169,38 @@ func ended(t *testing.T, w *Watcher) []Event {
 	deadline := time.After(30 * time.Second)
 	for {
 		select {
-		case ev, ok := <-w.Events():
+		case it, ok := <-w.Items():
 			if !ok {
 				return left
 			}
-			left = append(left, ev)
+			if !it.Ready {
+				left = append(left, it.Event)
+			}
 		case <-deadline:
 			t.Fatalf("the watch did not end (it had %d events left)", len(left))
+		}
+	}
+}
+
+// awaitReady reads w's items up to its ready mark (a generous bound: the
+// test fails rather than waits forever) and returns the events before it
+// and the mark's position.
+func awaitReady(t *testing.T, w *Watcher) ([]Event, int64) {
+	t.Helper()
+	var before []Event
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case it, ok := <-w.Items():
+			if !ok {
+				t.Fatalf("watch ended before it was ready, after %d events: %v", len(before), w.Err())
+			}
+			if it.Ready {
+				return before, it.Position
+			}
+			before = append(before, it.Event)
+		case <-deadline:
+			t.Fatalf("not ready after %d events", len(before))
 		}
 	}
 }
@@ -196,7 +223,7 @@ func TestWatchFromNowSkipsOldEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	<-w.Ready()
+	awaitReady(t, w)
 	id := f.add("new", EventAcquired)
 	got := receive(t, w, 1)
 	if got[0].ID != id || got[0].Task != "new" {
@@ -224,7 +251,7 @@ func TestWatchPoll(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		<-w.Ready()
+		awaitReady(t, w)
 		id := f.add("t", EventAcquired)
 		if got := receive(t, w, 1); got[0].ID != id {
 			t.Fatalf("poll %v: got %+v, want event %d", c.want, got[0], id)
@@ -332,14 +359,14 @@ func TestWatchSlowWatcherIsCut(t *testing.T) {
 	// slow never read: its events end, with ErrWatchCut, after at most
 	// what waits on its channel and the batch it took from the ring.
 	n := 0
-	for range slow.Events() {
+	for range slow.Items() {
 		n++
 	}
 	if !errors.Is(slow.Err(), ErrWatchCut) {
 		t.Fatalf("slow watcher ended with %v after %d events, want ErrWatchCut", slow.Err(), n)
 	}
 	if n > watchQueue+watchBatch {
-		t.Fatalf("slow watcher was sent %d events, more than its queue and one batch (%d)", n, watchQueue+watchBatch)
+		t.Fatalf("slow watcher was sent %d items, more than its queue and one batch (%d)", n, watchQueue+watchBatch)
 	}
 	if st := svc.WatchStats(); st.Cut != 1 || st.Watchers != 1 {
 		t.Fatalf("stats %+v, want 1 cut and 1 watcher left", st)
@@ -433,7 +460,7 @@ func TestWatchEndsWithContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	for range w.Events() {
+	for range w.Items() {
 	}
 	if !errors.Is(w.Err(), context.Canceled) {
 		t.Fatalf("err %v, want context.Canceled", w.Err())
@@ -552,7 +579,7 @@ func TestWatchPositionAhead(t *testing.T) {
 		t.Fatalf("watch since the newest id: %v", err)
 	}
 	defer w.Close()
-	<-w.Ready()
+	awaitReady(t, w)
 	id := f.add("t", EventReleased)
 	if got := receive(t, w, 1); got[0].ID != id {
 		t.Fatalf("got %+v, want event %d", got[0], id)
@@ -578,7 +605,7 @@ func TestWatchHubFollowsRewoundHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer live.Close()
-	<-live.Ready()
+	awaitReady(t, live)
 	prefixed, err := svc.Watch(t.Context(), WatchParams{Prefix: "none/", Since: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -603,12 +630,14 @@ func TestWatchHubFollowsRewoundHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer again.Close()
-	got := receive(t, again, 6)
+	got, _ := awaitReady(t, again)
+	if len(got) != 6 {
+		t.Fatalf("replay after the restore: %+v, want 6 events", got)
+	}
 	checkIDs(t, got, 1)
 	if got[4].Task != "after" || got[5].Kind != EventReleased {
 		t.Fatalf("replay after the restore: %+v, want the events written after it last", got)
 	}
-	<-again.Ready()
 	id := f.add("later", EventAcquired)
 	if ev := receive(t, again, 1)[0]; ev.ID != id || ev.Task != "later" {
 		t.Fatalf("live after the restore: %+v, want event %d of later", ev, id)
@@ -616,4 +645,52 @@ func TestWatchHubFollowsRewoundHistory(t *testing.T) {
 	if pos := svc.WatchStats().Position; pos > 7 {
 		t.Fatalf("hub position %d, want it to follow the restored history (7)", pos)
 	}
+}
+
+// TestWatchReadyInBand: a watch that replays the history while new events
+// keep coming delivers its ready mark once, after every replayed event
+// (those up to its position, every one of them) and before every new one,
+// whatever pace its reader takes.
+func TestWatchReadyInBand(t *testing.T) {
+	f := newFeedStore()
+	for range 300 {
+		f.add("t", EventAcquired)
+	}
+	svc := New(f)
+	ctx := t.Context()
+	live, err := svc.Watch(ctx, WatchParams{Since: WatchFromNow}) // starts the hub
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	awaitReady(t, live)
+	w, err := svc.Watch(ctx, WatchParams{Since: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	const total = 1000
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range total - 300 {
+			f.add("t", EventReleased)
+		}
+	}()
+	before, pos := awaitReady(t, w)
+	if pos < 300 || int64(len(before)) != pos {
+		t.Fatalf("ready at %d after %d events, want at 300 or later, after every event up to it", pos, len(before))
+	}
+	checkIDs(t, before, 1)
+	wg.Wait()
+	var after []Event
+	for int64(len(after)) < total-pos {
+		it := <-w.Items()
+		if it.Ready {
+			t.Fatalf("a second ready mark, after %d events", len(before)+len(after))
+		}
+		after = append(after, it.Event)
+	}
+	checkIDs(t, after, pos+1)
 }

@@ -192,10 +192,9 @@ func (ws *watchStream) serve(in *bufio.Reader, ahead *leasecore.PositionAheadErr
 	}
 	ping := time.NewTicker(watchPingInterval)
 	defer ping.Stop()
-	ready := ws.w.Ready()
 	for {
 		select {
-		case ev, ok := <-ws.w.Events():
+		case it, ok := <-ws.w.Items():
 			if !ok {
 				var ahead *leasecore.PositionAheadError
 				switch err := ws.w.Err(); {
@@ -205,7 +204,6 @@ func (ws *watchStream) serve(in *bufio.Reader, ahead *leasecore.PositionAheadErr
 					if !ws.startOver(ahead) {
 						return
 					}
-					ready = ws.w.Ready()
 					continue
 				case errors.Is(err, leasecore.ErrWatchCut):
 					ws.end(api.WatchEndReasonSlow, "this watcher fell too far behind the store's events; reconnect with Last-Event-ID set to the last id received")
@@ -214,43 +212,19 @@ func (ws *watchStream) serve(in *bufio.Reader, ahead *leasecore.PositionAheadErr
 				}
 				return
 			}
-			ws.appendEvent(ev)
+			ws.appendItem(it)
 			// Send what else is waiting in the same write.
 			for more := true; more && len(ws.out) < 32<<10; {
 				select {
-				case ev, ok := <-ws.w.Events():
+				case it, ok := <-ws.w.Items():
 					if !ok {
 						more = false
 						break
 					}
-					ws.appendEvent(ev)
+					ws.appendItem(it)
 				default:
 					more = false
 				}
-			}
-			if ws.flush() != nil {
-				return
-			}
-		case <-ready:
-			// The replayed events are all queued by now: write them, then
-			// ready, then whatever new ones were queued behind them.
-			ready = nil
-			pos := ws.w.ReadyPosition()
-			var after []leasecore.Event
-			for n := len(ws.w.Events()); n > 0; n-- {
-				ev, ok := <-ws.w.Events()
-				if !ok {
-					break
-				}
-				if ev.ID <= pos {
-					ws.appendEvent(ev)
-				} else {
-					after = append(after, ev)
-				}
-			}
-			ws.out = append(ws.out, mustEvent("ready", api.WatchReady{Position: pos})...)
-			for _, ev := range after {
-				ws.appendEvent(ev)
 			}
 			if ws.flush() != nil {
 				return
@@ -298,6 +272,16 @@ func (ws *watchStream) appendReset(ahead *leasecore.PositionAheadError) {
 			"or failed over to one without its newest events. Forget the events and leases seen so far; the history the store holds follows "+
 			"from its oldest event, then ready", ahead.Position, ahead.Newest),
 	})...)
+}
+
+// appendItem adds one item of the watch, in the order the watch delivers
+// them: the ready mark, or a history event.
+func (ws *watchStream) appendItem(it leasecore.WatchItem) {
+	if it.Ready {
+		ws.out = append(ws.out, mustEvent("ready", api.WatchReady{Position: it.Position})...)
+		return
+	}
+	ws.appendEvent(it.Event)
 }
 
 // appendEvent adds one history event to the pending output: its id, its

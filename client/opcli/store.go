@@ -172,23 +172,16 @@ func (s *storeBackend) watch(ctx context.Context, v *verbFlags, emit func(api.Ev
 		if err != nil {
 			return err
 		}
-		readyC := w.Ready()
-		for done := false; !done; {
-			select {
-			case <-readyC:
-				readyC = nil
-				ready(w.ReadyPosition())
-			case e, ok := <-w.Events():
-				if !ok {
-					done = true
-					break
-				}
-				if err := emit(api.FromEvent(&e)); err != nil {
-					w.Close()
-					return &exitError{code: ExitFailed, err: err}
-				}
-				after = e.ID
+		for it := range w.Items() {
+			if it.Ready {
+				ready(it.Position)
+				continue
 			}
+			if err := emit(api.FromEvent(&it.Event)); err != nil {
+				w.Close()
+				return &exitError{code: ExitFailed, err: err}
+			}
+			after = it.Event.ID
 		}
 		err = w.Err()
 		w.Close()

@@ -191,7 +191,11 @@ func BenchmarkWatchDelayByRole(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer w.Close()
-			<-w.Ready()
+			for it := range w.Items() {
+				if it.Ready {
+					break
+				}
+			}
 			var total time.Duration
 			b.ResetTimer()
 			for range b.N {
@@ -204,8 +208,8 @@ func BenchmarkWatchDelayByRole(b *testing.B) {
 					b.Fatal(err)
 				}
 				claimed := time.Now()
-				for ev := range w.Events() {
-					if ev.Task == task {
+				for it := range w.Items() {
+					if it.Event.Task == task {
 						break
 					}
 				}
