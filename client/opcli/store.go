@@ -10,6 +10,7 @@ import (
 	"github.com/leasehold/leasehold/internal/version"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
+	"github.com/leasehold/leasehold/leasecore/watch"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
 
@@ -155,14 +156,15 @@ func (s *storeBackend) release(ctx context.Context, v *verbFlags) (bool, error) 
 	return s.svc.Release(ctx, leasecore.ReleaseParams{Task: v.task, Owner: v.owner, Token: v.token})
 }
 
-// watch follows the store's history through leasecore's watch. A watcher
+// watch follows the store's history through package watch. A watcher
 // cut for falling behind resumes after the last event printed; one whose
 // position is ahead of the store's history (it was restored under it)
 // starts over from the oldest event.
 func (s *storeBackend) watch(ctx context.Context, v *verbFlags, emit func(api.Event) error, ready func(int64), reset func(int64, int64)) error {
 	after := v.since
+	hub := watch.New(s.svc)
 	for {
-		w, err := s.svc.Watch(ctx, leasecore.WatchParams{Prefix: v.prefix, Since: after})
+		w, err := hub.Watch(ctx, watch.Params{Prefix: v.prefix, Since: after})
 		var ahead *leasecore.PositionAheadError
 		if errors.As(err, &ahead) {
 			reset(ahead.Position, ahead.Newest)
@@ -190,7 +192,7 @@ func (s *storeBackend) watch(ctx context.Context, v *verbFlags, emit func(api.Ev
 			after = 0
 			continue
 		}
-		if ctx.Err() != nil || !errors.Is(err, leasecore.ErrWatchCut) {
+		if ctx.Err() != nil || !errors.Is(err, watch.ErrCut) {
 			return err
 		}
 		if p := w.Position(); p > after {

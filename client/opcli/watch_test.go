@@ -448,7 +448,9 @@ func TestWatchCaughtUpAfterEveryReplayedEvent(t *testing.T) {
 		defer cancel()
 		out := &orderedLines{caughtUp: make(chan struct{})}
 		done := make(chan int, 1)
-		go func() { done <- opcli.Main(ctx, "watch", with(conn, "--since", "0"), func(string) string { return "" }, out, out) }()
+		go func() {
+			done <- opcli.Main(ctx, "watch", with(conn, "--since", "0"), func(string) string { return "" }, out, out)
+		}()
 		select {
 		case <-out.caughtUp:
 		case <-ctx.Done():

@@ -15,6 +15,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/harness/pgtest"
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/watch"
 )
 
 // What row-level security (migration 0005) costs a claim. The same
@@ -186,7 +187,7 @@ func BenchmarkWatchDelayByRole(b *testing.B) {
 				db.scope(b, db.a, "mine/")
 			}
 			svc := leasecore.New(openAs(b, db.aURL, Options{}))
-			w, err := svc.Watch(b.Context(), leasecore.WatchParams{Prefix: "mine/", Since: leasecore.WatchFromNow})
+			w, err := watch.New(svc).Watch(b.Context(), watch.Params{Prefix: "mine/", Since: watch.FromNow})
 			if err != nil {
 				b.Fatal(err)
 			}
