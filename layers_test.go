@@ -21,6 +21,8 @@ var layerRules = []struct {
 }{
 	{"leasecore", []string{"sidecar", "client", "client/", "cmd/", "leasecore/postgres", "leasecore/sqlite", "tfprovider", "github.com/labstack/echo/v4", "net/http"},
 		"the model imports no transport and no driver"},
+	{"leasecore/watch", []string{"sidecar", "client", "client/", "cmd/", "leasecore/postgres", "leasecore/sqlite", "tfprovider", "github.com/labstack/echo/v4", "net/http"},
+		"the watch follows any store through the Service's HistoryFeed, and knows no transport"},
 	{"leasecore/postgres", []string{"leasecore/sqlite", "sidecar", "tfprovider"}, "drivers never import each other or a face"},
 	{"leasecore/sqlite", []string{"leasecore/postgres", "sidecar", "tfprovider"}, "drivers never import each other or a face"},
 	{"client/leaserun", []string{"sidecar"}, "leasehold run shares CLI helpers through internal/cli, not the server"},

@@ -8,8 +8,9 @@ import (
 )
 
 // HistoryFeed is implemented by a Store whose lease history can be followed
-// as it grows, whichever process writes it: the watch (Service.Watch) is
-// built on it. Both drivers implement it.
+// as it grows, whichever process writes it: the watch (package
+// leasecore/watch, through Service.HistoryFeed) is built on it. Both
+// drivers implement it.
 //
 // The history table is the source of truth. A driver's change signal
 // (HistoryChanges) only says when to read it again, so a lost or late

@@ -31,7 +31,8 @@ const (
 	PrunedUnguarded PruneResult = "pruned_unguarded"
 )
 
-// Pruner deletes lease history beyond each task's retention policy, guarded
+// Pruner deletes lease history beyond each task's retention policy, after
+// recording the expiries nobody recorded (see recordExpiries), guarded
 // by the lease PruneTask (ttl three intervals, so a pruner that dies holding
 // it delays the next pass by at most that): held by another pruner → skip
 // the pass quietly; unavailable → prune anyway, warning once per streak of
@@ -116,14 +117,41 @@ func (p *Pruner) Once(ctx context.Context) (PruneResult, int64, error) {
 	return Pruned, n, err
 }
 
-// prune runs the pruning itself, bounded by one interval and by a third of
-// the prune lease's ttl (they differ when the ttl is capped at MaxTTL): well
+// prune runs the pass's work, bounded by one interval and by a third of the
+// prune lease's ttl (they differ when the ttl is capped at MaxTTL): well
 // inside the lease, and far above the Service's per-operation timeout, which
-// a large backlog of history could outlast.
+// a large backlog of history could outlast. It first records the expiries
+// nobody recorded (recordExpiries), then prunes; a failure of the first does
+// not keep it from the second.
 func (p *Pruner) prune(ctx context.Context) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, min(p.interval, p.leaseTTL()/3))
 	defer cancel()
-	return p.svc.PruneHistory(ctx)
+	rerr := p.recordExpiries(ctx)
+	n, err := p.svc.PruneHistory(ctx)
+	return n, errors.Join(rerr, err)
+}
+
+// pruneExpiryLimit is how many expiries one RecordExpiries call of a pass
+// records; a pass calls again while calls come back full.
+const pruneExpiryLimit = 256
+
+// recordExpiries records "expired", at its expiry, for every lease that ran
+// out with nobody releasing or claiming it again and whose end no one
+// recorded yet (HistoryFeed.RecordExpiries), so that the history holds the
+// end of every lease whether or not a watch was running to sweep it
+// (docs/design.md, "Expiries nobody claims"). A store that cannot follow
+// its history has nothing to record.
+func (p *Pruner) recordExpiries(ctx context.Context) error {
+	feed, err := p.svc.HistoryFeed()
+	if err != nil {
+		return nil
+	}
+	for {
+		sw, err := feed.RecordExpiries(ctx, pruneExpiryLimit)
+		if err != nil || sw.Recorded < pruneExpiryLimit {
+			return err
+		}
+	}
 }
 
 // endStreak notes that the prune lease answered again.

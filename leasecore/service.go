@@ -26,14 +26,6 @@ type Service struct {
 	interceptors []Interceptor // outermost first
 	opTimeout    time.Duration
 	decls        declarations // applied to claims and renewals
-
-	watchBuffer int // WithWatchBuffer
-	// watchChangesPoll is WithWatchPoll's: how often the watch's store
-	// signal polls; 0, no signal.
-	watchChangesPoll time.Duration
-	watchLinger      time.Duration // WatchLinger; shorter in tests
-	watchOnce        sync.Once
-	watch            *watchHub // the history's fan-out (watch.go), made on first use
 }
 
 // DefaultOpTimeout bounds one store operation whose context has no deadline
@@ -49,8 +41,7 @@ func WithOpTimeout(d time.Duration) Option { return func(s *Service) { s.opTimeo
 
 // New returns a Service over store.
 func New(store Store, opts ...Option) *Service {
-	s := &Service{store: store, opTimeout: DefaultOpTimeout, watchBuffer: DefaultWatchBuffer, watchLinger: WatchLinger,
-		watchChangesPoll: DefaultWatchPoll}
+	s := &Service{store: store, opTimeout: DefaultOpTimeout}
 	s.decls.copy.MaxAge = DefaultDeclarationsMaxAge
 	for _, o := range opts {
 		o(s)

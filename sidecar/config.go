@@ -58,7 +58,7 @@ type Config struct {
 	// DefaultMaxWatchers, lowered as MaxStreams is.
 	MaxWatchers int
 	// WatchPoll is how often a sidecar with watchers asks the store for
-	// other processes' commits (leasecore.WithWatchPoll): the longest one
+	// other processes' commits (watch.WithPoll): the longest one
 	// waits before its watchers are told. 0 turns the signal off: the
 	// watch reads the store once a second.
 	WatchPoll time.Duration

@@ -12,6 +12,7 @@ import (
 	leasehold "github.com/leasehold/leasehold"
 	"github.com/leasehold/leasehold/internal/version"
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/watch"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
 
@@ -20,6 +21,7 @@ import (
 // decodes, calls the Service and hands the outcome to problem.go.
 type handlers struct {
 	svc      *leasecore.Service
+	hub      *watch.Hub           // the watch of svc's store
 	renewals *leasecore.Coalescer // gathers the keepalive streams' renewals
 	metrics  *metrics
 	ready    func(ctx context.Context) error

@@ -17,6 +17,7 @@ import (
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
+	"github.com/leasehold/leasehold/leasecore/watch"
 	"github.com/leasehold/leasehold/sidecar/api"
 	"github.com/leasehold/leasehold/sidecar/auth"
 	"github.com/leasehold/leasehold/sidecar/console"
@@ -46,7 +47,7 @@ type Options struct {
 	// MaxWatchers caps concurrent watch streams; 0 means DefaultMaxWatchers.
 	MaxWatchers int
 	// WatchPoll is how often the watch asks the store for other processes'
-	// commits (leasecore.WithWatchPoll); zero means
+	// commits (watch.WithPoll); zero means
 	// leasecore.DefaultWatchPoll, and a negative value turns the signal
 	// off (the watch reads once a second).
 	WatchPoll time.Duration
@@ -114,14 +115,17 @@ func New(opts Options) (*Server, error) {
 		s.hosts = &p
 	}
 	svc := leasecore.New(opts.Store, leasecore.WithInterceptor(s.interceptStore), leasecore.WithInterceptor(cli.MigrateHint),
-		leasecore.WithDeclarations(opts.DeclarationsMaxAge, opts.RequireDeclared), watchPoll(opts.WatchPoll))
+		leasecore.WithDeclarations(opts.DeclarationsMaxAge, opts.RequireDeclared))
 	s.svc = svc
 	m.registerStoreCounts(svc)
 	m.registerStreams(s.streams)
 	// The coalescer has goroutines only while renewals wait in it, so it
 	// needs no Close of its own.
 	renewals := leasecore.NewCoalescer(svc, leasecore.DefaultCoalesceWindow, nil)
-	h := &handlers{svc: svc, renewals: renewals, metrics: m, ready: s.ready, streams: s.streams, watches: s.watches, log: log,
+	// The watch's one ring carries each event's SSE frame, encoded once for
+	// all the streams.
+	hub := watch.New(svc, watchPoll(opts.WatchPoll), watch.WithEncoding(eventFrame))
+	h := &handlers{svc: svc, hub: hub, renewals: renewals, metrics: m, ready: s.ready, streams: s.streams, watches: s.watches, log: log,
 		status: statusSource{started: s.started, storeKind: storeurl.Kind(opts.Store), watchers: &s.watches.active}}
 
 	e := echo.New()
@@ -333,13 +337,13 @@ func (s *Server) interceptStore(ctx context.Context, op string, call func(contex
 	return err
 }
 
-// watchPoll is Options.WatchPoll as a leasecore option.
-func watchPoll(d time.Duration) leasecore.Option {
+// watchPoll is Options.WatchPoll as a watch option.
+func watchPoll(d time.Duration) watch.Option {
 	switch {
 	case d == 0:
-		return leasecore.WithWatchPoll(leasecore.DefaultWatchPoll)
+		return watch.WithPoll(leasecore.DefaultWatchPoll)
 	case d < 0:
-		return leasecore.WithWatchPoll(0)
+		return watch.WithPoll(0)
 	}
-	return leasecore.WithWatchPoll(d)
+	return watch.WithPoll(d)
 }

@@ -19,11 +19,12 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/watch"
 	"github.com/leasehold/leasehold/sidecar/api"
 	"github.com/leasehold/leasehold/sidecar/auth"
 )
 
-// The watch stream: GET /v1/watch relays a leasecore.Watcher's events as
+// The watch stream: GET /v1/watch relays a watch.Watcher's items as
 // server-sent events on the hijacked connection, as the keepalive stream
 // does, so that the server's timeouts do not end it.
 
@@ -43,7 +44,6 @@ const watchEndGrace = 10 * time.Second
 // watches is the sidecar's book of watch streams: a cap, and a way to end
 // them all at shutdown.
 type watches struct {
-	frames watchFrames
 	slots
 	closing chan struct{} // closed by shutdown
 
@@ -96,7 +96,7 @@ func (ws *watches) shutdown(ctx context.Context) error {
 
 // WatchLeases answers GET /v1/watch.
 func (h *handlers) WatchLeases(c echo.Context, params api.WatchLeasesParams) error {
-	since := int64(leasecore.WatchFromNow)
+	since := int64(watch.FromNow)
 	if params.Since != nil {
 		since = *params.Since
 	}
@@ -121,14 +121,14 @@ func (h *handlers) WatchLeases(c echo.Context, params api.WatchLeasesParams) err
 	// The watch outlives the request: the connection is the stream's once
 	// hijacked, and the stream ends the watch.
 	ctx, cancel := context.WithCancel(context.Background())
-	wp := leasecore.WatchParams{Prefix: deref(params.Prefix), Since: since}
-	w, err := h.svc.Watch(ctx, wp)
+	wp := watch.Params{Prefix: deref(params.Prefix), Since: since}
+	w, err := h.hub.Watch(ctx, wp)
 	var ahead *leasecore.PositionAheadError
 	if errors.As(err, &ahead) {
 		// The position is not in the store's history: the stream says
 		// reset, then replays the history the store holds.
 		wp.Since = 0
-		w, err = h.svc.Watch(ctx, wp)
+		w, err = h.hub.Watch(ctx, wp)
 	}
 	if err != nil {
 		cancel()
@@ -146,8 +146,8 @@ func (h *handlers) WatchLeases(c echo.Context, params api.WatchLeasesParams) err
 		defer h.watches.running.Done()
 		defer h.watches.leave()
 		defer cancel()
-		ws := &watchStream{conn: conn, w: w, closing: h.watches.closing, frames: &h.watches.frames,
-			svc: h.svc, ctx: ctx, prefix: wp.Prefix, stalled: &h.watches.stalled, cred: caller(c)}
+		ws := &watchStream{conn: conn, w: w, closing: h.watches.closing,
+			hub: h.hub, ctx: ctx, prefix: wp.Prefix, stalled: &h.watches.stalled, cred: caller(c)}
 		ws.serve(buf.Reader, ahead)
 	}()
 	return nil
@@ -156,16 +156,15 @@ func (h *handlers) WatchLeases(c echo.Context, params api.WatchLeasesParams) err
 // watchStream is one watch stream after the hijack.
 type watchStream struct {
 	conn    net.Conn
-	w       *leasecore.Watcher // replaced when the stream starts over after a reset
+	w       *watch.Watcher // replaced when the stream starts over after a reset
 	closing <-chan struct{}
-	frames  *watchFrames
 	cred    *auth.Credential // events of tasks it may not read are not sent
 	out     []byte
 	stalled *atomic.Int64
 
 	// What starting over takes: a new watch of the prefix, from 0, that
 	// lives as long as the stream (ctx).
-	svc    *leasecore.Service
+	hub    *watch.Hub
 	ctx    context.Context
 	prefix string
 }
@@ -192,10 +191,9 @@ func (ws *watchStream) serve(in *bufio.Reader, ahead *leasecore.PositionAheadErr
 	}
 	ping := time.NewTicker(watchPingInterval)
 	defer ping.Stop()
-	ready := ws.w.Ready()
 	for {
 		select {
-		case ev, ok := <-ws.w.Events():
+		case it, ok := <-ws.w.Items():
 			if !ok {
 				var ahead *leasecore.PositionAheadError
 				switch err := ws.w.Err(); {
@@ -205,52 +203,27 @@ func (ws *watchStream) serve(in *bufio.Reader, ahead *leasecore.PositionAheadErr
 					if !ws.startOver(ahead) {
 						return
 					}
-					ready = ws.w.Ready()
 					continue
-				case errors.Is(err, leasecore.ErrWatchCut):
+				case errors.Is(err, watch.ErrCut):
 					ws.end(api.WatchEndReasonSlow, "this watcher fell too far behind the store's events; reconnect with Last-Event-ID set to the last id received")
 				case errors.Is(err, leasecore.ErrUnavailable):
 					ws.end(api.WatchEndReasonUnavailable, "the store could not be read while replaying the history; reconnect with Last-Event-ID set to the last id received")
 				}
 				return
 			}
-			ws.appendEvent(ev)
+			ws.appendItem(it)
 			// Send what else is waiting in the same write.
 			for more := true; more && len(ws.out) < 32<<10; {
 				select {
-				case ev, ok := <-ws.w.Events():
+				case it, ok := <-ws.w.Items():
 					if !ok {
 						more = false
 						break
 					}
-					ws.appendEvent(ev)
+					ws.appendItem(it)
 				default:
 					more = false
 				}
-			}
-			if ws.flush() != nil {
-				return
-			}
-		case <-ready:
-			// The replayed events are all queued by now: write them, then
-			// ready, then whatever new ones were queued behind them.
-			ready = nil
-			pos := ws.w.ReadyPosition()
-			var after []leasecore.Event
-			for n := len(ws.w.Events()); n > 0; n-- {
-				ev, ok := <-ws.w.Events()
-				if !ok {
-					break
-				}
-				if ev.ID <= pos {
-					ws.appendEvent(ev)
-				} else {
-					after = append(after, ev)
-				}
-			}
-			ws.out = append(ws.out, mustEvent("ready", api.WatchReady{Position: pos})...)
-			for _, ev := range after {
-				ws.appendEvent(ev)
 			}
 			if ws.flush() != nil {
 				return
@@ -276,7 +249,7 @@ func (ws *watchStream) serve(in *bufio.Reader, ahead *leasecore.PositionAheadErr
 func (ws *watchStream) startOver(ahead *leasecore.PositionAheadError) bool {
 	ws.w.Close()
 	ws.appendReset(ahead)
-	w, err := ws.svc.Watch(ws.ctx, leasecore.WatchParams{Prefix: ws.prefix, Since: 0})
+	w, err := ws.hub.Watch(ws.ctx, watch.Params{Prefix: ws.prefix, Since: 0})
 	if err != nil {
 		// The reset's id (0) is where the client reconnects from.
 		ws.end(api.WatchEndReasonUnavailable, "the store's history went back and could not be read again; reconnect with Last-Event-ID set to the last id received")
@@ -300,44 +273,29 @@ func (ws *watchStream) appendReset(ahead *leasecore.PositionAheadError) {
 	})...)
 }
 
-// appendEvent adds one history event to the pending output: its id, its
-// kind as the event name, and the Event as data.
-func (ws *watchStream) appendEvent(ev leasecore.Event) {
-	if ws.cred != auth.Anonymous && !ws.cred.Allows(auth.Read, ev.Task) {
-		return
+// appendItem adds one item of the watch to the pending output, in the
+// order the watch delivers them: the ready mark, or a history event as the
+// hub encoded it (eventFrame), unless the stream's credential may not read
+// its task.
+func (ws *watchStream) appendItem(it watch.Item) {
+	switch {
+	case it.Ready:
+		ws.out = append(ws.out, mustEvent("ready", api.WatchReady{Position: it.Position})...)
+	case ws.cred != auth.Anonymous && !ws.cred.Allows(auth.Read, it.Event.Task):
+	case it.Frame != nil:
+		ws.out = append(ws.out, it.Frame...)
+	default:
+		ws.out = append(ws.out, eventFrame(it.Event)...)
 	}
-	ws.out = append(ws.out, ws.frames.frame(ev)...)
 }
 
-// watchFrames encodes each history event once for all the sidecar's watch
-// streams, which all send the same events: a stream takes an event's frame
-// from a small ring, indexed by id, and encodes it itself only when the
-// slot holds another event (the first stream to send it, a stream
-// replaying old events, or, after the store's history went back, another
-// event with the same id). Frames are never changed once stored.
-type watchFrames struct {
-	slots [watchFrameSlots]atomic.Pointer[watchFrame]
-}
-
-// watchFrameSlots is the ring's size: more than the events the streams
-// that are live send between them at a time.
-const watchFrameSlots = 4096
-
-type watchFrame struct {
-	ev    leasecore.Event
-	bytes []byte
-}
-
-func (f *watchFrames) frame(ev leasecore.Event) []byte {
-	slot := &f.slots[uint64(ev.ID)%watchFrameSlots]
-	if fr := slot.Load(); fr != nil && fr.ev == ev {
-		return fr.bytes
-	}
+// eventFrame is one history event as a watch stream sends it: its id, its
+// kind as the event name, and the Event as data. The watch's hub makes it
+// once per event for all the sidecar's streams (watch.WithEncoding).
+func eventFrame(ev leasecore.Event) []byte {
 	b := strconv.AppendInt([]byte("id: "), ev.ID, 10)
 	b = append(b, '\n')
-	b = append(b, mustEvent(string(ev.Kind), api.FromEvent(&ev))...)
-	slot.Store(&watchFrame{ev: ev, bytes: b})
-	return b
+	return append(b, mustEvent(string(ev.Kind), api.FromEvent(&ev))...)
 }
 
 // end sends the end event; the stream then closes.

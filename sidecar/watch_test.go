@@ -238,18 +238,15 @@ func TestWatchStoreDown(t *testing.T) {
 
 // TestWatchFrames: a frame from the ring is the event's own, whether it was
 // encoded for this call, reused, or its slot held another event.
+// TestWatchFrames: a history event's frame is its id, its kind as the
+// event name and the Event as data.
 func TestWatchFrames(t *testing.T) {
 	t.Parallel()
-	var f watchFrames
-	ev := func(id int64) leasecore.Event {
-		return leasecore.Event{ID: id, Task: "t", Kind: leasecore.EventAcquired, Owner: fmt.Sprintf("o%d", id), Token: id, At: time.Unix(id, 0)}
-	}
-	want := func(e leasecore.Event) string {
-		return fmt.Sprintf("id: %d\n", e.ID) + string(mustEvent(string(e.Kind), api.FromEvent(&e)))
-	}
-	for _, id := range []int64{1, 1, 1 + watchFrameSlots, 1, 2} {
-		if got := string(f.frame(ev(id))); got != want(ev(id)) {
-			t.Fatalf("frame of event %d:\n%s\nwant\n%s", id, got, want(ev(id)))
+	for _, id := range []int64{1, 2, 4097} {
+		e := leasecore.Event{ID: id, Task: "t", Kind: leasecore.EventAcquired, Owner: fmt.Sprintf("o%d", id), Token: id, At: time.Unix(id, 0)}
+		want := fmt.Sprintf("id: %d\n", e.ID) + string(mustEvent(string(e.Kind), api.FromEvent(&e)))
+		if got := string(eventFrame(e)); got != want {
+			t.Fatalf("frame of event %d:\n%s\nwant\n%s", id, got, want)
 		}
 	}
 }

@@ -76,8 +76,8 @@
 // says reset: watch prints one line on stderr and starts over, printing
 // the history the store holds from its oldest event, then what follows.
 //
-// On a store (--store), watch follows the history with leasecore's
-// Service.Watch, resumes after the last event printed when it is cut for
+// On a store (--store), watch follows the history with package
+// leasecore/watch, resumes after the last event printed when it is cut for
 // falling behind, and starts over in the same way when its position is
 // ahead of the store's history.
 //

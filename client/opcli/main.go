@@ -250,7 +250,7 @@ func (v *verbFlags) check(set map[string]bool) error {
 // checkPrefix checks a --prefix by the watch's rule: the start of a task
 // name, so at most as long as one and of its characters.
 func checkPrefix(p string) error {
-	if err := (leasecore.WatchParams{Prefix: p}).Validate(); err != nil {
+	if err := leasecore.ValidateTaskPrefix(p); err != nil {
 		return fmt.Errorf("--prefix %q: %s", p, cli.Rule(err))
 	}
 	return nil

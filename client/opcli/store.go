@@ -11,6 +11,7 @@ import (
 	"github.com/leasehold/leasehold/internal/version"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
+	"github.com/leasehold/leasehold/leasecore/watch"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
 
@@ -158,14 +159,15 @@ func (s *storeBackend) release(ctx context.Context, v *verbFlags) (bool, error) 
 	return s.svc.Release(ctx, leasecore.ReleaseParams{Task: v.task, Owner: v.owner, Token: v.token})
 }
 
-// watch follows the store's history through leasecore's watch. A watcher
+// watch follows the store's history through package watch. A watcher
 // cut for falling behind resumes after the last event printed; one whose
 // position is ahead of the store's history (it was restored under it)
 // starts over from the oldest event.
 func (s *storeBackend) watch(ctx context.Context, v *verbFlags, emit func(api.Event) error, ready func(int64), reset func(int64, int64)) error {
 	after := v.since
+	hub := watch.New(s.svc)
 	for {
-		w, err := s.svc.Watch(ctx, leasecore.WatchParams{Prefix: v.prefix, Since: after})
+		w, err := hub.Watch(ctx, watch.Params{Prefix: v.prefix, Since: after})
 		var ahead *leasecore.PositionAheadError
 		if errors.As(err, &ahead) {
 			reset(ahead.Position, ahead.Newest)
@@ -175,23 +177,16 @@ func (s *storeBackend) watch(ctx context.Context, v *verbFlags, emit func(api.Ev
 		if err != nil {
 			return err
 		}
-		readyC := w.Ready()
-		for done := false; !done; {
-			select {
-			case <-readyC:
-				readyC = nil
-				ready(w.ReadyPosition())
-			case e, ok := <-w.Events():
-				if !ok {
-					done = true
-					break
-				}
-				if err := emit(api.FromEvent(&e)); err != nil {
-					w.Close()
-					return exitcode.With(exitcode.Failure, err)
-				}
-				after = e.ID
+		for it := range w.Items() {
+			if it.Ready {
+				ready(it.Position)
+				continue
 			}
+			if err := emit(api.FromEvent(&it.Event)); err != nil {
+				w.Close()
+				return exitcode.With(exitcode.Failure, err)
+			}
+			after = it.Event.ID
 		}
 		err = w.Err()
 		w.Close()
@@ -200,7 +195,7 @@ func (s *storeBackend) watch(ctx context.Context, v *verbFlags, emit func(api.Ev
 			after = 0
 			continue
 		}
-		if ctx.Err() != nil || !errors.Is(err, leasecore.ErrWatchCut) {
+		if ctx.Err() != nil || !errors.Is(err, watch.ErrCut) {
 			return err
 		}
 		if p := w.Position(); p > after {

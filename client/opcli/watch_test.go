@@ -407,3 +407,78 @@ func TestWatchSinceAheadStartsOver(t *testing.T) {
 		}
 	})
 }
+
+// orderedLines records the lines written to it, stdout's and stderr's
+// alike, in the order they were written, and closes caughtUp at the first
+// line that says the watch caught up.
+type orderedLines struct {
+	mu       sync.Mutex
+	buf      []byte
+	lines    []string
+	caughtUp chan struct{}
+}
+
+func (w *orderedLines) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		l := string(w.buf[:i])
+		w.buf = w.buf[i+1:]
+		if strings.HasPrefix(l, "watching (caught up") && len(w.caughtUp) == 0 {
+			close(w.caughtUp)
+		}
+		w.lines = append(w.lines, l)
+	}
+}
+
+// watch --since on a history of many events, on a sidecar and straight on
+// a store, both stores: every replayed event is printed before the line
+// that says the watch caught up, and the line names the last of them.
+func TestWatchCaughtUpAfterEveryReplayedEvent(t *testing.T) {
+	t.Parallel()
+	const n = 120
+	eachTarget(t, func(t *testing.T, conn []string, _ api.StoreStatusKind) {
+		for i := range n {
+			leasehold(t, nil, "claim", with(conn, fmt.Sprintf("job-%03d", i), "--owner", "w1")...).expect(t, 0)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		out := &orderedLines{caughtUp: make(chan struct{})}
+		done := make(chan int, 1)
+		go func() {
+			done <- opcli.Main(ctx, "watch", with(conn, "--since", "0"), func(string) string { return "" }, out, out)
+		}()
+		select {
+		case <-out.caughtUp:
+		case <-ctx.Done():
+			t.Fatal("the watch never said it caught up")
+		}
+		cancel()
+		if code := <-done; code != 0 {
+			t.Fatalf("watch exit %d after an interrupt", code)
+		}
+		out.mu.Lock()
+		defer out.mu.Unlock()
+		var before []int64
+		var at int64 = -1
+		for _, l := range out.lines {
+			if _, err := fmt.Sscanf(l, "watching (caught up at event %d)", &at); err == nil {
+				break
+			}
+			var id int64
+			if _, err := fmt.Sscan(l, &id); err != nil {
+				t.Fatalf("line %q is neither an event nor caught up", l)
+			}
+			before = append(before, id)
+		}
+		if len(before) != n || before[n-1] != at {
+			t.Fatalf("caught up at %d after %d events (the last %v), want after all %d replayed, up to its position:\n%s",
+				at, len(before), before[max(len(before)-1, 0):], n, strings.Join(out.lines, "\n"))
+		}
+	})
+}

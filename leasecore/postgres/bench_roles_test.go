@@ -13,6 +13,7 @@ import (
 	"github.com/leasehold/leasehold/internal/harness/pgtest"
 	"github.com/leasehold/leasehold/internal/harness/procstat"
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/watch"
 )
 
 // What row-level security (migration 0005) costs a claim. The same
@@ -177,12 +178,16 @@ func BenchmarkWatchDelayByRole(b *testing.B) {
 				db.scope(b, db.a, "mine/")
 			}
 			svc := leasecore.New(openAs(b, db.aURL, Options{}))
-			w, err := svc.Watch(b.Context(), leasecore.WatchParams{Prefix: "mine/", Since: leasecore.WatchFromNow})
+			w, err := watch.New(svc).Watch(b.Context(), watch.Params{Prefix: "mine/", Since: watch.FromNow})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer w.Close()
-			<-w.Ready()
+			for it := range w.Items() {
+				if it.Ready {
+					break
+				}
+			}
 			var total time.Duration
 			b.ResetTimer()
 			for range b.N {
@@ -195,8 +200,8 @@ func BenchmarkWatchDelayByRole(b *testing.B) {
 					b.Fatal(err)
 				}
 				claimed := time.Now()
-				for ev := range w.Events() {
-					if ev.Task == task {
+				for it := range w.Items() {
+					if it.Event.Task == task {
 						break
 					}
 				}

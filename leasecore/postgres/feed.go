@@ -297,7 +297,7 @@ func (s *Store) RecordExpiries(ctx context.Context, limit int) (leasecore.Expiry
 // A newest id that did not move does not mean that nothing committed: an
 // event with a smaller id than one already seen may commit late. The cursor
 // then holds the later events back behind the gap and says so (Pending), and
-// its reader reads again soon on its own (Service.Watch does), so no signal
+// its reader reads again soon on its own (the watch, package leasecore/watch, does), so no signal
 // is needed for it.
 func (s *Store) HistoryChanges(ctx context.Context, poll time.Duration) (<-chan struct{}, error) {
 	if poll <= 0 {

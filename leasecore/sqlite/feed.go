@@ -189,7 +189,7 @@ func scanEvent(rows *sql.Rows) (leasecore.Event, error) {
 // when ctx ends or the Store is closed.
 //
 // Each call holds a connection until it ends, so a process should follow a
-// store through one call and fan its signal out (Service.Watch does).
+// store through one call and fan its signal out (the watch, package leasecore/watch, does).
 func (s *Store) HistoryChanges(ctx context.Context, poll time.Duration) (<-chan struct{}, error) {
 	if poll <= 0 {
 		poll = s.changesPoll

@@ -38,6 +38,7 @@ func (s *suite) feedCases() []testCase {
 		{"ConcurrentWritersNothingSkipped", s.testFeedConcurrentWriters},
 		{"ExpiriesRecordedOnce", s.testFeedExpiriesOnce},
 		{"ExpiriesLimit", s.testFeedExpiriesLimit},
+		{"PrunerRecordsExpiries", s.testFeedPrunerRecordsExpiries},
 		{"Credentials", s.testFeedCredentials},
 		{"ChangesSignalled", s.testFeedChangesSignalled},
 		{"PositionAheadRefused", s.testFeedPositionAhead},
@@ -135,6 +136,28 @@ func mustFeed(t *testing.T, evs []leasecore.Event, task string, want ...wantEven
 			fmt.Fprintf(&b, "  %s %s\n", task, w)
 		}
 		t.Fatalf("feed (oldest first):\n%swant:\n%s", showEvents(evs), b.String())
+	}
+}
+
+// A pruning pass records the end of a lease that expired with nobody
+// releasing or claiming it again, at its expiry, with no watch running: the
+// history holds the same ends whether or not anyone watched.
+func (s *suite) testFeedPrunerRecordsExpiries(t *testing.T) {
+	st := s.isolated(t)
+	svc := leasecore.New(st)
+	gone := claim(t, svc, "gone", "a", shortTTL)
+	live := claim(t, svc, "live", "x", longTTL)
+	waitExpired(t, svc, "gone")
+	if res, _, err := leasecore.NewPruner(svc, time.Minute, "pruner", nil).Once(opCtx(t)); err != nil || res != leasecore.Pruned {
+		t.Fatalf("pruning pass: %s, %v; want pruned", res, err)
+	}
+	evs := mustHistory(t, svc, "gone", expired("a", gone.Token), acquired("a", gone.Token))
+	if !sameInstant(evs[0].At, gone.ExpiresAt) {
+		t.Errorf("expired event at %v, want the lease's expiry %v", evs[0].At, gone.ExpiresAt)
+	}
+	mustHistory(t, svc, "live", acquired("x", live.Token))
+	if sw := sweep(t, feedOf(t, st), 10); sw.Recorded != 0 {
+		t.Fatalf("a sweep after the pass recorded %d, want 0: each end once", sw.Recorded)
 	}
 }
 

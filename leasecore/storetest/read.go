@@ -203,9 +203,18 @@ func (s *suite) testReadsDuringRenewals(t *testing.T) {
 			failure = err
 		}
 	}
-	var reading sync.WaitGroup
+	// Renewals start once every reader has read once, so that on a busy
+	// machine the readers cannot all miss the renewals.
+	var reading, started sync.WaitGroup
+	started.Add(readers)
 	for range readers {
 		reading.Go(func() {
+			first := true
+			defer func() {
+				if first {
+					started.Done()
+				}
+			}()
 			prev := l
 			var mine []string
 			check := func(how string, g *leasecore.Lease) {
@@ -240,6 +249,10 @@ func (s *suite) testReadsDuringRenewals(t *testing.T) {
 					}
 				}
 				n += 2
+				if first {
+					first = false
+					started.Done()
+				}
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -247,6 +260,7 @@ func (s *suite) testReadsDuringRenewals(t *testing.T) {
 			reads += n
 		})
 	}
+	started.Wait()
 	for range renewals {
 		if _, err := s.svc.Renew(ctx, leasecore.RenewParams{Task: task, Owner: "a", Token: l.Token}); err != nil {
 			fail(fmt.Errorf("renew: %w", err))

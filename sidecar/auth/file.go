@@ -69,7 +69,7 @@ func ValidatePrefix(p string) error {
 	if p == "" {
 		return fmt.Errorf(`prefix "": must be %s; write "*" for every task`, prefixRule)
 	}
-	if err := (leasecore.WatchParams{Prefix: p}).Validate(); err != nil {
+	if err := leasecore.ValidateTaskPrefix(p); err != nil {
 		return fmt.Errorf("prefix %q: %s", p, cli.Rule(err))
 	}
 	return nil

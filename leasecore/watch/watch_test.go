@@ -1,4 +1,4 @@
-package leasecore
+package watch
 
 import (
 	"context"
@@ -8,17 +8,19 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/leasehold/leasehold/leasecore"
 )
 
 // feedStore is a HistoryFeed seam for the watch's tests: an in-memory
-// history that the test appends to, with a change signal. Event i has ID
+// history that the test appends to, with a change signal. leasecore.Event i has ID
 // i+1, so the high-water mark is the number of events, pruned ones
 // included; rewind puts the history back as a restore would. The other
-// Store methods are not used.
+// leasecore.Store methods are not used.
 type feedStore struct {
-	Store
+	leasecore.Store
 	mu      sync.Mutex
-	events  []Event
+	events  []leasecore.Event
 	changes chan struct{}
 	sweeps  atomic.Int64
 	failing atomic.Bool // FollowHistory and Next fail
@@ -35,10 +37,10 @@ type feedStore struct {
 
 func newFeedStore() *feedStore { return &feedStore{changes: make(chan struct{}, 1)} }
 
-func (f *feedStore) add(task string, kind EventKind) int64 {
+func (f *feedStore) add(task string, kind leasecore.EventKind) int64 {
 	f.mu.Lock()
 	id := int64(len(f.events) + 1)
-	f.events = append(f.events, Event{ID: id, Task: task, Kind: kind, Owner: "o", Token: id, At: time.Unix(id, 0)})
+	f.events = append(f.events, leasecore.Event{ID: id, Task: task, Kind: kind, Owner: "o", Token: id, At: time.Unix(id, 0)})
 	f.mu.Unlock()
 	select {
 	case f.changes <- struct{}{}:
@@ -55,7 +57,7 @@ func (f *feedStore) rewind(n int) {
 	f.mu.Unlock()
 }
 
-func (f *feedStore) FollowHistory(_ context.Context, after int64) (HistoryCursor, error) {
+func (f *feedStore) FollowHistory(_ context.Context, after int64) (leasecore.HistoryCursor, error) {
 	if f.onFollow != nil {
 		f.onFollow(after)
 	}
@@ -66,7 +68,7 @@ func (f *feedStore) FollowHistory(_ context.Context, after int64) (HistoryCursor
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if newest := int64(len(f.events)); after > newest {
-		return nil, &PositionAheadError{Position: after, Newest: newest}
+		return nil, &leasecore.PositionAheadError{Position: after, Newest: newest}
 	}
 	if after < 0 {
 		after = int64(len(f.events))
@@ -96,9 +98,9 @@ func (f *feedStore) HistoryChanges(ctx context.Context, poll time.Duration) (<-c
 	return out, nil
 }
 
-func (f *feedStore) RecordExpiries(context.Context, int) (ExpirySweep, error) {
+func (f *feedStore) RecordExpiries(context.Context, int) (leasecore.ExpirySweep, error) {
 	f.sweeps.Add(1)
-	return ExpirySweep{}, nil
+	return leasecore.ExpirySweep{}, nil
 }
 
 type feedCursor struct {
@@ -107,7 +109,7 @@ type feedCursor struct {
 	catchUp bool
 }
 
-func (c *feedCursor) Next(_ context.Context, limit int) ([]Event, error) {
+func (c *feedCursor) Next(_ context.Context, limit int) ([]leasecore.Event, error) {
 	if c.f.failing.Load() {
 		return nil, errors.New("store down")
 	}
@@ -115,9 +117,9 @@ func (c *feedCursor) Next(_ context.Context, limit int) ([]Event, error) {
 	c.f.mu.Lock()
 	if newest := int64(len(c.f.events)); c.pos > newest {
 		c.f.mu.Unlock()
-		return nil, &PositionAheadError{Position: c.pos, Newest: newest}
+		return nil, &leasecore.PositionAheadError{Position: c.pos, Newest: newest}
 	}
-	var out []Event
+	var out []leasecore.Event
 	for _, ev := range c.f.events[c.pos:] {
 		if len(out) == limit {
 			break
@@ -139,19 +141,24 @@ func (c *feedCursor) Position() int64 { return c.pos }
 func (c *feedCursor) Pending() bool   { return false }
 func (c *feedCursor) Close() error    { return nil }
 
-// receive reads n events from w, failing on a timeout (a generous bound:
+// newHub returns the Hub of a Service over f.
+func newHub(f *feedStore, opts ...Option) *Hub { return New(leasecore.New(f), opts...) }
+
+// receive reads n events from w, passing over the ready mark, failing on a timeout (a generous bound:
 // the test fails rather than waits forever; it asserts no duration).
-func receive(t *testing.T, w *Watcher, n int) []Event {
+func receive(t *testing.T, w *Watcher, n int) []leasecore.Event {
 	t.Helper()
-	var got []Event
+	var got []leasecore.Event
 	deadline := time.After(30 * time.Second)
 	for len(got) < n {
 		select {
-		case ev, ok := <-w.Events():
+		case it, ok := <-w.Items():
 			if !ok {
 				t.Fatalf("watch ended after %d of %d events: %v", len(got), n, w.Err())
 			}
-			got = append(got, ev)
+			if !it.Ready {
+				got = append(got, it.Event)
+			}
 		case <-deadline:
 			t.Fatalf("got %d of %d events", len(got), n)
 		}
@@ -161,24 +168,49 @@ func receive(t *testing.T, w *Watcher, n int) []Event {
 
 // ended waits (a generous bound: the test fails rather than waits
 // forever) for w's events to close and returns those it had left.
-func ended(t *testing.T, w *Watcher) []Event {
+func ended(t *testing.T, w *Watcher) []leasecore.Event {
 	t.Helper()
-	var left []Event
+	var left []leasecore.Event
 	deadline := time.After(30 * time.Second)
 	for {
 		select {
-		case ev, ok := <-w.Events():
+		case it, ok := <-w.Items():
 			if !ok {
 				return left
 			}
-			left = append(left, ev)
+			if !it.Ready {
+				left = append(left, it.Event)
+			}
 		case <-deadline:
 			t.Fatalf("the watch did not end (it had %d events left)", len(left))
 		}
 	}
 }
 
-func checkIDs(t *testing.T, evs []Event, first int64) {
+// awaitReady reads w's items up to its ready mark (a generous bound: the
+// test fails rather than waits forever) and returns the events before it
+// and the mark's position.
+func awaitReady(t *testing.T, w *Watcher) ([]leasecore.Event, int64) {
+	t.Helper()
+	var before []leasecore.Event
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case it, ok := <-w.Items():
+			if !ok {
+				t.Fatalf("watch ended before it was ready, after %d events: %v", len(before), w.Err())
+			}
+			if it.Ready {
+				return before, it.Position
+			}
+			before = append(before, it.Event)
+		case <-deadline:
+			t.Fatalf("not ready after %d events", len(before))
+		}
+	}
+}
+
+func checkIDs(t *testing.T, evs []leasecore.Event, first int64) {
 	t.Helper()
 	for i, ev := range evs {
 		if ev.ID != first+int64(i) {
@@ -189,15 +221,15 @@ func checkIDs(t *testing.T, evs []Event, first int64) {
 
 func TestWatchFromNowSkipsOldEvents(t *testing.T) {
 	f := newFeedStore()
-	f.add("old", EventAcquired)
-	svc := New(f)
-	w, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow})
+	f.add("old", leasecore.EventAcquired)
+	hub := newHub(f)
+	w, err := hub.Watch(t.Context(), Params{Since: FromNow})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	<-w.Ready()
-	id := f.add("new", EventAcquired)
+	awaitReady(t, w)
+	id := f.add("new", leasecore.EventAcquired)
 	got := receive(t, w, 1)
 	if got[0].ID != id || got[0].Task != "new" {
 		t.Fatalf("got %+v, want the new event %d", got[0], id)
@@ -205,27 +237,27 @@ func TestWatchFromNowSkipsOldEvents(t *testing.T) {
 }
 
 // TestWatchPoll: the watch asks its store for changes at the poll
-// WithWatchPoll sets (DefaultWatchPoll without it); with zero it asks for
+// WithPoll sets (leasecore.DefaultWatchPoll without it); with zero it asks for
 // no signal at all and still delivers, from its once-a-second read.
 func TestWatchPoll(t *testing.T) {
 	for _, c := range []struct {
 		opts []Option
 		want time.Duration // 0: HistoryChanges is not called
 	}{
-		{nil, DefaultWatchPoll},
-		{[]Option{WithWatchPoll(-time.Second)}, DefaultWatchPoll},
-		{[]Option{WithWatchPoll(250 * time.Millisecond)}, 250 * time.Millisecond},
-		{[]Option{WithWatchPoll(0)}, 0},
+		{nil, leasecore.DefaultWatchPoll},
+		{[]Option{WithPoll(-time.Second)}, leasecore.DefaultWatchPoll},
+		{[]Option{WithPoll(250 * time.Millisecond)}, 250 * time.Millisecond},
+		{[]Option{WithPoll(0)}, 0},
 	} {
 		f := newFeedStore()
 		f.polls = make(chan time.Duration, 1)
-		svc := New(f, c.opts...)
-		w, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow})
+		hub := newHub(f, c.opts...)
+		w, err := hub.Watch(t.Context(), Params{Since: FromNow})
 		if err != nil {
 			t.Fatal(err)
 		}
-		<-w.Ready()
-		id := f.add("t", EventAcquired)
+		awaitReady(t, w)
+		id := f.add("t", leasecore.EventAcquired)
 		if got := receive(t, w, 1); got[0].ID != id {
 			t.Fatalf("poll %v: got %+v, want event %d", c.want, got[0], id)
 		}
@@ -251,12 +283,12 @@ func TestWatchPoll(t *testing.T) {
 func TestWatchCatchUpHandOver(t *testing.T) {
 	f := newFeedStore()
 	for range 300 {
-		f.add("t", EventAcquired)
+		f.add("t", leasecore.EventAcquired)
 	}
-	svc := New(f)
+	hub := newHub(f)
 	ctx := t.Context()
 	// A first watcher starts the hub.
-	w0, err := svc.Watch(ctx, WatchParams{Since: WatchFromNow})
+	w0, err := hub.Watch(ctx, Params{Since: FromNow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,12 +299,12 @@ func TestWatchCatchUpHandOver(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := 300; i < total; i++ {
-			f.add(fmt.Sprintf("t%d", i%7), EventReleased)
+			f.add(fmt.Sprintf("t%d", i%7), leasecore.EventReleased)
 		}
 	}()
 	var watchers []*Watcher
 	for _, after := range []int64{0, 1, 150, 299, 300} {
-		w, err := svc.Watch(ctx, WatchParams{Since: after})
+		w, err := hub.Watch(ctx, Params{Since: after})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -288,24 +320,24 @@ func TestWatchCatchUpHandOver(t *testing.T) {
 
 func TestWatchPrefix(t *testing.T) {
 	f := newFeedStore()
-	f.add("jobs/a", EventAcquired)
-	f.add("other", EventAcquired)
-	f.add("jobs/b", EventAcquired)
-	svc := New(f)
-	w, err := svc.Watch(t.Context(), WatchParams{Prefix: "jobs/", Since: 0})
+	f.add("jobs/a", leasecore.EventAcquired)
+	f.add("other", leasecore.EventAcquired)
+	f.add("jobs/b", leasecore.EventAcquired)
+	hub := newHub(f)
+	w, err := hub.Watch(t.Context(), Params{Prefix: "jobs/", Since: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	f.add("other", EventReleased)
-	f.add("jobs/a", EventReleased)
+	f.add("other", leasecore.EventReleased)
+	f.add("jobs/a", leasecore.EventReleased)
 	got := receive(t, w, 3)
 	for i, want := range []int64{1, 3, 5} {
 		if got[i].ID != want {
 			t.Fatalf("event %d: id %d, want %d (%+v)", i, got[i].ID, want, got)
 		}
 	}
-	if err := (WatchParams{Prefix: "bad prefix"}).Validate(); err == nil {
+	if err := (Params{Prefix: "bad prefix"}).Validate(); err == nil {
 		t.Fatal("a prefix with a space was accepted")
 	}
 }
@@ -315,33 +347,33 @@ func TestWatchPrefix(t *testing.T) {
 // what it holds meanwhile is bounded.
 func TestWatchSlowWatcherIsCut(t *testing.T) {
 	f := newFeedStore()
-	svc := New(f, WithWatchBuffer(8))
-	slow, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow})
+	hub := newHub(f, WithBuffer(8))
+	slow, err := hub.Watch(t.Context(), Params{Since: FromNow})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fast, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow})
+	fast, err := hub.Watch(t.Context(), Params{Since: FromNow})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fast.Close()
 	for range 60 {
-		f.add("t", EventAcquired)
+		f.add("t", leasecore.EventAcquired)
 		receive(t, fast, 1)
 	}
-	// slow never read: its events end, with ErrWatchCut, after at most
+	// slow never read: its events end, with ErrCut, after at most
 	// what waits on its channel and the batch it took from the ring.
 	n := 0
-	for range slow.Events() {
+	for range slow.Items() {
 		n++
 	}
-	if !errors.Is(slow.Err(), ErrWatchCut) {
-		t.Fatalf("slow watcher ended with %v after %d events, want ErrWatchCut", slow.Err(), n)
+	if !errors.Is(slow.Err(), ErrCut) {
+		t.Fatalf("slow watcher ended with %v after %d events, want ErrCut", slow.Err(), n)
 	}
 	if n > watchQueue+watchBatch {
-		t.Fatalf("slow watcher was sent %d events, more than its queue and one batch (%d)", n, watchQueue+watchBatch)
+		t.Fatalf("slow watcher was sent %d items, more than its queue and one batch (%d)", n, watchQueue+watchBatch)
 	}
-	if st := svc.WatchStats(); st.Cut != 1 || st.Watchers != 1 {
+	if st := hub.Stats(); st.Cut != 1 || st.Watchers != 1 {
 		t.Fatalf("stats %+v, want 1 cut and 1 watcher left", st)
 	}
 }
@@ -350,10 +382,10 @@ func TestWatchSlowWatcherIsCut(t *testing.T) {
 // the history returns, reaches watchers that keep reading, all of it.
 func TestWatchBurstCutsNobody(t *testing.T) {
 	f := newFeedStore()
-	svc := New(f)
+	hub := newHub(f)
 	var ws []*Watcher
 	for range 3 {
-		w, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow})
+		w, err := hub.Watch(t.Context(), Params{Since: FromNow})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -364,14 +396,14 @@ func TestWatchBurstCutsNobody(t *testing.T) {
 	f.mu.Lock()
 	for i := range burst {
 		id := int64(len(f.events) + 1)
-		f.events = append(f.events, Event{ID: id, Task: fmt.Sprintf("t%d", i%5), Kind: EventAcquired, Owner: "o", Token: id})
+		f.events = append(f.events, leasecore.Event{ID: id, Task: fmt.Sprintf("t%d", i%5), Kind: leasecore.EventAcquired, Owner: "o", Token: id})
 	}
 	f.mu.Unlock()
 	f.changes <- struct{}{}
 	for _, w := range ws {
 		checkIDs(t, receive(t, w, burst), 1)
 	}
-	if st := svc.WatchStats(); st.Cut != 0 {
+	if st := hub.Stats(); st.Cut != 0 {
 		t.Fatalf("a burst cut %d watchers", st.Cut)
 	}
 }
@@ -380,10 +412,10 @@ func TestWatchBurstCutsNobody(t *testing.T) {
 // each watcher.
 func TestWatchOneReaderForManyWatchers(t *testing.T) {
 	f := newFeedStore()
-	svc := New(f)
+	hub := newHub(f)
 	var ws []*Watcher
 	for range 50 {
-		w, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow})
+		w, err := hub.Watch(t.Context(), Params{Since: FromNow})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -391,7 +423,7 @@ func TestWatchOneReaderForManyWatchers(t *testing.T) {
 		ws = append(ws, w)
 	}
 	before := f.reads.Load()
-	f.add("t", EventAcquired)
+	f.add("t", leasecore.EventAcquired)
 	for _, w := range ws {
 		receive(t, w, 1)
 	}
@@ -406,39 +438,39 @@ func TestWatchOneReaderForManyWatchers(t *testing.T) {
 func TestWatchUnavailableStore(t *testing.T) {
 	f := newFeedStore()
 	f.failing.Store(true)
-	svc := New(f)
-	if _, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow}); !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("watch on a failing store: %v, want ErrUnavailable", err)
+	hub := newHub(f)
+	if _, err := hub.Watch(t.Context(), Params{Since: FromNow}); !errors.Is(err, leasecore.ErrUnavailable) {
+		t.Fatalf("watch on a failing store: %v, want leasecore.ErrUnavailable", err)
 	}
-	if st := svc.WatchStats(); st.Watchers != 0 {
+	if st := hub.Stats(); st.Watchers != 0 {
 		t.Fatalf("a failed watch is still counted: %+v", st)
 	}
 	// Once the store is back, the watch works.
 	f.failing.Store(false)
-	w, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow})
+	w, err := hub.Watch(t.Context(), Params{Since: FromNow})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	f.add("t", EventAcquired)
+	f.add("t", leasecore.EventAcquired)
 	receive(t, w, 1)
 }
 
 func TestWatchEndsWithContext(t *testing.T) {
 	f := newFeedStore()
-	svc := New(f)
+	hub := newHub(f)
 	ctx, cancel := context.WithCancel(t.Context())
-	w, err := svc.Watch(ctx, WatchParams{Since: WatchFromNow})
+	w, err := hub.Watch(ctx, Params{Since: FromNow})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cancel()
-	for range w.Events() {
+	for range w.Items() {
 	}
 	if !errors.Is(w.Err(), context.Canceled) {
 		t.Fatalf("err %v, want context.Canceled", w.Err())
 	}
-	if st := svc.WatchStats(); st.Watchers != 0 {
+	if st := hub.Stats(); st.Watchers != 0 {
 		t.Fatalf("stats %+v after the watch ended", st)
 	}
 }
@@ -449,10 +481,10 @@ func TestWatchEndsWithContext(t *testing.T) {
 func TestWatchHandOverAfterPrunedHistory(t *testing.T) {
 	f := newFeedStore()
 	for range 10 {
-		f.add("t", EventAcquired)
+		f.add("t", leasecore.EventAcquired)
 	}
-	svc := New(f)
-	w0, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow}) // the hub, at 10
+	hub := newHub(f)
+	w0, err := hub.Watch(t.Context(), Params{Since: FromNow}) // the hub, at 10
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,15 +499,15 @@ func TestWatchHandOverAfterPrunedHistory(t *testing.T) {
 		// While the catch-up read finds nothing, the hub reads 11..13.
 		once.Do(func() {
 			for range 3 {
-				f.add("t", EventReleased)
+				f.add("t", leasecore.EventReleased)
 			}
-			for svc.WatchStats().Position < 13 {
+			for hub.Stats().Position < 13 {
 				time.Sleep(time.Millisecond)
 			}
 		})
 	}
 	f.mu.Unlock()
-	w, err := svc.Watch(t.Context(), WatchParams{Since: 5})
+	w, err := hub.Watch(t.Context(), Params{Since: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,22 +521,22 @@ func TestWatchHubStopsWhenItsWatcherGaveUpStarting(t *testing.T) {
 	f := newFeedStore()
 	release := make(chan struct{})
 	f.onFollow = func(int64) { <-release }
-	svc := New(f)
-	svc.watchLinger = time.Millisecond
+	hub := newHub(f)
+	hub.linger = time.Millisecond
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error)
 	go func() {
-		_, err := svc.Watch(ctx, WatchParams{Since: WatchFromNow})
+		_, err := hub.Watch(ctx, Params{Since: FromNow})
 		done <- err
 	}()
 	cancel()
-	if err := <-done; !errors.Is(err, ErrUnavailable) {
+	if err := <-done; !errors.Is(err, leasecore.ErrUnavailable) {
 		t.Fatalf("watch given up while starting: %v, want unavailable", err)
 	}
 	close(release) // the hub's start finishes now, with no watcher
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		h := svc.hub()
+		h := hub
 		h.mu.Lock()
 		running, starting := h.running, h.starting != nil
 		h.mu.Unlock()
@@ -525,95 +557,196 @@ func TestWatchHubStopsWhenItsWatcherGaveUpStarting(t *testing.T) {
 func TestWatchPositionAhead(t *testing.T) {
 	f := newFeedStore()
 	for range 3 {
-		f.add("t", EventAcquired)
+		f.add("t", leasecore.EventAcquired)
 	}
 	f.mu.Lock()
 	f.pruned = map[int64]bool{3: true} // the newest event is pruned; its ID stays handed out
 	f.mu.Unlock()
-	svc := New(f)
+	hub := newHub(f)
 	for _, since := range []int64{4, 1000} {
-		w, err := svc.Watch(t.Context(), WatchParams{Since: since})
-		var ahead *PositionAheadError
-		if !errors.As(err, &ahead) || !errors.Is(err, ErrPositionAhead) {
+		w, err := hub.Watch(t.Context(), Params{Since: since})
+		var ahead *leasecore.PositionAheadError
+		if !errors.As(err, &ahead) || !errors.Is(err, leasecore.ErrPositionAhead) {
 			if w != nil {
 				w.Close()
 			}
-			t.Fatalf("watch since %d on a history whose newest id is 3: %v, want a *PositionAheadError", since, err)
+			t.Fatalf("watch since %d on a history whose newest id is 3: %v, want a *leasecore.PositionAheadError", since, err)
 		}
 		if ahead.Position != since || ahead.Newest != 3 {
 			t.Fatalf("since %d: %+v, want position %d and newest 3", since, ahead, since)
 		}
-		if errors.Is(err, ErrUnavailable) {
+		if errors.Is(err, leasecore.ErrUnavailable) {
 			t.Fatalf("a position ahead is reported as unavailable: %v", err)
 		}
 	}
-	w, err := svc.Watch(t.Context(), WatchParams{Since: 3})
+	w, err := hub.Watch(t.Context(), Params{Since: 3})
 	if err != nil {
 		t.Fatalf("watch since the newest id: %v", err)
 	}
 	defer w.Close()
-	<-w.Ready()
-	id := f.add("t", EventReleased)
+	awaitReady(t, w)
+	id := f.add("t", leasecore.EventReleased)
 	if got := receive(t, w, 1); got[0].ID != id {
 		t.Fatalf("got %+v, want event %d", got[0], id)
 	}
-	if st := svc.WatchStats(); st.Watchers != 1 {
+	if st := hub.Stats(); st.Watchers != 1 {
 		t.Fatalf("refused watches are still counted: %+v", st)
 	}
 }
 
 // TestWatchHubFollowsRewoundHistory: when the store's history goes back
 // under a running hub (a restore), every watcher ends with
-// ErrPositionAhead, live or catching up, and a watch that starts over from
+// leasecore.ErrPositionAhead, live or catching up, and a watch that starts over from
 // 0 gets the restored history and every event written after the restore,
 // IDs handed out again included, and then the new events live.
 func TestWatchHubFollowsRewoundHistory(t *testing.T) {
 	f := newFeedStore()
 	for range 10 {
-		f.add("t", EventAcquired)
+		f.add("t", leasecore.EventAcquired)
 	}
-	svc := New(f)
-	live, err := svc.Watch(t.Context(), WatchParams{Since: WatchFromNow})
+	hub := newHub(f)
+	live, err := hub.Watch(t.Context(), Params{Since: FromNow})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer live.Close()
-	<-live.Ready()
-	prefixed, err := svc.Watch(t.Context(), WatchParams{Prefix: "none/", Since: 2})
+	awaitReady(t, live)
+	prefixed, err := hub.Watch(t.Context(), Params{Prefix: "none/", Since: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer prefixed.Close()
 
 	f.rewind(4)
-	f.add("after", EventAcquired) // id 5, handed out a second time
-	f.add("after", EventReleased) // id 6
+	f.add("after", leasecore.EventAcquired) // id 5, handed out a second time
+	f.add("after", leasecore.EventReleased) // id 6
 	for _, w := range []*Watcher{live, prefixed} {
 		if evs := ended(t, w); len(evs) > 0 {
 			t.Fatalf("events %+v after the history went back", evs)
 		}
-		var ahead *PositionAheadError
+		var ahead *leasecore.PositionAheadError
 		if !errors.As(w.Err(), &ahead) || ahead.Position != 10 || ahead.Newest < 4 {
-			t.Fatalf("watcher ended with %v, want a *PositionAheadError from position 10", w.Err())
+			t.Fatalf("watcher ended with %v, want a *leasecore.PositionAheadError from position 10", w.Err())
 		}
 	}
 
-	again, err := svc.Watch(t.Context(), WatchParams{Since: 0})
+	again, err := hub.Watch(t.Context(), Params{Since: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer again.Close()
-	got := receive(t, again, 6)
+	got, _ := awaitReady(t, again)
+	if len(got) != 6 {
+		t.Fatalf("replay after the restore: %+v, want 6 events", got)
+	}
 	checkIDs(t, got, 1)
-	if got[4].Task != "after" || got[5].Kind != EventReleased {
+	if got[4].Task != "after" || got[5].Kind != leasecore.EventReleased {
 		t.Fatalf("replay after the restore: %+v, want the events written after it last", got)
 	}
-	<-again.Ready()
-	id := f.add("later", EventAcquired)
+	id := f.add("later", leasecore.EventAcquired)
 	if ev := receive(t, again, 1)[0]; ev.ID != id || ev.Task != "later" {
 		t.Fatalf("live after the restore: %+v, want event %d of later", ev, id)
 	}
-	if pos := svc.WatchStats().Position; pos > 7 {
+	if pos := hub.Stats().Position; pos > 7 {
 		t.Fatalf("hub position %d, want it to follow the restored history (7)", pos)
+	}
+}
+
+// TestWatchReadyInBand: a watch that replays the history while new events
+// keep coming delivers its ready mark once, after every replayed event
+// (those up to its position, every one of them) and before every new one,
+// whatever pace its reader takes.
+func TestWatchReadyInBand(t *testing.T) {
+	f := newFeedStore()
+	for range 300 {
+		f.add("t", leasecore.EventAcquired)
+	}
+	hub := newHub(f)
+	ctx := t.Context()
+	live, err := hub.Watch(ctx, Params{Since: FromNow}) // starts the hub
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	awaitReady(t, live)
+	w, err := hub.Watch(ctx, Params{Since: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	const total = 1000
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range total - 300 {
+			f.add("t", leasecore.EventReleased)
+		}
+	}()
+	before, pos := awaitReady(t, w)
+	if pos < 300 || int64(len(before)) != pos {
+		t.Fatalf("ready at %d after %d events, want at 300 or later, after every event up to it", pos, len(before))
+	}
+	checkIDs(t, before, 1)
+	wg.Wait()
+	var after []leasecore.Event
+	for int64(len(after)) < total-pos {
+		it := <-w.Items()
+		if it.Ready {
+			t.Fatalf("a second ready mark, after %d events", len(before)+len(after))
+		}
+		after = append(after, it.Event)
+	}
+	checkIDs(t, after, pos+1)
+}
+
+// TestWatchEncodingOncePerEvent: with an encoding, the hub encodes each
+// event it reads once, however many live watchers read it, and every
+// watcher's item carries that frame; a watcher replaying the history gets
+// frames too.
+func TestWatchEncodingOncePerEvent(t *testing.T) {
+	f := newFeedStore()
+	f.add("old", leasecore.EventAcquired)
+	var calls atomic.Int64
+	hub := newHub(f, WithEncoding(func(ev leasecore.Event) []byte {
+		calls.Add(1)
+		return []byte(fmt.Sprintf("frame %d", ev.ID))
+	}))
+	var live []*Watcher
+	for range 3 {
+		w, err := hub.Watch(t.Context(), Params{Since: FromNow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		awaitReady(t, w)
+		live = append(live, w)
+	}
+	const n = 20
+	for range n {
+		f.add("t", leasecore.EventReleased)
+	}
+	for _, w := range live {
+		for got := 0; got < n; {
+			it := <-w.Items()
+			if want := fmt.Sprintf("frame %d", it.Event.ID); string(it.Frame) != want {
+				t.Fatalf("item %+v carries frame %q, want %q", it.Event, it.Frame, want)
+			}
+			got++
+		}
+	}
+	if c := calls.Load(); c != n {
+		t.Fatalf("%d encodings for %d events read by 3 watchers, want one each", c, n)
+	}
+	replay, err := hub.Watch(t.Context(), Params{Since: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer replay.Close()
+	for id := int64(1); id <= n+1; id++ {
+		it := <-replay.Items()
+		if it.Event.ID != id || string(it.Frame) != fmt.Sprintf("frame %d", id) {
+			t.Fatalf("replayed item %+v with frame %q, want event %d with its frame", it.Event, it.Frame, id)
+		}
 	}
 }
