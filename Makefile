@@ -143,7 +143,7 @@ bench-http: build ## New grants/s from an outside client: sidecar (wrk) vs raw p
 	  if [[ "$$(id -u)" == 0 ]]; then apt-get install -y wrk || { apt-get update && apt-get install -y wrk; }; \
 	  else echo "bench-http needs wrk: install the Debian package wrk (apt-get install -y wrk, as root)"; exit 1; fi; }
 	$(GO) build -o $(BIN)/httpbench ./internal/bench/httpbench
-	cd internal/bench/httpbench/etcdload && $(GO) build -o $(CURDIR)/$(BIN)/etcd go.etcd.io/etcd/server/v3 && $(GO) build -o $(CURDIR)/$(BIN)/etcdload .
+	cd internal/bench/httpbench/etcdload && GOWORK=off $(GO) build -o $(CURDIR)/$(BIN)/etcd go.etcd.io/etcd/server/v3 && GOWORK=off $(GO) build -o $(CURDIR)/$(BIN)/etcdload .
 	$(WITH_PG) $(BIN)/httpbench -leasehold $(BIN)/leasehold -etcd $(BIN)/etcd -etcdload $(BIN)/etcdload \
 	  -duration $(BENCH_HTTP_DURATION) -runs $(RUNS) -clients "$(CLIENTS)" $(if $(BEFORE),-before $(BEFORE)) -out bench-http.txt
 
