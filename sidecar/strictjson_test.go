@@ -26,7 +26,8 @@ const strictAnswersFile = "testdata/strictjson_answers.txt"
 // TestStrictJSONAnswers: strictJSON gives each body of a corpus of broken
 // and hostile bodies the answer recorded in strictAnswersFile (problem type,
 // detail, invalid_params, or the value accepted), so a change to how bodies
-// are cut into tokens changes no answer unnoticed. The corpus is the fuzz
+// are cut into tokens changes no answer unnoticed; a syntax error names
+// the byte where the syntax breaks by its offset. The corpus is the fuzz
 // seeds, every truncation of typical bodies, every single-byte breakage of
 // a claim body, and syntax breaks after a rule is already broken.
 // -update-strict-answers rewrites the file.
@@ -85,6 +86,12 @@ func strictAnswer(t *testing.T, body []byte, intFields map[string]*openapi3.Sche
 	var p *problemError
 	if !errors.As(err, &p) {
 		t.Fatalf("%q: refusal %v is not a problem", body, err)
+	}
+	// A byte a syntax error names is in the body, and is the byte named.
+	if m := atByte.FindStringSubmatch(p.Detail); m != nil {
+		if n, _ := strconv.Atoi(m[2]); n >= len(body) || m[1] != quoteByte(body[n]) {
+			t.Errorf("%q: %q names the wrong byte", body, p.Detail)
+		}
 	}
 	answer := fmt.Sprintf("%d %s %q", p.Status, p.Type, p.Detail)
 	if p.InvalidParams != nil {
