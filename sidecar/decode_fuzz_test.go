@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,8 +18,10 @@ import (
 // it never panics; what it refuses is a 400 or a 422 naming a field; what
 // it accepts is valid UTF-8 without lone surrogates or repeated keys, is
 // decoded to the value encoding/json gives the body, and has every integer
-// field as plain digits that fit an int64. A body json.Valid accepts gets
-// the same answer, value or refusal, from both token sources. The seeds run
+// field as plain digits that fit an int64. A body json.Valid refuses is
+// refused, and a malformed body's detail names a byte of the body by its
+// offset; a body json.Valid accepts, broken after its value, is refused
+// for the rule it broke before, if any, else for the break. The seeds run
 // in `make test`; `make fuzz` runs it for FUZZTIME.
 func FuzzStrictJSON(f *testing.F) {
 	sp, err := spec()
@@ -41,10 +45,19 @@ func FuzzStrictJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		out, err := strictJSON(body, intFields)
 		if json.Valid(body) {
-			slowOut, slowErr := strictValue(newDecoderTokens(body), intFields)
-			if !reflect.DeepEqual(out, slowOut) || !reflect.DeepEqual(err, slowErr) {
-				t.Fatalf("%q: validTokens gives %#v, %v; decoderTokens %#v, %v", body, out, err, slowOut, slowErr)
+			// The same body broken after its value: the rules broken
+			// before the break are named first, else the break is.
+			broken := append(bytes.Clone(body), 0x01)
+			_, brokenErr := strictJSON(broken, intFields)
+			want := error(malformed(fmt.Sprintf("the request body is not valid JSON: invalid character '\\x01' after top-level value (at byte %d)", len(body))))
+			if err != nil {
+				want = err
 			}
+			if !reflect.DeepEqual(brokenErr, want) {
+				t.Fatalf("%q: refused with %v, %q with %v", body, err, broken, brokenErr)
+			}
+		} else if err == nil {
+			t.Fatalf("accepted %q, which json.Valid refuses", body)
 		}
 		if err != nil {
 			var p *problemError
@@ -53,6 +66,13 @@ func FuzzStrictJSON(f *testing.F) {
 			}
 			switch p.Status {
 			case http.StatusBadRequest:
+				// A byte named is in the body, and is the byte named.
+				if m := atByte.FindStringSubmatch(p.Detail); m != nil {
+					n, _ := strconv.Atoi(m[2])
+					if n >= len(body) || m[1] != quoteByte(body[n]) {
+						t.Fatalf("%q: %q names the wrong byte", body, p.Detail)
+					}
+				}
 			case http.StatusUnprocessableEntity:
 				if p.InvalidParams == nil || len(*p.InvalidParams) == 0 || (*p.InvalidParams)[0].Name == "" {
 					t.Fatalf("422 names no field: %+v", p.Problem)
@@ -93,6 +113,22 @@ func FuzzStrictJSON(f *testing.F) {
 			}
 		}
 	})
+}
+
+// atByte finds the byte a syntax error names: the character as
+// encoding/json quotes it, and its offset.
+var atByte = regexp.MustCompile(`invalid character ('\\''|'[^']*') .*\(at byte (\d+)\)$`)
+
+// quoteByte quotes c as encoding/json's syntax errors do.
+func quoteByte(c byte) string {
+	switch c {
+	case '\'':
+		return `'\''`
+	case '"':
+		return `'"'`
+	}
+	q := strconv.Quote(string(rune(c)))
+	return "'" + q[1:len(q)-1] + "'"
 }
 
 // numbersAsFloats is v with each json.Number as the float64 encoding/json

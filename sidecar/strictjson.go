@@ -40,7 +40,8 @@ func integerFields(schema *openapi3.Schema) map[string]*openapi3.Schema {
 // encoding/json with UseNumber would make of it (map[string]any, []any,
 // string, json.Number, bool, nil): the value the schema validates and the
 // handler reads. A body is refused when it
-//   - is not exactly one JSON value (400 malformed);
+//   - is not exactly one JSON value (400 malformed, naming the byte where
+//     the syntax breaks);
 //   - has a string (key or value) that is not valid UTF-8, or holds a lone
 //     UTF-16 surrogate escape ("\ud800"): encoding/json would silently turn
 //     either into U+FFFD, so two different owners would become one (422
@@ -57,17 +58,21 @@ func integerFields(schema *openapi3.Schema) map[string]*openapi3.Schema {
 // whole number (1e5, 100000.0, 1.0E5): its json.Number is respelled as a
 // plain integer ("100000"). intFields are the top-level integer fields.
 //
-// The tokens come from encoding/json: a body json.Valid accepts (every
-// body a client means) is cut into tokens by validTokens, which only has to
-// find where each one ends; any other body is read with json.Decoder.Token,
-// whose errors say where the syntax breaks. Either way strictValue applies
-// the rules to the same tokens in the same order, so the first rule broken
-// is the one named.
+// One tokenizer cuts every body: the syntax is encoding/json's. A body
+// json.Valid accepts (every body a client means) is cut whole, and each
+// token only has to be found. For any other body, syntaxBreak first asks
+// encoding/json's scanner where the syntax breaks, and the tokens wholly
+// before that byte are cut as for a valid body, so strictValue applies the
+// rules to them in order and the first rule broken is the one named, even
+// before the break; at the break the body is refused as malformed, naming
+// the byte.
 func strictJSON(body []byte, intFields map[string]*openapi3.Schema) (any, error) {
-	if json.Valid(body) {
-		return strictValue(&validTokens{body: body}, intFields)
+	t := tokens{body: body}
+	if !json.Valid(body) {
+		end, detail := syntaxBreak(body)
+		t = tokens{body: body[:end], broken: detail}
 	}
-	return strictValue(newDecoderTokens(body), intFields)
+	return strictValue(&t, intFields)
 }
 
 // jsonToken is one token of a body: its kind (one of {}[]" for delimiters
@@ -79,15 +84,9 @@ type jsonToken struct {
 	str  string
 }
 
-// tokenSource yields a body's tokens, then io.EOF; any other error is the
-// problem to answer.
-type tokenSource interface {
-	next() (jsonToken, error)
-}
-
 // strictValue applies strictJSON's rules to the tokens of src and builds
 // the value.
-func strictValue(src tokenSource, intFields map[string]*openapi3.Schema) (any, error) {
+func strictValue(src *tokens, intFields map[string]*openapi3.Schema) (any, error) {
 	type frame struct {
 		obj     map[string]any // when an object
 		arr     []any          // when an array
@@ -107,6 +106,10 @@ func strictValue(src tokenSource, intFields map[string]*openapi3.Schema) (any, e
 		done  bool // one whole value has been read
 	)
 	for {
+		// src yields io.EOF only after one whole value, and stops at the
+		// byte where the syntax breaks, so the two malformed answers here
+		// are guards: strictValue alone never accepts less or more than
+		// one value.
 		tok, err := src.next()
 		if err == io.EOF {
 			if !done {
@@ -201,20 +204,26 @@ func strictValue(src tokenSource, intFields map[string]*openapi3.Schema) (any, e
 	}
 }
 
-// validTokens cuts a body that json.Valid accepted into tokens: with the
-// syntax known to be right, each token only has to be found.
-type validTokens struct {
-	body []byte
-	pos  int
+// tokens cuts a body into tokens, then yields io.EOF, or, for a body that
+// is not JSON, the malformed problem at the byte where its syntax breaks.
+// body ends at that byte; everything before it is a prefix of a JSON text
+// (encoding/json's scanner says so), so each token only has to be found,
+// and a token is yielded only when it ends before body does, and is
+// whole: a string with its closing quote, a literal with all its letters,
+// a number with its last digit.
+type tokens struct {
+	body   []byte
+	pos    int
+	broken string // why the syntax breaks at the end of body; "" when the body is JSON
 }
 
-func (t *validTokens) next() (jsonToken, error) {
+func (t *tokens) next() (jsonToken, error) {
 	b := t.body
 	for t.pos < len(b) && isSeparator(b[t.pos]) {
 		t.pos++
 	}
 	if t.pos == len(b) {
-		return jsonToken{}, io.EOF
+		return jsonToken{}, t.end()
 	}
 	start := t.pos
 	tok := jsonToken{kind: b[start]}
@@ -223,11 +232,14 @@ func (t *validTokens) next() (jsonToken, error) {
 		t.pos++
 	case '"':
 		i, escaped := start+1, false
-		for ; b[i] != '"'; i++ {
+		for ; i < len(b) && b[i] != '"'; i++ {
 			if b[i] == '\\' {
 				escaped = true
 				i++ // the escaped byte, which may be a quote
 			}
+		}
+		if i >= len(b) {
+			return jsonToken{}, t.end() // the break is inside the string
 		}
 		t.pos = i + 1
 		if !escaped {
@@ -235,21 +247,67 @@ func (t *validTokens) next() (jsonToken, error) {
 		} else {
 			var err error
 			if tok.str, err = unquote(b[start:t.pos]); err != nil {
-				return jsonToken{}, malformed("the request body is not valid JSON: " + syntaxDetail(err))
+				// Not reached: the scanner has checked the literal.
+				return jsonToken{}, malformed("the request body is not valid JSON: a string cannot be read")
 			}
 		}
 	case 't', 'n':
-		t.pos += len("true")
+		if t.pos += len("true"); t.pos > len(b) {
+			return jsonToken{}, t.end()
+		}
 	case 'f':
-		t.pos += len("false")
+		if t.pos += len("false"); t.pos > len(b) {
+			return jsonToken{}, t.end()
+		}
 	default: // a number
 		tok.kind = '0'
 		for t.pos < len(b) && isNumberByte(b[t.pos]) {
 			t.pos++
 		}
+		// Cut short by the break ("1.", "-", "1e+"), a number does not end
+		// with a digit; every whole one does.
+		if t.pos == start || b[t.pos-1] < '0' || b[t.pos-1] > '9' {
+			return jsonToken{}, t.end()
+		}
 	}
 	tok.raw = b[start:t.pos]
 	return tok, nil
+}
+
+// end is what follows the last whole token: io.EOF, or the problem with
+// the body's syntax.
+func (t *tokens) end() error {
+	t.pos = len(t.body)
+	if t.broken == "" {
+		return io.EOF
+	}
+	return malformed("the request body is not valid JSON: " + t.broken)
+}
+
+// syntaxBreak finds where a body that json.Valid refused stops being JSON:
+// end is the offset of the first byte no JSON text could have there, or
+// len(body) when the body ends before its value does, and detail says so
+// without the scanner's package prefix. A byte after a whole value that
+// begins another is "more than one JSON value".
+func syntaxBreak(body []byte) (end int, detail string) {
+	// encoding/json's scanner names the byte that breaks the syntax. With
+	// a control byte appended, which no JSON text holds anywhere, a body
+	// that only ends early breaks at that byte instead of at its end,
+	// whatever it was in the middle of.
+	probe := append(body[:len(body):len(body)], 0x01)
+	var se *json.SyntaxError
+	if err := json.Unmarshal(probe, new(json.RawMessage)); !errors.As(err, &se) || se.Offset < 1 {
+		return len(body), "it cannot be parsed" // not reached: probe is never JSON
+	}
+	end = int(se.Offset) - 1 // Offset counts the breaking byte
+	msg := strings.TrimPrefix(se.Error(), "json: ")
+	switch {
+	case end >= len(body):
+		return len(body), "it ends before its value does"
+	case strings.HasSuffix(msg, "after top-level value") && strings.IndexByte(`{["-0123456789tfn`, body[end]) >= 0:
+		return end, "it holds more than one JSON value"
+	}
+	return end, fmt.Sprintf("%s (at byte %d)", msg, end)
 }
 
 // unquote is the value of a JSON string literal with escapes.
@@ -268,50 +326,6 @@ func isNumberByte(c byte) bool {
 	return '0' <= c && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
 }
 
-// decoderTokens reads any body with json.Decoder.Token, whose errors are
-// what a body that is not JSON is refused with.
-type decoderTokens struct {
-	body []byte
-	dec  *json.Decoder
-	prev int64
-}
-
-func newDecoderTokens(body []byte) *decoderTokens {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	return &decoderTokens{body: body, dec: dec}
-}
-
-func (t *decoderTokens) next() (jsonToken, error) {
-	tok, err := t.dec.Token()
-	if err == io.EOF {
-		return jsonToken{}, io.EOF
-	}
-	if err != nil {
-		return jsonToken{}, malformed("the request body is not valid JSON: " + syntaxDetail(err))
-	}
-	cur := t.dec.InputOffset()
-	raw := bytes.TrimLeft(t.body[t.prev:cur], " \t\r\n:,")
-	t.prev = cur
-	out := jsonToken{raw: raw}
-	switch tok := tok.(type) {
-	case json.Delim:
-		out.kind = byte(tok)
-	case string:
-		out.kind, out.str = '"', tok
-	case json.Number:
-		out.kind = '0'
-	case bool:
-		out.kind = 'f'
-		if tok {
-			out.kind = 't'
-		}
-	case nil:
-		out.kind = 'n'
-	}
-	return out, nil
-}
-
 // bodyField names the body field at path as invalid_params do ("owner",
 // "owner/0"); the body itself is "body", an empty key `""`.
 func bodyField(path []string) string {
@@ -326,19 +340,6 @@ func bodyField(path []string) string {
 		parts[i] = p
 	}
 	return strings.Join(parts, "/")
-}
-
-// syntaxDetail describes a JSON syntax error by its byte offset, without
-// the decoder's package prefix.
-func syntaxDetail(err error) string {
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Sprintf("%s (at byte %d)", strings.TrimPrefix(se.Error(), "json: "), se.Offset)
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return "it ends before its value does"
-	}
-	return "it cannot be parsed"
 }
 
 // checkNumber checks one JSON number literal; schema is the field's when it
@@ -422,9 +423,8 @@ func integerRule(schema *openapi3.Schema) string {
 	return fmt.Sprintf("must be a whole number from %d to %d", lo, hi)
 }
 
-// validJSONString reports whether raw, a JSON string literal (possibly after
-// a separator and whitespace) that the decoder accepted, is valid UTF-8 and
-// escapes no lone UTF-16 surrogate.
+// validJSONString reports whether raw, a JSON string literal that the
+// scanner accepted, is valid UTF-8 and escapes no lone UTF-16 surrogate.
 func validJSONString(raw []byte) bool {
 	i := bytes.IndexByte(raw, '"')
 	if i < 0 {
