@@ -179,3 +179,36 @@ func TestShowsVerbatim(t *testing.T) {
 		t.Error("a page holding part of the file: found")
 	}
 }
+
+// TestREADMEContents: the README is the first hour, not the reference: it
+// stays short (the reference lives in docs/), and its table of contents
+// lists every section, in order.
+func TestREADMEContents(t *testing.T) {
+	t.Parallel()
+	text, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const most = 300
+	if n := strings.Count(string(text), "\n"); n > most {
+		t.Errorf("README.md has %d lines; keep it under %d and move reference text to a page of docs/", n, most)
+	}
+	prose, _ := fenced(string(text))
+	var sections, listed []string
+	inContents := false
+	for _, line := range prose {
+		switch {
+		case strings.HasPrefix(line, "## "):
+			inContents = line == "## Contents\n"
+			if !inContents {
+				sections = append(sections, strings.TrimSpace(strings.TrimPrefix(line, "## ")))
+			}
+		case inContents && strings.HasPrefix(line, "- ["):
+			title, _, _ := strings.Cut(strings.TrimPrefix(line, "- ["), "]")
+			listed = append(listed, title)
+		}
+	}
+	if strings.Join(listed, "|") != strings.Join(sections, "|") {
+		t.Errorf("README.md's Contents lists\n\t%s\nits sections are\n\t%s", strings.Join(listed, ", "), strings.Join(sections, ", "))
+	}
+}
