@@ -41,7 +41,7 @@ install: ## go install leasehold and terraform-provider-leasehold into GOBIN (de
 	  case ":$$PATH:" in *":$$dir:"*) ;; *) echo "$$dir is not on PATH: add it (export PATH=\"$$dir:\$$PATH\")";; esac
 
 .PHONY: mirror
-mirror: ## Lay the provider out as a Terraform filesystem mirror in bin/mirror (README: Terraform provider)
+mirror: ## Lay the provider out as a Terraform filesystem mirror in bin/mirror (docs/provider.md)
 	$(GO) build -ldflags "-X main.version=$(PROVIDER_VERSION)" -o $(BIN)/terraform-provider-leasehold ./cmd/terraform-provider-leasehold
 	@dir="$(BIN)/mirror/$$($(BIN)/terraform-provider-leasehold -address)/$(PROVIDER_VERSION)/$$($(GO) env GOOS)_$$($(GO) env GOARCH)"; \
 	  mkdir -p "$$dir" && cp $(BIN)/terraform-provider-leasehold "$$dir/terraform-provider-leasehold_v$(PROVIDER_VERSION)" && \
@@ -147,7 +147,7 @@ bench-http: build ## New grants/s from an outside client: sidecar (wrk) vs raw p
 	$(WITH_PG) $(BIN)/httpbench -leasehold $(BIN)/leasehold -etcd $(BIN)/etcd -etcdload $(BIN)/etcdload \
 	  -duration $(BENCH_HTTP_DURATION) -runs $(RUNS) -clients "$(CLIENTS)" $(if $(BEFORE),-before $(BEFORE)) -out bench-http.txt
 
-# make bench-fleet: a fleet of sidecars on one PostgreSQL (README: Fleet). Its load per point is
+# make bench-fleet: a fleet of sidecars on one PostgreSQL (docs/stores.md: A fleet on one PostgreSQL). Its load per point is
 # DURATION when given, else 10s, like bench-http's; RUNS is 1 unless given. Each sidecar's store
 # URL gets pool_max_conns=FLEET_POOL: 64 sidecars × 2 = 128 server connections directly, within
 # with-postgres.sh's max_connections=300 (PgBouncer holds FLEET_BOUNCER_CONNS whatever the fleet).

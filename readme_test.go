@@ -1,62 +1,214 @@
 package leasehold_test
 
 import (
-	"go/format"
+	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 )
 
-// TestREADMEGoExample checks that the README's Go examples, whole programs
-// (the Go library's, the Go client's), are gofmt'ed and pass go vet inside
-// this module: their import paths, names and signatures must be the code's.
-func TestREADMEGoExample(t *testing.T) {
-	t.Parallel()
-	readme, err := os.ReadFile("README.md")
+// docPages is the README and every page of docs/: the pages whose links and
+// examples these tests hold to the tree.
+func docPages(t *testing.T) []string {
+	t.Helper()
+	pages, err := filepath.Glob("docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, heading := range []string{"\n## Go library\n", "\n### Go\n"} {
-		_, section, ok := strings.Cut(string(readme), heading)
-		if !ok {
-			t.Fatalf("README has no %q section", strings.TrimSpace(heading))
+	return append([]string{"README.md"}, pages...)
+}
+
+// fenced splits a Markdown page into its prose lines and its fenced code
+// blocks (each block's text without the fences, and the info string after
+// the opening fence).
+func fenced(page string) (prose []string, blocks []codeBlock) {
+	var cur *codeBlock
+	for _, line := range strings.SplitAfter(page, "\n") {
+		switch {
+		case cur == nil && strings.HasPrefix(line, "```"):
+			cur = &codeBlock{lang: strings.TrimSpace(strings.TrimPrefix(line, "```"))}
+		case cur != nil && strings.TrimSpace(line) == "```":
+			blocks = append(blocks, *cur)
+			cur = nil
+		case cur != nil:
+			cur.text += line
+		default:
+			prose = append(prose, line)
 		}
-		_, block, ok := strings.Cut(section, "```go\n")
-		if !ok {
-			t.Fatalf("the %q section has no ```go block", strings.TrimSpace(heading))
+	}
+	return prose, blocks
+}
+
+type codeBlock struct{ lang, text string }
+
+// anchors are the fragment names GitHub gives a page's headings: lower case,
+// punctuation dropped, spaces as hyphens, a repeated heading numbered.
+func anchors(page string) map[string]bool {
+	prose, _ := fenced(page)
+	seen := map[string]int{}
+	out := map[string]bool{}
+	for _, line := range prose {
+		if !strings.HasPrefix(line, "#") {
+			continue
 		}
-		block, _, ok = strings.Cut(block, "```")
-		if !ok {
-			t.Fatalf("the %q section's ```go block is not closed", strings.TrimSpace(heading))
+		title := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		var b strings.Builder
+		for _, r := range strings.ToLower(title) {
+			switch {
+			case unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '_':
+				b.WriteRune(r)
+			case r == ' ':
+				b.WriteRune('-')
+			}
 		}
-		vetExample(t, block)
+		slug := b.String()
+		if n := seen[slug]; n > 0 {
+			out[fmt.Sprintf("%s-%d", slug, n)] = true
+		} else {
+			out[slug] = true
+		}
+		seen[slug]++
+	}
+	return out
+}
+
+var mdLinkRE = regexp.MustCompile(`\]\(([^()\s]+)\)`)
+
+// TestDocsLinks: every relative link of the README and docs/ names a file or
+// directory of the tree, and every #fragment a heading of its page, so that
+// moving a section cannot leave a link behind.
+func TestDocsLinks(t *testing.T) {
+	t.Parallel()
+	for _, page := range docPages(t) {
+		text, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prose, _ := fenced(string(text))
+		for _, line := range prose {
+			for _, m := range mdLinkRE.FindAllStringSubmatch(line, -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				path, frag, _ := strings.Cut(target, "#")
+				file := page
+				if path != "" {
+					file = filepath.Join(filepath.Dir(page), path)
+					if _, err := os.Stat(file); err != nil {
+						t.Errorf("%s links to %s, which does not exist", page, target)
+						continue
+					}
+				}
+				if frag == "" {
+					continue
+				}
+				if !strings.HasSuffix(file, ".md") {
+					t.Errorf("%s links to %s: a fragment of a file that is not Markdown", page, target)
+					continue
+				}
+				doc, err := os.ReadFile(file)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !anchors(string(doc))[frag] {
+					t.Errorf("%s links to %s, but %s has no heading #%s", page, target, file, frag)
+				}
+			}
+		}
 	}
 }
 
-// vetExample checks one whole-program example: package main, gofmt'ed,
-// and clean under go vet.
-func vetExample(t *testing.T, block string) {
-	t.Helper()
-	if !strings.HasPrefix(block, "package main\n") {
-		t.Fatalf("the example is not a whole program (package main first):\n%s", block)
+// The client examples the docs show: each file of examples/ that a page
+// shows, and the page. examples/examples_test.go runs each of them against
+// a real sidecar.
+var shownExamples = []struct{ page, file string }{
+	{"docs/clients.md", "examples/goclient/main.go"},
+	{"docs/clients.md", "examples/golib/main.go"},
+	{"docs/clients.md", "examples/python/claim.py"},
+	{"docs/clients.md", "examples/python/run.py"},
+	{"docs/clients.md", "examples/typescript/main.js"},
+}
+
+// TestDocsShowExamples: a page that shows an example shows the file as it
+// is, whole, in one fenced block, so that what a reader copies is what the
+// tests run.
+func TestDocsShowExamples(t *testing.T) {
+	t.Parallel()
+	for _, ex := range shownExamples {
+		page, err := os.ReadFile(ex.page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file, err := os.ReadFile(ex.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !showsVerbatim(string(page), string(file)) {
+			t.Errorf("%s does not show %s verbatim in a fenced block: copy the file into it whole", ex.page, ex.file)
+		}
 	}
-	if formatted, err := format.Source([]byte(block)); err != nil || string(formatted) != block {
-		t.Errorf("the README's Go example is not gofmt'ed (%v); gofmt gives:\n%s", err, formatted)
+}
+
+// showsVerbatim reports whether one fenced block of page is exactly file.
+func showsVerbatim(page, file string) bool {
+	_, blocks := fenced(page)
+	for _, b := range blocks {
+		if b.text == file {
+			return true
+		}
 	}
-	// A directory starting with _ inside the module: go vet takes it by
-	// path, while ./... patterns (make lint, make test) never see it.
-	dir, err := os.MkdirTemp(".", "_readme_example")
+	return false
+}
+
+// TestShowsVerbatim: the helper tells a whole copy from a changed one.
+func TestShowsVerbatim(t *testing.T) {
+	t.Parallel()
+	file := "package main\n\nfunc main() {}\n"
+	page := "text\n\n```go\n" + file + "```\n"
+	if !showsVerbatim(page, file) {
+		t.Error("a page holding the file in a block: not found")
+	}
+	if showsVerbatim(strings.Replace(page, "main() {}", "main() { }", 1), file) {
+		t.Error("a page holding a changed copy: found")
+	}
+	if showsVerbatim("```go\npackage main\n```\n", file) {
+		t.Error("a page holding part of the file: found")
+	}
+}
+
+// TestREADMEContents: the README is the first hour, not the reference: it
+// stays short (the reference lives in docs/), and its table of contents
+// lists every section, in order.
+func TestREADMEContents(t *testing.T) {
+	t.Parallel()
+	text, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(block), 0o644); err != nil {
-		t.Fatal(err)
+	const most = 300
+	if n := strings.Count(string(text), "\n"); n > most {
+		t.Errorf("README.md has %d lines; keep it under %d and move reference text to a page of docs/", n, most)
 	}
-	out, err := exec.Command("go", "vet", "./"+filepath.ToSlash(dir)).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go vet of the README's Go example: %v\n%s\n%s", err, out, block)
+	prose, _ := fenced(string(text))
+	var sections, listed []string
+	inContents := false
+	for _, line := range prose {
+		switch {
+		case strings.HasPrefix(line, "## "):
+			inContents = line == "## Contents\n"
+			if !inContents {
+				sections = append(sections, strings.TrimSpace(strings.TrimPrefix(line, "## ")))
+			}
+		case inContents && strings.HasPrefix(line, "- ["):
+			title, _, _ := strings.Cut(strings.TrimPrefix(line, "- ["), "]")
+			listed = append(listed, title)
+		}
+	}
+	if strings.Join(listed, "|") != strings.Join(sections, "|") {
+		t.Errorf("README.md's Contents lists\n\t%s\nits sections are\n\t%s", strings.Join(listed, ", "), strings.Join(sections, ", "))
 	}
 }

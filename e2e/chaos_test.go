@@ -63,7 +63,7 @@ const defaultChaosDuration = 50 * time.Second
 // at least longRun (`make chaos`) long per longRun of load. The targets of
 // the two stores add up to the issue's: 1,000 grants in the bounded run and
 // 20,000 per 10 minutes. SQLite, three processes contending for one file's
-// lock under -race, grants several times fewer than PostgreSQL (the README's
+// lock under -race, grants several times fewer than PostgreSQL (docs/guarantees.md's
 // chaos table has a 10-minute run of each). The load
 // goes on past its duration until it has them (and every fault was
 // injected once), up to maxLoad(duration).
@@ -90,7 +90,7 @@ func maxLoad(dur time.Duration) time.Duration { return dur + max(dur/2, 100*time
 
 // linearizeLimit bounds porcupine's search over a run of dur: past it the
 // verdict is Unknown and the test fails rather than hang. The search grows
-// with the history, above all with its indeterminate ops (the README's
+// with the history, above all with its indeterminate ops (docs/guarantees.md's
 // chaos table gives the search's time for 10-minute runs).
 func linearizeLimit(dur time.Duration) time.Duration { return 30*time.Second + dur/4 }
 

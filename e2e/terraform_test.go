@@ -7,12 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 )
 
-// The provider as the README installs it: `make mirror` lays it out as a
+// The provider as docs/provider.md installs it: `make mirror` lays it out as a
 // filesystem mirror, once for the package.
 var mirror = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "leasehold-e2e-mirror-")
@@ -58,17 +59,8 @@ func newWorkspace(t *testing.T, store string) *workspace {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	// The README's provider_installation block.
-	rc := fmt.Sprintf(`provider_installation {
-  filesystem_mirror {
-    path    = %q
-    include = ["leasehold/leasehold"]
-  }
-  direct {
-    exclude = ["leasehold/leasehold"]
-  }
-}
-`, mirrorDir)
+	// docs/provider.md's provider_installation block, with the mirror's path.
+	rc := strings.Replace(providerInstallation(t), `"/path/to/leasehold/bin/mirror"`, strconv.Quote(mirrorDir), 1)
 	if err := os.WriteFile(filepath.Join(dir, "terraformrc"), []byte(rc), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +69,26 @@ func newWorkspace(t *testing.T, store string) *workspace {
 		"CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1", "TF_INPUT=0",
 		"LEASEHOLD_STORE="+store) // the provider reads the store from here
 	return &workspace{t: t, bin: bin, dir: dir, env: env, store: store}
+}
+
+// providerInstallation is the provider_installation block docs/provider.md
+// tells a user to put in Terraform's CLI configuration.
+func providerInstallation(t *testing.T) string {
+	t.Helper()
+	doc, err := os.ReadFile("../docs/provider.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, block := range strings.Split(string(doc), "```hcl\n")[1:] {
+		if block, _, _ = strings.Cut(block, "```"); strings.HasPrefix(block, "provider_installation {") {
+			if !strings.Contains(block, `"/path/to/leasehold/bin/mirror"`) {
+				t.Fatalf("docs/provider.md's provider_installation block names no /path/to/leasehold/bin/mirror:\n%s", block)
+			}
+			return block
+		}
+	}
+	t.Fatal("docs/provider.md has no ```hcl block starting provider_installation {")
+	return ""
 }
 
 // declare writes main.tf: a retention policy and the task nightly-report
@@ -143,7 +155,7 @@ func (w *workspace) run(ok []int, args ...string) int {
 // runs; the sidecar honours the declaration, a change to it and its
 // removal, each within the declarations' staleness bound and without a
 // restart. The provider is the one `make mirror` builds, installed by the
-// README's provider_installation block.
+// provider_installation block of docs/provider.md.
 func TestTerraformDeclaresSidecarHonours(t *testing.T) {
 	t.Parallel()
 	for _, kind := range storeKinds {

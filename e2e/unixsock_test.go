@@ -95,23 +95,23 @@ func TestUnixSocket(t *testing.T) {
 	}
 }
 
-// The README's curl session over a Unix socket (## Configuration, ### On a
-// Unix socket) is what curl prints against a sidecar on a socket, times
-// aside: the `leasehold serve` line is the sidecar the test starts, each
-// `$ curl …` line runs in sh with the socket's path put in.
-func TestREADMEUnixSocketSession(t *testing.T) {
+// The curl session over a Unix socket of docs/configuration.md (## On a
+// Unix socket) is what curl prints against a fresh sidecar on a socket,
+// times aside: the `leasehold serve` line is the sidecar the test starts,
+// each `$ curl …` line runs in sh with the socket's path put in.
+func TestDocsUnixSocketSession(t *testing.T) {
 	t.Parallel()
 	curl, err := exec.LookPath("curl")
 	if err != nil {
-		missingTool(t, "curl not found; CI needs it for the README's Unix socket session", "curl not found (outside CI this skips): install curl to run the README's Unix socket session")
+		missingTool(t, "curl not found; CI needs it for the docs' Unix socket session", "curl not found (outside CI this skips): install curl to run the docs' Unix socket session")
 	}
-	readme, err := os.ReadFile("../README.md")
+	doc, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n### On a Unix socket\n")
+	_, section, ok := strings.Cut(string(doc), "\n## On a Unix socket\n")
 	if !ok {
-		t.Fatal("README has no ### On a Unix socket section")
+		t.Fatal("docs/configuration.md has no ## On a Unix socket section")
 	}
 	_, block, ok := strings.Cut(section, "```console\n")
 	if !ok {
@@ -122,29 +122,29 @@ func TestREADMEUnixSocketSession(t *testing.T) {
 
 	steps := strings.Split(block, "$ ")[1:]
 	if len(steps) < 3 {
-		t.Fatalf("the README session has %d steps; it should serve and curl", len(steps))
+		t.Fatalf("the docs' session has %d steps; it should serve and curl", len(steps))
 	}
 	serve, _, _ := strings.Cut(steps[0], "\n")
-	const readmeSocket = "/run/leasehold/leasehold.sock"
-	if serve != "leasehold serve --listen unix:"+readmeSocket+" &" {
-		t.Fatalf("the README session starts with %q, want leasehold serve on unix:%s", serve, readmeSocket)
+	const docSocket = "/run/leasehold/leasehold.sock"
+	if serve != "leasehold serve --listen unix:"+docSocket+" &" {
+		t.Fatalf("the docs' session starts with %q, want leasehold serve on unix:%s", serve, docSocket)
 	}
 	path := socketPath(t)
 	s := startSidecar(t, "sqlite:"+filepath.Join(t.TempDir(), "leasehold.db"), "--listen", "unix:"+path)
 	s.waitReady()
 	for _, step := range steps[1:] {
 		line, want, _ := strings.Cut(step, "\n")
-		if !strings.HasPrefix(line, "curl ") || !strings.Contains(line, "--unix-socket "+readmeSocket+" ") {
-			t.Fatalf("README step %q is not curl --unix-socket %s", line, readmeSocket)
+		if !strings.HasPrefix(line, "curl ") || !strings.Contains(line, "--unix-socket "+docSocket+" ") {
+			t.Fatalf("docs step %q is not curl --unix-socket %s", line, docSocket)
 		}
-		cmd := exec.Command("sh", "-c", strings.Replace(strings.ReplaceAll(line, readmeSocket, path), "curl ", curl+" ", 1))
+		cmd := exec.Command("sh", "-c", strings.Replace(strings.ReplaceAll(line, docSocket, path), "curl ", curl+" ", 1))
 		cmd.Env = cleanEnv()
 		got, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("README: $ %s: %v", line, err)
+			t.Fatalf("docs: $ %s: %v", line, err)
 		}
 		if normalizeTimes(string(got)) != normalizeTimes(want) {
-			t.Errorf("README: $ %s\nprints:\n%s\nREADME shows:\n%s", line, got, want)
+			t.Errorf("docs/configuration.md: $ %s\nprints:\n%s\nthe page shows:\n%s", line, got, want)
 		}
 	}
 }

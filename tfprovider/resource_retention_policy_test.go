@@ -168,7 +168,7 @@ resource "leasehold_task" "t" {
 }
 
 // TestPolicyRenameMovesTasks renames a policy that a task refers to: with
-// create_before_destroy (as the examples and the README advise) the new
+// create_before_destroy (as the examples and docs/provider.md advise) the new
 // policy is created and the task moved to it before the old one, no longer
 // in use, is deleted.
 func TestPolicyRenameMovesTasks(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 // Every status of the one table, provoked through the real commands (this
 // binary's run, in process) wherever a test can provoke it, and for each
 // verb's usage error; each status provoked has its row in exitcode.Table,
-// which TestREADMEExitStatus holds to the README. (128+N, a signal, is
+// which TestDocsExitStatus holds to docs/cli.md. (128+N, a signal, is
 // leaserun's own tests'; 70 for a lease lost while the command runs is
 // the e2e tests'.)
 func TestExitStatusTable(t *testing.T) {
@@ -97,7 +97,7 @@ func TestExitStatusTable(t *testing.T) {
 		row := rowOf(c.want)
 		provoked[row] = true
 		if !rows[row] {
-			t.Errorf("%s: status %d has no row %q in exitcode.Table (nor, then, in the README)", c.name, c.want, row)
+			t.Errorf("%s: status %d has no row %q in exitcode.Table (nor, then, in docs/cli.md)", c.name, c.want, row)
 		}
 	}
 	for _, r := range exitcode.Table {

@@ -251,7 +251,7 @@ func BenchmarkClaimHeld(b *testing.B) {
 // BenchmarkPoolSize: one sidecar's claims (new grants, 32 clients) and
 // token-checked renewals (256 leases, one client each, as keepalive streams
 // send them) through leasecore.Service on pools of 1 to 8 connections
-// (pool_max_conns): how few connections a sidecar needs (README, "A fleet
+// (pool_max_conns): how few connections a sidecar needs (docs/stores.md, "A fleet
 // on one PostgreSQL").
 func BenchmarkPoolSize(b *testing.B) {
 	url := pgtest.NewDatabase(b)

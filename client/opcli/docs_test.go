@@ -11,19 +11,13 @@ import (
 	"github.com/leasehold/leasehold/internal/harness/testsidecar"
 )
 
-// The README's operator commands session (## Command line, ```console) is
-// what the commands print: each `$ leasehold …` line is run against a fresh
-// sidecar, and its output must match the README's, times aside.
-func TestREADMESession(t *testing.T) {
+// The operator commands session of docs/cli.md (## Operator commands,
+// ```console) is what the commands print: each `$ leasehold …` line is run,
+// in order, against one fresh sidecar, and its output must match the page's,
+// times aside.
+func TestDocsSession(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(readme), "\n### Operator commands\n")
-	if !ok {
-		t.Fatal("README has no ### Operator commands section")
-	}
+	section := operatorSection(t)
 	_, block, ok := strings.Cut(section, "```console\n")
 	if !ok {
 		t.Fatal("the Operator commands section has no ```console block")
@@ -35,7 +29,7 @@ func TestREADMESession(t *testing.T) {
 		line, want, _ := strings.Cut(step, "\n")
 		args := strings.Fields(line)
 		if len(args) < 2 || args[0] != "leasehold" {
-			t.Fatalf("README step %q is not a leasehold command", line)
+			t.Fatalf("docs/cli.md step %q is not a leasehold command", line)
 		}
 		commands++
 		r := leasehold(t, nil, args[1], append(args[2:], conn...)...)
@@ -44,37 +38,44 @@ func TestREADMESession(t *testing.T) {
 			got += "# exit " + strconv.Itoa(r.code) + "\n"
 		}
 		if normalize(got) != normalize(want) {
-			t.Errorf("README: $ %s\nprints:\n%s\nREADME shows:\n%s", line, got, want)
+			t.Errorf("docs/cli.md: $ %s\nprints:\n%s\ndocs/cli.md shows:\n%s", line, got, want)
 		}
 	}
 	if commands < 6 {
-		t.Errorf("the README session runs %d commands; it should show the verbs", commands)
+		t.Errorf("the docs/cli.md session runs %d commands; it should show the verbs", commands)
 	}
 }
 
-// The README's example of escaping (a note given as JSON, and the line
+// The escaping example of docs/cli.md (a note given as JSON, and the line
 // `leasehold get` prints for it) is what get prints.
-func TestREADMEEscaping(t *testing.T) {
+func TestDocsEscaping(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(readme), "\n### Operator commands\n")
-	if !ok {
-		t.Fatal("README has no ### Operator commands section")
-	}
+	section := operatorSection(t)
 	m := regexp.MustCompile("claimed with the note\\s+`(\"[^`]*\")` \\(as JSON\\) shows in `leasehold get` as\\s+```text\n([^\n]*)\n```").FindStringSubmatch(section)
 	if m == nil {
 		t.Fatal("the Operator commands section has no escaping example (a note as JSON, then a ```text block)")
 	}
 	var note string
 	if err := json.Unmarshal([]byte(m[1]), &note); err != nil {
-		t.Fatalf("the README's note %s is not a JSON string: %v", m[1], err)
+		t.Fatalf("docs/cli.md's note %s is not a JSON string: %v", m[1], err)
 	}
 	conn := []string{"--addr", sidecarOn(t, testsidecar.OpenStore(t, testsidecar.SQLiteURL(t)), "", false).URL}
 	leasehold(t, nil, "claim", append([]string{"report", "--owner", "w1", "--note", note}, conn...)...).expect(t, 0)
 	leasehold(t, nil, "get", append([]string{"report"}, conn...)...).expect(t, 0, m[2]+"\n")
+}
+
+// operatorSection is docs/cli.md from its ## Operator commands on.
+func operatorSection(t *testing.T) string {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n## Operator commands\n")
+	if !ok {
+		t.Fatal("docs/cli.md has no ## Operator commands section")
+	}
+	return section
 }
 
 var (
