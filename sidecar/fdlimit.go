@@ -49,7 +49,7 @@ func fitFileLimit(cfg Config, log *slog.Logger) (streams, watchers int, err erro
 			key := strings.ReplaceAll(strings.TrimPrefix(l.flag, "--"), "-", "_") // max_streams
 			attrs = append(attrs, key, fmt.Sprintf("%d (default %d)", l.to, l.from))
 		}
-		log.Warn("default stream caps lowered to fit the open-file limit; raise the limit to keep them (README: Configuration)", attrs...)
+		log.Warn("default stream caps lowered to fit the open-file limit; raise the limit to keep them (docs/configuration.md)", attrs...)
 	}
 	if limit < fileLimitUnbounded {
 		log.Info("stream caps fit the open-file limit", "open_file_limit", limit, "max_streams", streams, "max_watchers", watchers)

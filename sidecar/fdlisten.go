@@ -154,7 +154,7 @@ func (l *fdListener) takeOne(cause error) net.Conn {
 	if !l.exhausted.Swap(true) && time.Since(l.warnedAt) >= fdLogEvery {
 		l.warnedAt = time.Now()
 		l.log.Warn("out of file descriptors: answering new connections 503 until some close", "err", cause,
-			"hint", "raise the open-file limit, or lower --max-streams and --max-watchers (README: Configuration)")
+			"hint", "raise the open-file limit, or lower --max-streams and --max-watchers (docs/configuration.md)")
 	}
 	if l.spare == nil && !l.shedding && !l.closed {
 		l.spare, _ = l.openSpare() // lost to another open; fails while none is free

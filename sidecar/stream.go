@@ -16,7 +16,7 @@ import (
 // away, and what is left of a stream is its connection, one goroutine that
 // waits for the client to hang up (a small stack), a Keeper (a timer between
 // renewals) and a ping timer. That is what lets one sidecar hold tens of
-// thousands of streams (the README's stream benchmark gives the memory).
+// thousands of streams (docs/benchmarks.md's stream benchmark gives the memory).
 
 // streamWriteTimeout bounds one write to a stream. Events are a few hundred
 // bytes and the socket's buffer holds thousands of them: a write that cannot

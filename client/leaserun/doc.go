@@ -67,7 +67,7 @@
 //
 // The command's own status when it ran to the end (128+N when signal N
 // killed it), else a status of leasehold's one table (package
-// internal/exitcode, shown in the README's "Exit status" and by
+// internal/exitcode, shown in the "Exit status" of docs/cli.md and by
 // `leasehold run -h`): 64 usage, 69 no lease to be had (unavailable),
 // 70 lost, 75 held, 77 refused credentials, 78 undeclared, 126 or 127 for
 // a command that cannot be executed or is not found.

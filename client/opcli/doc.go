@@ -84,7 +84,7 @@
 // # Exit status
 //
 // The statuses are leasehold's one table for every command (package
-// internal/exitcode, shown in the README's "Exit status"): 0 done, 1 get
+// internal/exitcode, shown in the "Exit status" of docs/cli.md): 0 done, 1 get
 // found no live lease (or another failure), 64 usage or input refused,
 // 69 unavailable or not a sidecar (watch included), 70 release released
 // nothing, 75 claim found the task held, 77 credentials refused or not

@@ -19,7 +19,7 @@
 // LEASEHOLD_STORE, LEASEHOLD_TOKEN_FILE, LEASEHOLD_LOG_FORMAT); the command
 // line wins over the environment. Every verb exits with a status of the one
 // table in internal/exitcode (64 for a usage error, 69 for a store or
-// sidecar that is unavailable, …), which the README's "Exit status" shows.
+// sidecar that is unavailable, …), which the "Exit status" of docs/cli.md shows.
 package main
 
 import (

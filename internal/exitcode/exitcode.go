@@ -1,7 +1,7 @@
 // Package exitcode is the one table of leasehold's exit statuses, for every
 // verb of the binary (serve, migrate, prune, run, the operator commands),
 // and the one function from an error to its status. The statuses follow
-// sysexits(3) where one fits. The README's "Exit status" section shows the
+// sysexits(3) where one fits. The "Exit status" section of docs/cli.md shows the
 // same table (a test holds the two together).
 //
 // Outcomes of the lease model (leasecore's sentinel errors) and of the Go
@@ -58,14 +58,14 @@ const (
 	Signal = 128
 )
 
-// Row is one line of the table: a status as the README writes it, and
+// Row is one line of the table: a status as docs/cli.md writes it, and
 // what it means.
 type Row struct {
 	Status  string
 	Meaning string
 }
 
-// Table is every exit status with its meaning, in the README's words and
+// Table is every exit status with its meaning, in docs/cli.md's words and
 // order.
 var Table = []Row{
 	{"0", "done (`get`: the task has a live lease; `release`: released it)"},
@@ -153,7 +153,7 @@ func ofProblem(pe *lhclient.ProblemError) int {
 }
 
 // Help is Table as a command's help prints it: one status a line, its
-// meaning wrapped at about 92 columns, without the README's markup.
+// meaning wrapped at about 92 columns, without docs/cli.md's markup.
 func Help() string {
 	const indent, width = "  ", 92
 	col := 0

@@ -135,7 +135,7 @@ func (e *maskedParseError) Unwrap() error { return e.err }
 // 100 by default. Connections open on demand and close after
 // DefaultMaxConnIdleTime idle, so a quiet sidecar holds fewer. A fleet
 // larger than the server's connection slots allow goes through PgBouncer in
-// transaction mode (README, "A fleet on one PostgreSQL").
+// transaction mode (docs/stores.md, "A fleet on one PostgreSQL").
 const DefaultMaxConns = 4
 
 // DefaultConnectTimeout bounds opening one connection when the URL has no

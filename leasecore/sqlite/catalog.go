@@ -128,7 +128,7 @@ const (
 // and pruneRoundEvents the events it deletes, so that a large pass (a
 // backlog of millions of events) does not hold the file's write lock, and
 // the writer, for long: the lease operations queued meanwhile go in
-// between. The README's BenchmarkPruneBacklog figures say how long a round
+// between. docs/benchmarks.md's BenchmarkPruneBacklog figures say how long a round
 // takes.
 const (
 	pruneRoundTasks  = 256

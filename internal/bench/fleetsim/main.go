@@ -173,7 +173,7 @@ func idle(c config, throughBouncer bool) error {
 			return err
 		}
 		defer b.Stop()
-		// As the README's fleet section advises for a sidecar behind PgBouncer.
+		// As docs/stores.md's fleet section advises for a sidecar behind PgBouncer.
 		storeURL, mode = b.URL+"&pool_max_conns=2", "pgbouncer"
 	}
 	sc, err := benchproc.StartSidecar(tool, c.leasehold, storeURL)

@@ -40,7 +40,7 @@ type fleet struct {
 
 // pod is one simulated pod: a singleton job held over a keepalive stream
 // at the default ttl, opened again whenever it ends, as a pod's lease loop
-// does (the README's keepalive client: on lost or a broken stream the job
+// does (docs/clients.md's keepalive client: on lost or a broken stream the job
 // stops and the pod tries again; 503 and 409 are retried after a pause).
 type pod struct {
 	f     *fleet

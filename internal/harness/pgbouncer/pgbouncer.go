@@ -23,7 +23,7 @@ import (
 )
 
 // URLParams is what a store URL through PgBouncer in transaction mode
-// needs: a query exec mode that prepares no named statements (README,
+// needs: a query exec mode that prepares no named statements (docs/stores.md,
 // "PgBouncer").
 const URLParams = "default_query_exec_mode=exec"
 
