@@ -24,7 +24,7 @@ import (
 
 // URLParams is what a store URL through PgBouncer in transaction mode
 // needs: a query exec mode that prepares no named statements (docs/stores.md,
-// "PgBouncer").
+// "A fleet on one PostgreSQL").
 const URLParams = "default_query_exec_mode=exec"
 
 // ErrNotInstalled: no pgbouncer executable on PATH or where Debian's
