@@ -150,6 +150,18 @@ func (c *client) release(ctx context.Context, v *verbFlags) (bool, error) {
 	return released, c.fail(err)
 }
 
+func (c *client) revoke(ctx context.Context, v *verbFlags) (*api.Lease, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	l, err := c.lc.Revoke(ctx, lhclient.RevokeParams{Task: v.task, Token: v.token})
+	if err != nil || l == nil {
+		return nil, c.fail(err)
+	}
+	a := api.FromLease(l)
+	return &a, nil
+}
+
 // emitError is the error of watch's emit, returned as the watch's.
 type emitError struct{ err error }
 

@@ -155,11 +155,11 @@ func runClaim(ctx context.Context, b backend, o *options, v *verbFlags) error {
 }
 
 func runRelease(ctx context.Context, b backend, o *options, v *verbFlags) error {
-	if v.owner == "" {
-		return withCode(exitcode.Usage, "--owner is required: the owner that holds the lease")
-	}
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
+	if v.force {
+		return runRevoke(ctx, b, o, v)
+	}
 	released, err := b.release(ctx, v)
 	if err != nil {
 		return err
@@ -177,6 +177,35 @@ func runRelease(ctx context.Context, b backend, o *options, v *verbFlags) error 
 		return told(exitcode.Lost, fmt.Errorf("nothing released: %s", notHeld(v)))
 	}
 	return nil
+}
+
+// runRevoke is release --force: an operator's end of whoever's lease.
+func runRevoke(ctx context.Context, b backend, o *options, v *verbFlags) error {
+	ended, err := b.revoke(ctx, v)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		if err := printJSON(o.stdout, api.RevokeResult{Released: ended != nil, Lease: ended}); err != nil {
+			return err
+		}
+	} else if ended != nil {
+		fmt.Fprintf(o.stdout, "released %s: ended the lease of %s (token %d)\n", v.task, display(ended.Owner), ended.Token)
+	} else {
+		fmt.Fprintf(o.stdout, "%s: not released: %s\n", v.task, noLiveLease(v))
+	}
+	if ended == nil {
+		return told(exitcode.Lost, fmt.Errorf("nothing released: %s", noLiveLease(v)))
+	}
+	return nil
+}
+
+// noLiveLease is why a forced release ended nothing.
+func noLiveLease(v *verbFlags) string {
+	if v.token != 0 {
+		return fmt.Sprintf("no live lease with token %d", v.token)
+	}
+	return "no live lease"
 }
 
 func notHeld(v *verbFlags) string {
