@@ -148,12 +148,14 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 		if onLine["token-file"] {
 			return usageError("--token-file is for a sidecar (--addr), not with --store")
 		}
-		if err := storeurl.CheckScheme(o.store); err != nil {
+		// A URL that does not parse (a raw '@' in a password, say) is the
+		// operator's to fix: a usage error, not an unavailable store.
+		if _, err := storeurl.Parse(o.store); err != nil {
 			return usageError("--store: %v", err) // the value is not quoted: it may hold a password
 		}
 		sb, err := openStore(ctx, o.store, verb == "claim" || verb == "release")
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: %s\n", name, message(err))
+			fmt.Fprintf(stderr, "%s: %s\n", name, message(storeWords(err)))
 			return exitcode.Of(err)
 		}
 		defer sb.close()
@@ -177,6 +179,9 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 		b = newClient(ep, token, stderr)
 	}
 	err := run(ctx, b, &o, &v)
+	if o.store != "" {
+		err = storeWords(err)
+	}
 	if err != nil && !isTold(err) {
 		fmt.Fprintf(stderr, "%s: %s\n", name, message(err))
 	}

@@ -109,7 +109,9 @@ func TestForceReleaseStore(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
 			url := s.url(t)
-			run := func(verb string, args ...string) result { return leasehold(t, nil, verb, append(args, "--store", url)...) }
+			run := func(verb string, args ...string) result {
+				return leasehold(t, nil, verb, append(args, "--store", url)...)
+			}
 			run("claim", "demo", "--owner", "w1").expect(t, 0)
 			run("release", "demo", "--force").expect(t, 0, "released demo: ended the lease of w1 (token 1)\n")
 			run("get", "demo").expect(t, exitcode.Failure)
