@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/leasecore"
@@ -216,17 +218,17 @@ func notHeld(v *verbFlags) string {
 }
 
 func runWatch(ctx context.Context, b backend, o *options, v *verbFlags) error {
-	var w *tabwriter.Writer
-	if !o.json {
-		w = tabwriter.NewWriter(o.stdout, 0, 0, 2, ' ', 0)
-	}
+	// A watch prints each event as it comes, so no table can be measured
+	// first: each column is as wide as its widest value so far, and at
+	// least as wide as a usual one.
+	cols := columns{min: []int{6, len("2006-01-02T15:04:05.000Z"), len(leasecore.EventTakenOver), 16, 16, len("token 1")}}
 	emit := func(e api.Event) error {
 		if o.json {
 			return printJSONLine(o.stdout, e)
 		}
-		// Columns aligned per line: a watch prints as events come.
-		fmt.Fprintf(w, "%d\t%s\t%-10s\t%s\t%s\ttoken %d\t%s\n", e.Id, display(e.At), display(string(e.Kind)), display(e.Task), display(e.Owner), e.Token, display(e.Detail))
-		return w.Flush()
+		_, err := io.WriteString(o.stdout, cols.line(strconv.FormatInt(e.Id, 10), display(e.At), display(string(e.Kind)),
+			display(e.Task), display(e.Owner), "token "+strconv.FormatInt(e.Token, 10), display(e.Detail)))
+		return err
 	}
 	ready := func(pos int64) {
 		if !o.json {
@@ -242,6 +244,36 @@ func runWatch(ctx context.Context, b backend, o *options, v *verbFlags) error {
 		return nil // interrupted: the watch's normal end
 	}
 	return err
+}
+
+// columns lays out lines of cells whose widths are not known in advance:
+// each column but the last is padded to the widest cell it has had (and
+// at least to its min), with two spaces between columns, so that lines
+// line up as long as no cell is wider than those before it.
+type columns struct {
+	min, width []int
+}
+
+// line is cells as one line, ending in a newline, its columns padded.
+func (c *columns) line(cells ...string) string {
+	if len(c.width) < len(cells) {
+		c.width = append(c.width, make([]int, len(cells)-len(c.width))...)
+	}
+	var b strings.Builder
+	for i, cell := range cells {
+		if i == len(cells)-1 {
+			b.WriteString(cell)
+			break
+		}
+		n := utf8.RuneCountInString(cell)
+		if i < len(c.min) {
+			c.width[i] = max(c.width[i], c.min[i])
+		}
+		c.width[i] = max(c.width[i], n)
+		b.WriteString(cell)
+		b.WriteString(strings.Repeat(" ", c.width[i]-n+2))
+	}
+	return strings.TrimRight(b.String(), " ") + "\n"
 }
 
 // printLease prints a lease as label and value lines, its strings escaped
