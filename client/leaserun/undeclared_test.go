@@ -65,7 +65,7 @@ func TestUnauthorizedHint(t *testing.T) {
 	r := start(t, Config{Addr: hs.URL, Task: "t", Owner: "w1", Command: shell(`echo ran`)})
 	r.expect(t, exitcode.NoPerm)
 	r.logHas(t, "msg=unauthorized")
-	r.logHas(t, "give the file that holds it with --token-file")
+	r.logHas(t, "give the file that holds the token with --token-file")
 	r = start(t, Config{Addr: hs.URL, BearerToken: "wrong", Task: "t", Owner: "w1", Command: shell(`echo ran`)})
 	r.expect(t, exitcode.NoPerm)
 	r.logHas(t, "does not know the token in --token-file")

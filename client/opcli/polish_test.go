@@ -55,7 +55,7 @@ func TestUnauthorizedHint(t *testing.T) {
 	hs := sidecarOn(t, testsidecar.OpenStore(t, testsidecar.SQLiteURL(t)), "s3cret", false)
 	r := leasehold(t, nil, "list", "--addr", hs.URL)
 	r.expect(t, exitcode.NoPerm)
-	if !strings.Contains(r.stderr, "401 Unauthorized") || !strings.Contains(r.stderr, "give the file that holds it with --token-file") {
+	if !strings.Contains(r.stderr, "401 Unauthorized") || !strings.Contains(r.stderr, "give the file that holds the token with --token-file") {
 		t.Errorf("list without a token: stderr %q", r.stderr)
 	}
 	wrong := filepath.Join(t.TempDir(), "token")

@@ -37,5 +37,5 @@ func TokenHint(tokenGiven bool) string {
 	if tokenGiven {
 		return "the sidecar does not know the token in --token-file (LEASEHOLD_TOKEN_FILE): check that it is the sidecar's, or a credential's it accepts"
 	}
-	return "this sidecar requires a token: give the file that holds it with --token-file (or LEASEHOLD_TOKEN_FILE)"
+	return "give the file that holds the token with --token-file (or LEASEHOLD_TOKEN_FILE)"
 }
