@@ -10,9 +10,15 @@ COPY go.mod go.sum ./
 ENV GOWORK=off
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
+# The version `leasehold version` and the sidecar's status report, stamped as `make build`
+# stamps it: `docker build --build-arg VERSION=$(git describe --tags --always --dirty) .`
+# (make image does). .git stays out of the build context, so without it the binary says devel.
+ARG VERSION=
 # Pure Go (the SQLite driver needs no cgo), so the binary runs on any base image.
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/leasehold ./cmd/leasehold
+    CGO_ENABLED=0 go build -trimpath \
+      -ldflags="-s -w -X github.com/leasehold/leasehold/internal/version.version=${VERSION}" \
+      -o /out/leasehold ./cmd/leasehold
 
 # Alpine rather than distroless because the compose healthcheck needs an HTTP client
 # (busybox wget) inside the container.

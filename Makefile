@@ -29,9 +29,20 @@ help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/leasehold and bin/terraform-provider-leasehold
-	$(GO) build -ldflags "-X $(VERSION_VAR)=$(VERSION)" -o $(BIN)/leasehold ./cmd/leasehold
+build: build-leasehold ## Build bin/leasehold and bin/terraform-provider-leasehold
 	$(GO) build -o $(BIN)/terraform-provider-leasehold ./cmd/terraform-provider-leasehold
+
+.PHONY: build-leasehold
+build-leasehold: ## Build bin/leasehold only (what run needs)
+	$(GO) build -ldflags "-X $(VERSION_VAR)=$(VERSION)" -o $(BIN)/leasehold ./cmd/leasehold
+
+.PHONY: image
+image: ## Build the container image leasehold:dev, stamped with VERSION
+	docker build --build-arg VERSION=$(VERSION) -t leasehold:dev .
+
+.PHONY: compose-up
+compose-up: ## docker compose up --build, the image stamped with VERSION
+	LEASEHOLD_VERSION=$(VERSION) docker compose up --build
 
 .PHONY: install
 install: ## go install leasehold and terraform-provider-leasehold into GOBIN (default: GOPATH/bin)
@@ -48,7 +59,7 @@ mirror: ## Lay the provider out as a Terraform filesystem mirror in bin/mirror (
 	  echo "provider $(PROVIDER_VERSION) mirrored in $$(cd $(BIN)/mirror && pwd)"
 
 .PHONY: run
-run: build ## Build and serve the API on 127.0.0.1:7411 with the embedded SQLite store
+run: build-leasehold ## Build and serve the API on 127.0.0.1:7411 with the embedded SQLite store
 	$(BIN)/leasehold serve --listen $(LISTEN) --store $(STORE)
 
 .PHONY: test

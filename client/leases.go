@@ -120,6 +120,55 @@ func (c *Client) Release(ctx context.Context, p ReleaseParams) (bool, error) {
 	return released, err
 }
 
+// RevokeParams are the inputs of a revoke.
+type RevokeParams struct {
+	Task string
+	// Token, when non-zero, must be the live lease's: only that grant is
+	// ended.
+	Token int64
+}
+
+// Revoke ends the task's live lease whoever holds it (POST
+// /v1/leases/{task}/revoke, which needs the admin right on the task), and
+// returns the lease it ended, or nil when there was none (or it had
+// another token than p.Token). The history records a released event with
+// the holder as owner, this client's credential, and
+// leasecore.RevokedDetail. A credential without the admin right is
+// refused with leasecore.ErrForbidden; a store or transport failure is
+// unavailable.
+func (c *Client) Revoke(ctx context.Context, p RevokeParams) (*leasecore.Lease, error) {
+	req := api.RevokeRequest{}
+	if p.Token != 0 {
+		req.Token = &p.Token
+	}
+	x, err := c.do(ctx, "revoke", http.MethodPost, "/v1/leases/{task}/revoke", taskPath(p.Task)+"/revoke", req)
+	if err != nil {
+		return nil, err
+	}
+	if x.status != http.StatusOK {
+		return nil, c.refusal("revoke", p.Task, x)
+	}
+	var r api.RevokeResult
+	if err := c.decode("revoke", x, &r); err != nil {
+		return nil, err
+	}
+	// What the schema cannot say: a lease exactly when released, and of
+	// the task (and token) asked about.
+	switch {
+	case r.Released != (r.Lease != nil):
+		return nil, c.notSidecar("revoke", x, &notTheAPI{fmt.Sprintf("released is %v, but the answer has %s lease", r.Released, map[bool]string{true: "a", false: "no"}[r.Lease != nil])})
+	case r.Lease == nil:
+		return nil, nil
+	case r.Lease.Task != p.Task || (p.Token != 0 && r.Lease.Token != p.Token):
+		return nil, c.notSidecar("revoke", x, &notTheAPI{fmt.Sprintf("the lease ended is of task %q under token %d", r.Lease.Task, r.Lease.Token)})
+	}
+	lease, err := api.ToLease(r.Lease)
+	if err != nil {
+		return nil, c.notSidecar("revoke", x, &notTheAPI{err.Error()})
+	}
+	return &lease, nil
+}
+
 // Get returns the task's live lease, or nil when nobody holds it.
 func (c *Client) Get(ctx context.Context, task string) (*leasecore.Lease, error) {
 	x, err := c.do(ctx, "get", http.MethodGet, "/v1/leases/{task}", taskPath(task), nil)

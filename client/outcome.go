@@ -51,7 +51,15 @@ type refused struct {
 	problem *ProblemError
 }
 
-func (e *refused) Error() string   { return fmt.Sprintf("%v (%v)", e.outcome, e.problem) }
+// Error is the problem's text when it has a detail, which says what the
+// outcome says and more (an undeclared task's says how to declare it);
+// repeating the outcome before it would say the same thing twice.
+func (e *refused) Error() string {
+	if e.problem.Detail != "" {
+		return e.problem.Error()
+	}
+	return fmt.Sprintf("%v (%v)", e.outcome, e.problem)
+}
 func (e *refused) Unwrap() []error { return []error{e.outcome, e.problem} }
 
 // problemRow turns a problem of its type into the outcome it stands for;

@@ -422,3 +422,35 @@ func TestComposeWorkers(t *testing.T) {
 		t.Errorf("the workers want the tasks %v: want one shared task", slices.Collect(maps.Keys(tasks)))
 	}
 }
+
+// The image is stamped with the version it was built from: the
+// Dockerfile takes it as a build argument into the binary (.git is not
+// in the build context, so the binary cannot find it itself), and every
+// service built from it passes one.
+func TestImageStampsVersion(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dockerfile := string(b)
+	arg := strings.Index(dockerfile, "\nARG VERSION")
+	build := strings.Index(dockerfile, "go build")
+	if arg < 0 || build < arg || !strings.Contains(dockerfile[build:], "-X github.com/leasehold/leasehold/internal/version.version=${VERSION}") {
+		t.Errorf("the Dockerfile does not stamp the binary with a VERSION build argument (ARG VERSION, then go build -ldflags -X …/internal/version.version=${VERSION})")
+	}
+	p := loadCompose(t)
+	built := 0
+	for _, s := range p.Services {
+		if s.Build == nil {
+			continue
+		}
+		built++
+		if v := s.Build.Args["VERSION"]; v == nil || *v == "" {
+			t.Errorf("%s is built from the Dockerfile without a VERSION build argument", s.Name)
+		}
+	}
+	if built == 0 {
+		t.Error("no service is built from the Dockerfile")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -63,17 +64,34 @@ func TestConsole(t *testing.T) {
 	s := startSidecar(t, store, "--token-file", tokenFile)
 	// A second sidecar on the same file, without a token: the page asks for none.
 	open := startSidecar(t, store)
+	// A third, whose credential holds leases but has no admin right: the
+	// page offers no force release.
+	credentials := filepath.Join(tmp, "credentials.json")
+	cmd := exec.Command(leaseholdBin, "credentials", "new", "--file", credentials, "--name", "viewer", "--prefix", "*", "--right", "hold")
+	cmd.Env = cleanEnv()
+	viewerToken, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("leasehold credentials new: %v", err)
+	}
+	viewer := startSidecar(t, store, "--credentials-file", credentials)
 	s.waitReady()
 	open.waitReady()
+	viewer.waitReady()
+	// The listening line says where the console is.
+	if want := " console=" + s.base + "/ui/ "; !strings.Contains(s.logs.String(), want) {
+		t.Errorf("the sidecar's listening line lacks %s:\n%s", want, s.logs.String())
+	}
 
 	runCtx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(runCtx, node, "--test", "--test-reporter=spec", "console.test.js")
+	cmd = exec.CommandContext(runCtx, node, "--test", "--test-reporter=spec", "console.test.js")
 	cmd.Dir = dir
 	cmd.Env = append(cleanEnv(),
 		"LEASEHOLD_CONSOLE_URL="+s.base,
 		"LEASEHOLD_CONSOLE_TOKEN="+token,
 		"LEASEHOLD_CONSOLE_OPEN_URL="+open.base,
+		"LEASEHOLD_CONSOLE_VIEWER_URL="+viewer.base,
+		"LEASEHOLD_CONSOLE_VIEWER_TOKEN="+strings.TrimSpace(string(viewerToken)),
 		"LEASEHOLD_CHROMIUM="+chromium,
 	)
 	if shot := os.Getenv("LEASEHOLD_CONSOLE_SCREENSHOT"); shot != "" {

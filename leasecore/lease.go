@@ -77,6 +77,11 @@ type ReleaseParams struct {
 	// Credential names the credential the release acts for, as
 	// ClaimParams.Credential does: the "released" event carries it.
 	Credential string
+	// Detail, when not empty, is kept as the "released" event's Detail:
+	// why the lease was ended, when its owner is not the one who ended it
+	// (Service.Revoke sets RevokedDetail). Valid UTF-8 without NUL, of at
+	// most MaxNoteBytes bytes.
+	Detail string
 }
 
 // ValidateTask checks a task name: 1–200 characters of A–Z a–z 0–9 . _ : / @ -,
@@ -151,9 +156,13 @@ func ValidateTTL(ttl time.Duration) error {
 	return nil
 }
 
-func validateNote(note string) error {
-	if len(note) > MaxNoteBytes || !utf8.ValidString(note) || strings.IndexByte(note, 0) >= 0 {
-		return &ValidationError{Field: "Note", Rule: fmt.Sprintf("must be valid UTF-8 without NUL, of at most %d bytes", MaxNoteBytes)}
+func validateNote(note string) error { return validateText("Note", note) }
+
+// validateText checks field's free text (a note, a release's detail):
+// valid UTF-8 without NUL, of at most MaxNoteBytes bytes.
+func validateText(field, text string) error {
+	if len(text) > MaxNoteBytes || !utf8.ValidString(text) || strings.IndexByte(text, 0) >= 0 {
+		return &ValidationError{Field: field, Rule: fmt.Sprintf("must be valid UTF-8 without NUL, of at most %d bytes", MaxNoteBytes)}
 	}
 	return nil
 }
@@ -213,7 +222,7 @@ func (p RenewParams) Validate() error {
 
 // Validate checks every input rule of a release.
 func (p ReleaseParams) Validate() error {
-	return firstError(ValidateTask(p.Task), ValidateOwner(p.Owner), validateToken(p.Token), validateActor(p.Credential))
+	return firstError(ValidateTask(p.Task), ValidateOwner(p.Owner), validateToken(p.Token), validateActor(p.Credential), validateText("Detail", p.Detail))
 }
 
 func firstError(errs ...error) error {

@@ -188,6 +188,47 @@ func (s *Service) Release(ctx context.Context, p ReleaseParams) (bool, error) {
 	return c.released, nil
 }
 
+// RevokedDetail is the detail of the "released" event a revoke records:
+// the lease was ended by an operator, not by its owner. The event's
+// Credential names the operator's credential.
+const RevokedDetail = "revoked by an operator"
+
+// RevokeParams are the inputs of a revoke: an operator's release of
+// whoever's lease.
+type RevokeParams struct {
+	Task string
+	// Token, when non-zero, must be the live lease's: only that grant is
+	// ended.
+	Token int64
+	// Credential names the operator's credential, as
+	// ReleaseParams.Credential does.
+	Credential string
+}
+
+// Revoke ends the task's live lease whoever holds it, and returns the
+// lease it ended (as it was just before), or nil when there was none, or
+// it had another token than p.Token. It reads the live lease and releases
+// it as its owner, with its token and RevokedDetail: if the lease changed
+// hands in between, the token no longer matches and nothing is released,
+// so a revoke never ends a grant it did not see. The holder learns of it
+// at its next renewal (lost, not_held).
+func (s *Service) Revoke(ctx context.Context, p RevokeParams) (*Lease, error) {
+	if err := firstError(ValidateTask(p.Task), validateToken(p.Token), validateActor(p.Credential)); err != nil {
+		return nil, err
+	}
+	lease, err := s.Get(ctx, p.Task)
+	if err != nil || lease == nil || (p.Token != 0 && p.Token != lease.Token) {
+		return nil, err
+	}
+	released, err := s.Release(ctx, ReleaseParams{
+		Task: p.Task, Owner: lease.Owner, Token: lease.Token, Credential: p.Credential, Detail: RevokedDetail,
+	})
+	if err != nil || !released {
+		return nil, err
+	}
+	return lease, nil
+}
+
 // Get returns the task's live lease, or nil when there is none.
 func (s *Service) Get(ctx context.Context, task string) (*Lease, error) {
 	if err := ValidateTask(task); err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar/api"
 	"github.com/leasehold/leasehold/sidecar/auth"
 )
@@ -229,7 +230,7 @@ func TestScopedWatch(t *testing.T) {
 
 // TestRevoke: an admin ends whoever's lease; a holder may not; a revoke
 // with another token, or of a free task, ends nothing; the history names
-// the holder and the revoking credential.
+// the holder, the revoking credential and that an operator ended it.
 func TestRevoke(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, ts *testServer) {
@@ -251,8 +252,9 @@ func TestRevoke(t *testing.T) {
 			t.Errorf("a second revoke ended something: %+v", r)
 		}
 		events := decode[api.EventList](t, ops.get("/v1/leases/billing%2Fjob/history")).Events
-		if len(events) != 2 || events[0].Kind != "released" || events[0].Owner != "b1" || events[0].Credential != "ops" {
-			t.Errorf("history %+v, want released of b1 by credential ops", events)
+		if len(events) != 2 || events[0].Kind != "released" || events[0].Owner != "b1" || events[0].Credential != "ops" ||
+			events[0].Detail != leasecore.RevokedDetail {
+			t.Errorf("history %+v, want released of b1 by credential ops, detail %q", events, leasecore.RevokedDetail)
 		}
 		// The holder's next renewal is lost.
 		expect(t, billing.post("/v1/leases/billing%2Fjob/renew", map[string]any{"owner": "b1", "token": lease.Token}), http.StatusConflict)

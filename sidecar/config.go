@@ -121,6 +121,9 @@ func (c Config) Validate() error {
 	if c.Store == "" {
 		return errors.New("--store must name a store: sqlite:PATH or postgres://…")
 	}
+	if _, err := storeurl.Parse(c.Store); err != nil {
+		return fmt.Errorf("--store: %w", err) // never quotes the URL: it may hold a password
+	}
 	if c.PruneInterval < 0 || (c.PruneInterval > 0 && c.PruneInterval < time.Second) {
 		return fmt.Errorf("--prune-interval must be 0 (off) or at least 1s, not %s", c.PruneInterval)
 	}

@@ -82,10 +82,9 @@ func (h *handlers) ReleaseLease(c echo.Context, task api.Task) error {
 }
 
 // RevokeLease answers POST /v1/leases/{task}/revoke: an admin's release of
-// whoever's lease. It reads the live lease and releases it as its owner,
-// with its token: if the lease changed hands in between, the token no
-// longer matches and nothing is released, so a revoke never ends a grant
-// it did not see.
+// whoever's lease (leasecore.Service.Revoke: a revoke never ends a grant
+// it did not see, and the history's released event says an operator ended
+// it).
 func (h *handlers) RevokeLease(c echo.Context, task api.Task) error {
 	if err := leasecore.CheckClientTask(task); err != nil {
 		return err // 403: leasehold's own tasks are not the clients'
@@ -94,18 +93,10 @@ func (h *handlers) RevokeLease(c echo.Context, task api.Task) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	lease, err := h.svc.Get(ctx, task)
-	if err != nil || lease == nil || (req.Token != nil && *req.Token != lease.Token) {
-		return respondRevoke(c, nil, err)
-	}
-	released, err := h.svc.Release(ctx, leasecore.ReleaseParams{
-		Task: task, Owner: lease.Owner, Token: lease.Token, Credential: credentialName(c),
+	lease, err := h.svc.Revoke(c.Request().Context(), leasecore.RevokeParams{
+		Task: task, Token: deref(req.Token), Credential: credentialName(c),
 	})
-	h.metrics.released(released, err)
-	if !released {
-		lease = nil
-	}
+	h.metrics.released(lease != nil, err)
 	return respondRevoke(c, lease, err)
 }
 

@@ -2,7 +2,9 @@ package sidecar
 
 import (
 	"context"
+	"net"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -67,7 +69,31 @@ func TestServeStopsWithContext(t *testing.T) {
 	if !strings.Contains(out, "leasehold listening") || !strings.Contains(out, "addr=127.0.0.1:") || !strings.Contains(out, "msg=stopped") {
 		t.Errorf("log lacks the address or the clean stop:\n%s", out)
 	}
+	// The listening line says where the web console is: the address's /ui/.
+	if m := regexp.MustCompile(`addr=(127\.0\.0\.1:\d+) console=(\S+)`).FindStringSubmatch(out); m == nil || m[2] != "http://"+m[1]+"/ui/" {
+		t.Errorf("the listening line lacks console=http://ADDR/ui/:\n%s", out)
+	}
 	if !strings.Contains(out, "--watch-store (LEASEHOLD_WATCH_STORE) is ignored") || strings.Contains(out, watchSecret) {
 		t.Errorf("log lacks the --watch-store warning, or shows its URL:\n%s", out)
+	}
+}
+
+// The console's address is the listener's, through loopback for a
+// wildcard address.
+func TestConsoleURL(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		addr *net.TCPAddr
+		want string
+	}{
+		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 7411}, "http://127.0.0.1:7411/ui/"},
+		{&net.TCPAddr{IP: net.IPv4zero, Port: 7411}, "http://127.0.0.1:7411/ui/"},
+		{&net.TCPAddr{IP: net.IPv6unspecified, Port: 80}, "http://127.0.0.1:80/ui/"},
+		{&net.TCPAddr{IP: net.IPv6loopback, Port: 7411}, "http://[::1]:7411/ui/"},
+		{&net.TCPAddr{IP: net.IPv4(10, 0, 0, 5), Port: 8080}, "http://10.0.0.5:8080/ui/"},
+	} {
+		if got := consoleURL(c.addr); got != c.want {
+			t.Errorf("consoleURL(%v) = %q, want %q", c.addr, got, c.want)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/endpoint"
+	"github.com/leasehold/leasehold/sidecar/console"
 )
 
 // DefaultListenMode is the file mode of the socket of a sidecar serving on a
@@ -110,8 +111,8 @@ func (f listenModeFlag) Set(s string) error {
 
 // listen opens the listener cfg.Listen names: TCP, or a Unix socket
 // published by listenUnix. It returns the log attributes that say where it
-// listens (the address, and a socket's mode), and what removes the socket
-// file at shutdown (nothing, for TCP).
+// listens (the address and, for TCP, the web console's URL; a socket's
+// mode), and what removes the socket file at shutdown (nothing, for TCP).
 func listen(cfg Config, log *slog.Logger) (net.Listener, []any, func(), error) {
 	path, ok := endpoint.SocketPath(cfg.Listen)
 	if !ok {
@@ -119,7 +120,7 @@ func listen(cfg Config, log *slog.Logger) (net.Listener, []any, func(), error) {
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		return ln, []any{"addr", ln.Addr().String()}, func() {}, nil
+		return ln, []any{"addr", ln.Addr().String(), "console", consoleURL(ln.Addr())}, func() {}, nil
 	}
 	mode := cfg.ListenMode
 	if mode == 0 {
@@ -300,4 +301,18 @@ func (s *unixSocket) unpublish() error {
 		return nil // someone else's now
 	}
 	return os.Remove(s.path)
+}
+
+// consoleURL is the web console's address on the TCP listener at addr, as
+// a browser on this host opens it: a wildcard address (0.0.0.0, ::) is
+// reached through loopback, which the sidecar always answers for.
+func consoleURL(addr net.Addr) string {
+	host, port := "127.0.0.1", ""
+	if ta, ok := addr.(*net.TCPAddr); ok {
+		port = strconv.Itoa(ta.Port)
+		if !ta.IP.IsUnspecified() {
+			host = ta.IP.String()
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port) + console.Prefix
 }

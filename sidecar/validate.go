@@ -20,6 +20,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/labstack/echo/v4"
 
+	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
 
@@ -344,6 +345,16 @@ func schemaParams(e *openapi3.SchemaError, prefix string) []api.InvalidParam {
 		}
 	}
 	reason := e.Reason
+	if task, ok := e.Value.(string); ok && e.SchemaField == "pattern" && isTaskName(e.Schema) {
+		// A task name: the rule as leasecore states it, with where the
+		// name breaks it ("segment 2 is \"\""), as the CLI says it. The
+		// only parts of the name it repeats are one quoted character or
+		// an empty, "." or ".." segment.
+		var ve *leasecore.ValidationError
+		if err := leasecore.ValidateTask(task); errors.As(err, &ve) {
+			return []api.InvalidParam{{Name: fieldName(prefix, pointer), Reason: ve.Rule}}
+		}
+	}
 	if e.SchemaField == "pattern" && e.Schema.Description != "" {
 		// "string doesn't match the regular expression …" says less than
 		// the schema's own description of the rule.
@@ -351,6 +362,18 @@ func schemaParams(e *openapi3.SchemaError, prefix string) []api.InvalidParam {
 		reason = fmt.Sprintf("must be %s (pattern %s)", strings.TrimSpace(desc), e.Schema.Pattern)
 	}
 	return []api.InvalidParam{{Name: fieldName(prefix, pointer), Reason: plainNumbers(reason)}}
+}
+
+// isTaskName reports whether schema is openapi.yaml's TaskName (the task
+// name rule, which leasecore.ValidateTask states; openapi_test.go keeps
+// the two in step), known by its pattern.
+func isTaskName(schema *openapi3.Schema) bool {
+	sp, err := spec()
+	if err != nil || schema == nil {
+		return false
+	}
+	ref := sp.doc.Components.Schemas["TaskName"]
+	return ref != nil && ref.Value != nil && schema.Pattern == ref.Value.Pattern
 }
 
 // floatRE matches a number in exponent notation, as kin-openapi prints a

@@ -39,12 +39,12 @@ func (d *tasksDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 						},
 						"ttl": schema.StringAttribute{
 							MarkdownDescription: "The ttl of a claim that gives none, as a Go duration.",
-							CustomType:          timetypes.GoDurationType{},
+							CustomType:          durationType{},
 							Computed:            true,
 						},
 						"max_ttl": schema.StringAttribute{
 							MarkdownDescription: "The longest ttl a claim or renewal may ask for, as a Go duration; null when unbounded.",
-							CustomType:          timetypes.GoDurationType{},
+							CustomType:          durationType{},
 							Computed:            true,
 						},
 						"description": schema.StringAttribute{

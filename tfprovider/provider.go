@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -131,7 +132,7 @@ func (p *leaseholdProvider) Configure(ctx context.Context, req provider.Configur
 	// The store stays open for the life of the provider process: the
 	// framework gives a provider no hook to close it, and Terraform ends the
 	// process when the command is done.
-	data := &configured{svc: svc, storeKind: storeurl.Kind(store)}
+	data := &configured{svc: svc, storeKind: storeurl.Kind(store), plannedPolicies: map[string]bool{}}
 	resp.ResourceData = data
 	resp.DataSourceData = data
 }
@@ -142,6 +143,26 @@ func (p *leaseholdProvider) Configure(ctx context.Context, req provider.Configur
 type configured struct {
 	svc       *leasecore.Service
 	storeKind string
+
+	mu sync.Mutex
+	// plannedPolicies names the retention policies this run's plan
+	// creates or keeps (leasehold_retention_policy's ModifyPlan records
+	// them), for the tasks' plan-time check of their retention_policy.
+	plannedPolicies map[string]bool
+}
+
+// planPolicy notes that the plan creates or keeps the policy name.
+func (c *configured) planPolicy(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.plannedPolicies[name] = true
+}
+
+// policyPlanned reports whether the plan creates or keeps the policy name.
+func (c *configured) policyPlanned(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.plannedPolicies[name]
 }
 
 // configError reports a store that cannot be used: on the store attribute,

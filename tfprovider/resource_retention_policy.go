@@ -22,18 +22,22 @@ import (
 var (
 	_ resource.ResourceWithConfigure   = (*policyResource)(nil)
 	_ resource.ResourceWithImportState = (*policyResource)(nil)
+	_ resource.ResourceWithModifyPlan  = (*policyResource)(nil)
 )
 
-type policyResource struct{ svc *leasecore.Service }
+type policyResource struct {
+	svc  *leasecore.Service
+	data *configured // nil until the provider is configured
+}
 
 func newPolicyResource() resource.Resource { return &policyResource{} }
 
 type policyModel struct {
-	Name      types.String         `tfsdk:"name"`
-	KeepFor   timetypes.GoDuration `tfsdk:"keep_for"`
-	KeepLast  types.Int64          `tfsdk:"keep_last"`
-	CreatedAt timetypes.RFC3339    `tfsdk:"created_at"`
-	UpdatedAt timetypes.RFC3339    `tfsdk:"updated_at"`
+	Name      types.String      `tfsdk:"name"`
+	KeepFor   duration          `tfsdk:"keep_for"`
+	KeepLast  types.Int64       `tfsdk:"keep_last"`
+	CreatedAt timetypes.RFC3339 `tfsdk:"created_at"`
+	UpdatedAt timetypes.RFC3339 `tfsdk:"updated_at"`
 }
 
 func (r *policyResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -57,7 +61,7 @@ func (r *policyResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 			"keep_for": schema.StringAttribute{
 				MarkdownDescription: "How long an event is kept, as a Go duration (`720h`, `168h`): whole seconds, " +
 					"at most 100 years. `0s` sets no age limit.",
-				CustomType: timetypes.GoDurationType{},
+				CustomType: durationType{},
 				Required:   true,
 				Validators: []validator.String{keepForRule},
 			},
@@ -87,7 +91,24 @@ func (r *policyResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 }
 
 func (r *policyResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.svc = service(req.ProviderData, &resp.Diagnostics)
+	r.data = providerData(req.ProviderData, &resp.Diagnostics)
+	if r.data != nil {
+		r.svc = r.data.svc
+	}
+}
+
+// ModifyPlan changes nothing: it notes the name of a policy the plan
+// creates or keeps, so that a leasehold_task planned after it (one that
+// refers to it) may name it although the store does not hold it yet.
+func (r *policyResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, _ *resource.ModifyPlanResponse) {
+	if r.data == nil || req.Plan.Raw.IsNull() {
+		return
+	}
+	var name types.String
+	if diags := req.Plan.GetAttribute(ctx, path.Root("name"), &name); diags.HasError() || name.IsNull() || name.IsUnknown() {
+		return
+	}
+	r.data.planPolicy(name.ValueString())
 }
 
 func (r *policyResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {

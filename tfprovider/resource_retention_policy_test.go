@@ -264,6 +264,7 @@ func TestPolicyValidation(t *testing.T) {
 	}{
 		{policyHCL("audit", "1500ms", 1), diagnostic("Invalid keep_for", "keep_for must be a whole number of seconds")},
 		{policyHCL("audit", "-1h", 1), diagnostic("Invalid keep_for", "keep_for must be between 0s and 876000h; -1h is not.")},
+		{policyHCL("audit", "a week", 1), diagnostic("Invalid keep_for", `keep_for must be a Go duration: numbers, each with a unit (ns, us, ms, s, m, h), such as 90s, 10m or 1h30m; "a week" is not.`)},
 		{policyHCL("audit", "1h", -1), words("keep_last value must be between 0 and 1000000000, got: -1")},
 		{policyHCL("au dit", "1h", 1), diagnostic("Invalid name", "name is not a valid retention policy name")},
 	}

@@ -23,20 +23,24 @@ var (
 	_ resource.ResourceWithConfigure      = (*taskResource)(nil)
 	_ resource.ResourceWithImportState    = (*taskResource)(nil)
 	_ resource.ResourceWithValidateConfig = (*taskResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*taskResource)(nil)
 )
 
-type taskResource struct{ svc *leasecore.Service }
+type taskResource struct {
+	svc  *leasecore.Service
+	data *configured // nil until the provider is configured
+}
 
 func newTaskResource() resource.Resource { return &taskResource{} }
 
 type taskModel struct {
-	Name            types.String         `tfsdk:"name"`
-	TTL             timetypes.GoDuration `tfsdk:"ttl"`
-	MaxTTL          timetypes.GoDuration `tfsdk:"max_ttl"`
-	Description     types.String         `tfsdk:"description"`
-	RetentionPolicy types.String         `tfsdk:"retention_policy"`
-	CreatedAt       timetypes.RFC3339    `tfsdk:"created_at"`
-	UpdatedAt       timetypes.RFC3339    `tfsdk:"updated_at"`
+	Name            types.String      `tfsdk:"name"`
+	TTL             duration          `tfsdk:"ttl"`
+	MaxTTL          duration          `tfsdk:"max_ttl"`
+	Description     types.String      `tfsdk:"description"`
+	RetentionPolicy types.String      `tfsdk:"retention_policy"`
+	CreatedAt       timetypes.RFC3339 `tfsdk:"created_at"`
+	UpdatedAt       timetypes.RFC3339 `tfsdk:"updated_at"`
 }
 
 func (r *taskResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -63,14 +67,14 @@ func (r *taskResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				MarkdownDescription: "The ttl of a claim that gives none, as a Go duration (`90s`, `10m`, `1h30m`): " +
 					"whole milliseconds, from `100ms` to `24h`. At most `max_ttl` when that is set. The store keeps the spelling, " +
 					"so that an import gives it back (`90s`, not `1m30s`).",
-				CustomType: timetypes.GoDurationType{},
+				CustomType: durationType{},
 				Required:   true,
 				Validators: []validator.String{ttlRule},
 			},
 			"max_ttl": schema.StringAttribute{
 				MarkdownDescription: "The longest ttl a claim or renewal of the task may ask for, as a Go duration: " +
 					"whole milliseconds, from `100ms` to `24h`. Unset, the only bound is leasehold's own (`24h`).",
-				CustomType: timetypes.GoDurationType{},
+				CustomType: durationType{},
 				Optional:   true,
 				Validators: []validator.String{ttlRule},
 			},
@@ -107,14 +111,55 @@ func (r *taskResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 }
 
 func (r *taskResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.svc = service(req.ProviderData, &resp.Diagnostics)
+	r.data = providerData(req.ProviderData, &resp.Diagnostics)
+	if r.data != nil {
+		r.svc = r.data.svc
+	}
+}
+
+// ModifyPlan refuses, at plan time, a retention_policy that names no
+// policy: one the store does not hold and this plan does not create. It
+// needs the store, which ValidateConfig cannot read (the provider is not
+// configured yet when a configuration is validated), so it runs once the
+// provider is configured; before that, or when the name is not known yet,
+// the apply checks it.
+//
+// A policy created in the same apply passes when the task refers to it
+// (retention_policy = leasehold_retention_policy.audit.name): Terraform
+// plans and creates the policy first, and the policy's ModifyPlan has
+// noted its name. A task that names such a policy by a literal has no
+// order with it, and is refused: the error says to refer to the policy.
+func (r *taskResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if r.data == nil || req.Plan.Raw.IsNull() {
+		return // not configured yet, or a destroy
+	}
+	var policy types.String
+	if diags := req.Plan.GetAttribute(ctx, path.Root("retention_policy"), &policy); diags.HasError() || policy.IsNull() || policy.IsUnknown() {
+		return
+	}
+	name := policy.ValueString()
+	if leasecore.ValidatePolicyName("Name", name) != nil || r.data.policyPlanned(name) {
+		return // a bad name is the validator's to report
+	}
+	got, err := r.svc.GetPolicy(ctx, name)
+	if err != nil {
+		resp.Diagnostics.AddAttributeWarning(path.Root("retention_policy"), "Cannot check retention_policy",
+			fmt.Sprintf("Could not read retention policy %q from the store to check that it exists; the apply will: %s", name, errorText(err)))
+		return
+	}
+	if got == nil {
+		resp.Diagnostics.AddAttributeError(path.Root("retention_policy"), "Invalid retention_policy",
+			fmt.Sprintf("retention policy %q does not exist: the store has none of that name, and this configuration creates none "+
+				"that this task refers to. Declare it with a leasehold_retention_policy resource and set "+
+				"retention_policy = leasehold_retention_policy.NAME.name, so that Terraform creates the policy before the task.", name))
+	}
 }
 
 // ValidateConfig checks ttl ≤ max_ttl when both are known. Values that are
 // no duration at all are reported by the attributes' own validation, so the
 // errors of reading them here are dropped.
 func (r *taskResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
-	var ttl, maxTTL timetypes.GoDuration
+	var ttl, maxTTL duration
 	if diags := req.Config.GetAttribute(ctx, path.Root("ttl"), &ttl); diags.HasError() {
 		return
 	}

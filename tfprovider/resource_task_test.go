@@ -228,7 +228,7 @@ func TestTaskValidation(t *testing.T) {
 		expect *regexp.Regexp
 	}{
 		{"not a duration", task(`name = "a"
-ttl = "ninety"`), regexp.MustCompile(`Invalid Time Duration String Value(?s:.*)ttl\s+=\s+"ninety"`)},
+ttl = "ninety"`), diagnostic("Invalid ttl", `ttl must be a Go duration: numbers, each with a unit (ns, us, ms, s, m, h), such as 90s, 10m or 1h30m; "ninety" is not.`)},
 		{"ttl above max_ttl", task(`name = "a"
 ttl = "10m"
 max_ttl = "1m"`), diagnostic("Invalid ttl", "ttl must be at most max_ttl (1m); 10m is not.")},
@@ -246,6 +246,10 @@ ttl = "1m"`), diagnostic("Invalid name", `name is not a valid task name: it must
 		{"bad policy name", task(`name = "a"
 ttl = "1m"
 retention_policy = "x!"`), diagnostic("Invalid retention_policy", "retention_policy is not a valid retention policy name")},
+		// Caught at plan, by ModifyPlan's look at the store, not at apply.
+		{"policy that does not exist", task(`name = "a"
+ttl = "1m"
+retention_policy = "nope"`), diagnostic("Invalid retention_policy", `retention policy "nope" does not exist: the store has none of that name`)},
 		{"description too long", task(`name = "a"
 ttl = "1m"
 description = "` + strings.Repeat("é", 513) + `"`), diagnostic("Invalid description", "description must be valid UTF-8 without NUL, at most 1024 bytes; it has 1026 bytes.")},

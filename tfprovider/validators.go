@@ -46,7 +46,7 @@ func (r durationRule) Description(context.Context) string {
 func (r durationRule) MarkdownDescription(ctx context.Context) string { return r.Description(ctx) }
 
 // ValidateString checks a duration attribute's bounds. A string that is no
-// duration at all was already refused by its type (timetypes.GoDuration),
+// duration at all was already refused by its type (durationType),
 // which the framework checks first.
 func (r durationRule) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
@@ -157,14 +157,14 @@ func formatDuration(d time.Duration) string {
 }
 
 // durationValue is d as an attribute value.
-func durationValue(d time.Duration) timetypes.GoDuration {
-	return timetypes.NewGoDurationValueFromStringMust(formatDuration(d))
+func durationValue(d time.Duration) duration {
+	return durationText(formatDuration(d))
 }
 
 // spelling is a duration attribute's text for the store to keep. A text
 // longer than the store keeps (leasecore.MaxSpellingLen, far more than a
 // duration needs) is not kept: the store then gives Go's spelling back.
-func spelling(v timetypes.GoDuration) string {
+func spelling(v duration) string {
 	if s := v.ValueString(); len(s) <= leasecore.MaxSpellingLen {
 		return s
 	}
@@ -173,17 +173,17 @@ func spelling(v timetypes.GoDuration) string {
 
 // spelledDuration is d as an attribute value, as spelled when a spelling
 // was kept.
-func spelledDuration(d time.Duration, spelling string) timetypes.GoDuration {
+func spelledDuration(d time.Duration, spelling string) duration {
 	if spelling == "" {
 		return durationValue(d)
 	}
-	return timetypes.NewGoDurationValueFromStringMust(spelling)
+	return durationText(spelling)
 }
 
 // optionalSpelledDuration is spelledDuration, null for zero.
-func optionalSpelledDuration(d time.Duration, spelling string) timetypes.GoDuration {
+func optionalSpelledDuration(d time.Duration, spelling string) duration {
 	if d == 0 {
-		return timetypes.NewGoDurationNull()
+		return nullDuration()
 	}
 	return spelledDuration(d, spelling)
 }

@@ -40,6 +40,8 @@ func TestMainFlags(t *testing.T) {
 		code   int
 		stdout string
 		stderr string
+		// notStderr, when set, must not be in stderr.
+		notStderr string
 	}{
 		{name: "no args", code: exitcode.Usage, stderr: "--task is required"},
 		{name: "no command", args: []string{"--task", "t"}, code: exitcode.Usage, stderr: "no command to run"},
@@ -104,6 +106,9 @@ func TestMainFlags(t *testing.T) {
 		{name: "command not executable", args: []string{"--task", "t", "--store", "STORE", "--", notExec}, code: exitcode.CannotExec, stderr: "command cannot be executed"},
 		{name: "command is a directory", args: []string{"--task", "t", "--store", "STORE", "--", dir}, code: exitcode.CannotExec, stderr: "command cannot be executed"},
 		{name: "help lists undeclared", args: []string{"-h"}, code: 0, stdout: "78             run, claim: the task is not declared"},
+		// A store URL that does not parse is the operator's to fix, not an
+		// unavailable store; its password is not repeated.
+		{name: "raw @ in the store's password", args: []string{"--task", "t", "--store", "postgres://u:p@ss@127.0.0.1:5432/x", "--", "true"}, code: exitcode.Usage, stderr: "percent-encode", notStderr: "p@ss"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -139,6 +144,9 @@ func TestMainFlags(t *testing.T) {
 			}
 			if !strings.Contains(stderr.String(), c.stderr) {
 				t.Errorf("stderr lacks %q:\n%s", c.stderr, stderr)
+			}
+			if c.notStderr != "" && strings.Contains(stderr.String(), c.notStderr) {
+				t.Errorf("stderr has %q:\n%s", c.notStderr, stderr)
 			}
 			if st.url != "" {
 				// Whatever happened, nothing is left held.

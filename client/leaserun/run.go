@@ -39,7 +39,7 @@ type Config struct {
 	// empty.
 	Addr string
 	// Store, when set, is the store URL (sqlite:PATH or postgres://…):
-	// leasehold run holds the lease itself, with no cli.
+	// leasehold run holds the lease itself, with no sidecar.
 	Store string
 	// TokenFile is the --token-file flag; Main reads it into BearerToken.
 	TokenFile string
@@ -114,7 +114,7 @@ func (c *Config) check() error {
 		if _, err := endpoint.ParseAddr(c.Addr); err != nil {
 			return flagError("addr", cli.RedactAddr(c.Addr), err.Error())
 		}
-	} else if err := storeurl.CheckScheme(c.Store); err != nil {
+	} else if _, err := storeurl.Parse(c.Store); err != nil {
 		return fmt.Errorf("--store: %w", err) // not flagError: the value may hold a password
 	}
 	if len(c.Command) == 0 {
@@ -223,12 +223,12 @@ func acquire(ctx context.Context, cfg *Config, log *slog.Logger) (hold, int) {
 	case code == exitcode.Undeclared:
 		log.Error("undeclared", "task", cfg.Task, "err", err)
 	case errors.Is(err, lhclient.ErrUnauthorized):
-		log.Error("unauthorized", "addr", cli.RedactAddr(cfg.Addr), "err", err)
+		log.Error("unauthorized", "addr", cli.RedactAddr(cfg.Addr), "err", err, "hint", cli.TokenHint(cfg.BearerToken != ""))
 	case code == exitcode.NoPerm:
 		log.Error("forbidden", "task", cfg.Task, "err", err)
 	default:
 		// A claim that failed for no outcome of the model (an answer no
-		// sidecar gives, a store URL that does not parse) got no lease
+		// sidecar gives, a store that cannot be opened) got no lease
 		// either: the command did not run for want of a lease to be had.
 		log.Error("unavailable", "task", cfg.Task, "err", err)
 		code = exitcode.Unavailable

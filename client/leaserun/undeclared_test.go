@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,6 +34,9 @@ func TestUndeclaredTask(t *testing.T) {
 	r.expect(t, exitcode.Undeclared)
 	r.logHas(t, "msg=undeclared")
 	r.logHas(t, "require-declared")
+	if n := strings.Count(r.stderr.String(), "is not declared"); n != 1 {
+		t.Errorf("the log says %d times that the task is not declared, want once:\n%s", n, r.stderr)
+	}
 	if r.stdout.String() != "" {
 		t.Errorf("the command ran for an undeclared task: %q", r.stdout)
 	}
@@ -49,4 +53,23 @@ func TestUndeclaredTask(t *testing.T) {
 		r := start(t, Config{Addr: hs.URL, Task: "declared", Owner: "w1", Command: shell(`echo ran`)})
 		return r.wait(t) == 0
 	})
+}
+
+// TestUnauthorizedHint: a sidecar that refuses the token (401) is told
+// apart from one that was given none, and each says what to do about
+// --token-file; the command does not run.
+func TestUnauthorizedHint(t *testing.T) {
+	t.Parallel()
+	st := newTestStore(t)
+	hs := testsidecar.Serve(t, sidecar.Options{Store: st.store, Token: []byte("s3cret")})
+	r := start(t, Config{Addr: hs.URL, Task: "t", Owner: "w1", Command: shell(`echo ran`)})
+	r.expect(t, exitcode.NoPerm)
+	r.logHas(t, "msg=unauthorized")
+	r.logHas(t, "give the file that holds the token with --token-file")
+	r = start(t, Config{Addr: hs.URL, BearerToken: "wrong", Task: "t", Owner: "w1", Command: shell(`echo ran`)})
+	r.expect(t, exitcode.NoPerm)
+	r.logHas(t, "does not know the token in --token-file")
+	if strings.Contains(r.stderr.String(), "wrong") || r.stdout.String() != "" {
+		t.Errorf("the token reached the log, or the command ran: stdout %q, stderr:\n%s", r.stdout, r.stderr)
+	}
 }

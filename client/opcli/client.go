@@ -22,6 +22,7 @@ type client struct {
 	lc    *lhclient.Client
 	err   error     // why lc could not be made (a bug: main checked the address)
 	name  string    // the sidecar's address as given (--addr), its password masked, for messages
+	token bool      // a token was given (--token-file), for the hint on a 401
 	notes io.Writer // where watch reports reconnections
 
 	// A watch's bounds when not zero, else the client's defaults (tests
@@ -36,7 +37,7 @@ func newClient(ep endpoint.Endpoint, token string, notes io.Writer) *client {
 		opts = append(opts, lhclient.WithToken(token))
 	}
 	lc, err := lhclient.New(ep.String(), append(opts, lhclient.WithTimeout(requestTimeout))...)
-	return &client{lc: lc, err: err, name: cli.RedactAddr(ep.String()), notes: notes}
+	return &client{lc: lc, err: err, name: cli.RedactAddr(ep.String()), token: token != "", notes: notes}
 }
 
 // fail is err, an outcome of the Go client, with the exit status it calls
@@ -52,6 +53,8 @@ func (c *client) fail(err error) error {
 		return nil
 	case errors.As(err, &ns):
 		return &reworded{fmt.Sprintf("the server at %s did not answer like a leasehold sidecar (check --addr): %s %s: %s", ns.Addr, ns.Method, ns.Path, ns.Reason), err}
+	case errors.As(err, &pe) && errors.Is(err, lhclient.ErrUnauthorized):
+		return &reworded{pe.Error() + "; " + cli.TokenHint(c.token), err}
 	case errors.As(err, &pe):
 		return &reworded{pe.Error(), err}
 	case errors.As(err, &ue):
@@ -148,6 +151,18 @@ func (c *client) release(ctx context.Context, v *verbFlags) (bool, error) {
 	}
 	released, err := c.lc.Release(ctx, lhclient.ReleaseParams{Task: v.task, Owner: v.owner, Token: v.token})
 	return released, c.fail(err)
+}
+
+func (c *client) revoke(ctx context.Context, v *verbFlags) (*api.Lease, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	l, err := c.lc.Revoke(ctx, lhclient.RevokeParams{Task: v.task, Token: v.token})
+	if err != nil || l == nil {
+		return nil, c.fail(err)
+	}
+	a := api.FromLease(l)
+	return &a, nil
 }
 
 // emitError is the error of watch's emit, returned as the watch's.

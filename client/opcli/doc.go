@@ -7,6 +7,7 @@
 //	leasehold history TASK [--limit N]
 //	leasehold claim TASK [--ttl 30s] [--owner O] [--note N]
 //	leasehold release TASK --owner O [--token N]
+//	leasehold release TASK --force [--token N]
 //	leasehold watch [--prefix P] [--since N]
 //
 // each against a sidecar (--addr URL, the default http://127.0.0.1:7411, or
@@ -56,6 +57,19 @@
 // with 69 and a message that the server at --addr did not answer like a
 // leasehold sidecar; nothing is printed on stdout.
 //
+// # Force release
+//
+// release --force ends the task's live lease whoever holds it (under
+// --token N when given, so that only that grant is ended): over a sidecar
+// through POST /v1/leases/{task}/revoke, which needs the admin right on
+// the task (docs/security.md); on a store through leasecore.Service.Revoke.
+// The history records a released event with the holder as owner, the
+// operator's credential (none on a store) and the detail "revoked by an
+// operator"; the holder learns of it at its next renewal (lost, not_held).
+// Without --owner and without --force, release says to find the owner
+// with `leasehold get TASK`, or to use --force; --force with --owner is a
+// usage error (64).
+//
 // # Watch
 //
 // Over a sidecar, watch reads the server-sent events of GET /v1/watch. When
@@ -87,6 +101,8 @@
 // internal/exitcode, shown in the "Exit status" of docs/cli.md): 0 done, 1 get
 // found no live lease (or another failure), 64 usage or input refused,
 // 69 unavailable or not a sidecar (watch included), 70 release released
-// nothing, 75 claim found the task held, 77 credentials refused or not
-// permitted, 78 claim of an undeclared task.
+// nothing (release --force: no live lease, or none under --token), 75
+// claim found the task held, 77 credentials refused or not permitted
+// (release --force by a credential without the admin right), 78 claim of
+// an undeclared task.
 package opcli

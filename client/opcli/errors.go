@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/leasehold/leasehold/internal/exitcode"
+	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 )
 
@@ -36,6 +37,18 @@ type reworded struct {
 
 func (e *reworded) Error() string { return e.msg }
 func (e *reworded) Unwrap() error { return e.err }
+
+// storeWords is err, of a verb on a store (--store), in the operator's
+// words: a store failure says "lease store unavailable: DETAIL" without
+// the operation's name ("list: …"), which the verb's own prefix
+// ("leasehold list: ") says already.
+func storeWords(err error) error {
+	var ue *leasecore.UnavailableError
+	if errors.As(err, &ue) && err.Error() == ue.Error() {
+		return &reworded{"lease store unavailable: " + ue.Err.Error(), err}
+	}
+	return err
+}
 
 // isTold reports whether err was said on stdout already.
 func isTold(err error) bool {

@@ -29,6 +29,9 @@ const Usage = `  leasehold status  [CONN]            the sidecar's build, store,
                                       claim once and print the lease (75 when held)
   leasehold release TASK --owner O [--token N] [CONN]
                                       release (70 when O did not hold it)
+  leasehold release TASK --force [--token N] [CONN]
+                                      end whoever holds it, as an operator (admin
+                                      right; 70 when nothing was live, 77 refused)
   leasehold watch   [--prefix P] [--since N] [CONN]
                                       every change of holder as it happens, until interrupted
                     CONN: [--addr http://127.0.0.1:7411 | --addr unix:PATH | --store URL]
@@ -64,11 +67,17 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 		fmt.Fprintf(stderr, "leasehold: unknown command %q\n", verb)
 		return exitcode.Usage
 	}
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: %s%s [flags]\n\nFlags (--addr, --store and --token-file also from LEASEHOLD_ADDR, LEASEHOLD_STORE, LEASEHOLD_TOKEN_FILE):\n",
+	printUsage := func(w io.Writer) {
+		fs.SetOutput(w)
+		fmt.Fprintf(w, "Usage: %s%s [flags]\n\nFlags (--addr, --store and --token-file also from LEASEHOLD_ADDR, LEASEHOLD_STORE, LEASEHOLD_TOKEN_FILE):\n",
 			name, map[bool]string{true: " TASK"}[positional])
 		fs.PrintDefaults()
+		fs.SetOutput(stderr)
 	}
+	// The flag package prints the usage itself, on stderr, before Parse
+	// returns; it is printed below instead, once: on stdout for -h, on
+	// stderr after a flag's error.
+	fs.Usage = func() {}
 	usageError := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, name+": "+format+"\n", a...)
 		fmt.Fprintf(stderr, "Run '%s -h' for its flags.\n", name)
@@ -80,10 +89,10 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				fs.SetOutput(stdout)
-				fs.Usage()
+				printUsage(stdout)
 				return exitcode.OK
 			}
+			printUsage(stderr)
 			return exitcode.Usage
 		}
 		if fs.NArg() == 0 {
@@ -139,12 +148,14 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 		if onLine["token-file"] {
 			return usageError("--token-file is for a sidecar (--addr), not with --store")
 		}
-		if err := storeurl.CheckScheme(o.store); err != nil {
+		// A URL that does not parse (a raw '@' in a password, say) is the
+		// operator's to fix: a usage error, not an unavailable store.
+		if _, err := storeurl.Parse(o.store); err != nil {
 			return usageError("--store: %v", err) // the value is not quoted: it may hold a password
 		}
 		sb, err := openStore(ctx, o.store, verb == "claim" || verb == "release")
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: %s\n", name, message(err))
+			fmt.Fprintf(stderr, "%s: %s\n", name, message(storeWords(err)))
 			return exitcode.Of(err)
 		}
 		defer sb.close()
@@ -168,6 +179,9 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 		b = newClient(ep, token, stderr)
 	}
 	err := run(ctx, b, &o, &v)
+	if o.store != "" {
+		err = storeWords(err)
+	}
 	if err != nil && !isTold(err) {
 		fmt.Fprintf(stderr, "%s: %s\n", name, message(err))
 	}
@@ -184,6 +198,9 @@ type verbFlags struct {
 	note   string
 	token  int64
 	since  int64
+	force  bool
+	// release: the verb is release, which needs --owner or --force.
+	release bool
 }
 
 // defaultHistoryLimit is how many events history prints without --limit,
@@ -210,8 +227,10 @@ func (v *verbFlags) register(verb string, fs *flag.FlagSet) (func(context.Contex
 		fs.StringVar(&v.note, "note", "", "a `note` kept with the lease")
 		return runClaim, true, true
 	case "release":
-		fs.StringVar(&v.owner, "owner", "", "`owner` that holds the lease (required)")
+		fs.StringVar(&v.owner, "owner", "", "`owner` that holds the lease (required without --force; `leasehold get TASK` shows it)")
 		fs.Int64Var(&v.token, "token", 0, "fencing `token` the lease must have (default: any)")
+		fs.BoolVar(&v.force, "force", false, "end the task's live lease whoever holds it, recorded in the history as an operator's (needs the admin right; exclusive with --owner)")
+		v.release = true
 		return runRelease, true, true
 	case "watch":
 		fs.StringVar(&v.prefix, "prefix", "", "only tasks whose names start with `P`")
@@ -237,6 +256,13 @@ func (v *verbFlags) check(set map[string]bool) error {
 		if err := leasecore.ValidateOwner(v.owner); err != nil {
 			return fmt.Errorf("--owner %q: %s", v.owner, cli.Rule(err))
 		}
+	}
+	if set["force"] && set["owner"] {
+		return errors.New("--force and --owner are exclusive: --owner releases that owner's lease, --force ends whoever's")
+	}
+	if v.release && !v.force && v.owner == "" {
+		return fmt.Errorf("--owner is required: the owner that holds the lease (`leasehold get %s` shows it); "+
+			"or --force to end whoever holds it (needs the admin right)", v.task)
 	}
 	if set["token"] && v.token < 1 {
 		return fmt.Errorf("--token %d: must be a fencing token, 1 or more", v.token)
@@ -270,6 +296,10 @@ type backend interface {
 	// claim returns the lease, or (for a held task) what the API answers.
 	claim(ctx context.Context, v *verbFlags) (*api.Lease, *api.ClaimHeld, error)
 	release(ctx context.Context, v *verbFlags) (bool, error)
+	// revoke ends the task's live lease whoever holds it (under v.token
+	// when given), as an operator, and returns the lease it ended, nil
+	// when there was none.
+	revoke(ctx context.Context, v *verbFlags) (*api.Lease, error)
 	// watch calls emit with each event and ready once caught up, until ctx
 	// ends (nil) or the watch fails; reset when the watch's position was
 	// ahead of the store's history (it was restored or failed over): the

@@ -159,6 +159,21 @@ func (s *storeBackend) release(ctx context.Context, v *verbFlags) (bool, error) 
 	return s.svc.Release(ctx, leasecore.ReleaseParams{Task: v.task, Owner: v.owner, Token: v.token})
 }
 
+// revoke ends the task's live lease as an operator. No credential acts
+// on a store: the history's event carries none, and
+// leasecore.RevokedDetail.
+func (s *storeBackend) revoke(ctx context.Context, v *verbFlags) (*api.Lease, error) {
+	if err := leasecore.CheckClientTask(v.task); err != nil {
+		return nil, err
+	}
+	l, err := s.svc.Revoke(ctx, leasecore.RevokeParams{Task: v.task, Token: v.token})
+	if err != nil || l == nil {
+		return nil, err
+	}
+	out := api.FromLease(l)
+	return &out, nil
+}
+
 // watch follows the store's history through package watch. A watcher
 // cut for falling behind resumes after the last event printed; one whose
 // position is ahead of the store's history (it was restored under it)

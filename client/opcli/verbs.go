@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/leasecore"
@@ -155,11 +157,11 @@ func runClaim(ctx context.Context, b backend, o *options, v *verbFlags) error {
 }
 
 func runRelease(ctx context.Context, b backend, o *options, v *verbFlags) error {
-	if v.owner == "" {
-		return withCode(exitcode.Usage, "--owner is required: the owner that holds the lease")
-	}
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
+	if v.force {
+		return runRevoke(ctx, b, o, v)
+	}
 	released, err := b.release(ctx, v)
 	if err != nil {
 		return err
@@ -179,6 +181,35 @@ func runRelease(ctx context.Context, b backend, o *options, v *verbFlags) error 
 	return nil
 }
 
+// runRevoke is release --force: an operator's end of whoever's lease.
+func runRevoke(ctx context.Context, b backend, o *options, v *verbFlags) error {
+	ended, err := b.revoke(ctx, v)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		if err := printJSON(o.stdout, api.RevokeResult{Released: ended != nil, Lease: ended}); err != nil {
+			return err
+		}
+	} else if ended != nil {
+		fmt.Fprintf(o.stdout, "released %s: ended the lease of %s (token %d)\n", v.task, display(ended.Owner), ended.Token)
+	} else {
+		fmt.Fprintf(o.stdout, "%s: not released: %s\n", v.task, noLiveLease(v))
+	}
+	if ended == nil {
+		return told(exitcode.Lost, fmt.Errorf("nothing released: %s", noLiveLease(v)))
+	}
+	return nil
+}
+
+// noLiveLease is why a forced release ended nothing.
+func noLiveLease(v *verbFlags) string {
+	if v.token != 0 {
+		return fmt.Sprintf("no live lease with token %d", v.token)
+	}
+	return "no live lease"
+}
+
 func notHeld(v *verbFlags) string {
 	if v.token != 0 {
 		return fmt.Sprintf("%s holds no live lease on it with token %d", v.owner, v.token)
@@ -187,17 +218,17 @@ func notHeld(v *verbFlags) string {
 }
 
 func runWatch(ctx context.Context, b backend, o *options, v *verbFlags) error {
-	var w *tabwriter.Writer
-	if !o.json {
-		w = tabwriter.NewWriter(o.stdout, 0, 0, 2, ' ', 0)
-	}
+	// A watch prints each event as it comes, so no table can be measured
+	// first: each column is as wide as its widest value so far, and at
+	// least as wide as a usual one.
+	cols := columns{min: []int{6, len("2006-01-02T15:04:05.000Z"), len(leasecore.EventTakenOver), 16, 16, len("token 1")}}
 	emit := func(e api.Event) error {
 		if o.json {
 			return printJSONLine(o.stdout, e)
 		}
-		// Columns aligned per line: a watch prints as events come.
-		fmt.Fprintf(w, "%d\t%s\t%-10s\t%s\t%s\ttoken %d\t%s\n", e.Id, display(e.At), display(string(e.Kind)), display(e.Task), display(e.Owner), e.Token, display(e.Detail))
-		return w.Flush()
+		_, err := io.WriteString(o.stdout, cols.line(strconv.FormatInt(e.Id, 10), display(e.At), display(string(e.Kind)),
+			display(e.Task), display(e.Owner), "token "+strconv.FormatInt(e.Token, 10), display(e.Detail)))
+		return err
 	}
 	ready := func(pos int64) {
 		if !o.json {
@@ -213,6 +244,36 @@ func runWatch(ctx context.Context, b backend, o *options, v *verbFlags) error {
 		return nil // interrupted: the watch's normal end
 	}
 	return err
+}
+
+// columns lays out lines of cells whose widths are not known in advance:
+// each column but the last is padded to the widest cell it has had (and
+// at least to its min), with two spaces between columns, so that lines
+// line up as long as no cell is wider than those before it.
+type columns struct {
+	min, width []int
+}
+
+// line is cells as one line, ending in a newline, its columns padded.
+func (c *columns) line(cells ...string) string {
+	if len(c.width) < len(cells) {
+		c.width = append(c.width, make([]int, len(cells)-len(c.width))...)
+	}
+	var b strings.Builder
+	for i, cell := range cells {
+		if i == len(cells)-1 {
+			b.WriteString(cell)
+			break
+		}
+		n := utf8.RuneCountInString(cell)
+		if i < len(c.min) {
+			c.width[i] = max(c.width[i], c.min[i])
+		}
+		c.width[i] = max(c.width[i], n)
+		b.WriteString(cell)
+		b.WriteString(strings.Repeat(" ", c.width[i]-n+2))
+	}
+	return strings.TrimRight(b.String(), " ") + "\n"
 }
 
 // printLease prints a lease as label and value lines, its strings escaped

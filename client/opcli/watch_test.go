@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,7 +94,7 @@ func TestWatchReconnects(t *testing.T) {
 					if !strings.HasPrefix(lines[i], "{") || !strings.Contains(lines[i], fmt.Sprintf(`"id":%d,`, 6+i)) || !strings.Contains(lines[i], `"kind":"`+want+`"`) {
 						t.Errorf("line %d: %s, want event %d %s as one JSON object", i, lines[i], 6+i, want)
 					}
-				} else if !strings.HasPrefix(lines[i], fmt.Sprintf("%d  2026-12-02T17:34:02.123Z  %s", 6+i, want)) {
+				} else if !regexp.MustCompile(fmt.Sprintf(`^%d +2026-12-02T17:34:02\.123Z  %s `, 6+i, want)).MatchString(lines[i]) {
 					t.Errorf("line %d: %q, want event %d %s", i, lines[i], 6+i, want)
 				}
 			}
@@ -481,4 +482,41 @@ func TestWatchCaughtUpAfterEveryReplayedEvent(t *testing.T) {
 				at, len(before), before[max(len(before)-1, 0):], n, strings.Join(out.lines, "\n"))
 		}
 	})
+}
+
+// watch's columns line up: values of usual widths from the first line,
+// and after a wider value, every line after it.
+func TestWatchColumnsLineUp(t *testing.T) {
+	t.Parallel()
+	ws := &watchScript{last: make(chan struct{}), scripts: []string{
+		"event: ready\ndata: {\"position\": 8}\n\n" +
+			event(9, "acquired", "a", "w1", 1) +
+			event(10, "taken_over", "billing/nightly", "host-1#42#aa", 7) +
+			event(11, "released", "x", "w", 12) +
+			event(12, "acquired", "reports/a-task-name-wider-than-usual", "a-worker-name-wider-than-usual#1#bb", 1) +
+			event(13, "lost", "y", "w3", 2),
+	}}
+	hs := httptest.NewServer(ws)
+	t.Cleanup(hs.Close)
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { <-ws.last; cancel() }()
+	var stdout, stderr bytes.Buffer
+	if code := opcli.Main(ctx, "watch", []string{"--addr", hs.URL}, func(string) string { return "" }, &stdout, &stderr); code != 0 {
+		t.Fatalf("watch ended with %d; stderr: %s", code, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("want 5 events:\n%s", stdout.String())
+	}
+	// Where each line's task, owner and token columns start.
+	starts := func(line string, task, owner string) [3]int {
+		return [3]int{strings.Index(line, task), strings.Index(line, owner), strings.Index(line, "token ")}
+	}
+	s := [][3]int{
+		starts(lines[0], " a ", " w1 "), starts(lines[1], " billing/nightly ", " host-1#42#aa "), starts(lines[2], " x ", " w "),
+		starts(lines[3], " reports/", " a-worker"), starts(lines[4], " y ", " w3 "),
+	}
+	if s[0] != s[1] || s[1] != s[2] || s[3] != s[4] {
+		t.Errorf("columns do not line up (task, owner, token starts %v):\n%s", s, stdout.String())
+	}
 }

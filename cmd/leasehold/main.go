@@ -175,6 +175,11 @@ func storeCommand(verb string, extra func(*flag.FlagSet), do func(context.Contex
 	if err := cli.ParseArgs(fs, args, getenv); err != nil {
 		return parseFailed(err)
 	}
+	// A store URL that does not parse (a raw '@' in a password) is a
+	// usage error, as for every verb; its error never quotes the URL.
+	if _, err := storeurl.Parse(cfg.Store); err != nil {
+		return fail(stderr, verb, exitcode.With(exitcode.Usage, fmt.Errorf("--store: %w", err)))
+	}
 	log, err := cli.NewLogger(cfg.LogFormat, stderr)
 	if err != nil {
 		return fail(stderr, verb, exitcode.With(exitcode.Usage, err))

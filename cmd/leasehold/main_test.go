@@ -68,7 +68,7 @@ func TestCommandLine(t *testing.T) {
 			args: []string{"migrate", "--store", "sqlite:" + filepath.Join(dir, "missing", "x.db")},
 		},
 		{
-			name: "migrate bad URL", code: 1, stderr: "must be sqlite:PATH or postgres://",
+			name: "migrate bad URL", code: exitcode.Usage, stderr: "must be sqlite:PATH or postgres://",
 			args: []string{"migrate", "--store", "mysql://x"},
 		},
 		{
@@ -76,12 +76,34 @@ func TestCommandLine(t *testing.T) {
 			args: []string{"serve", "--listen", "127.0.0.1:0", "--store", "sqlite:" + filepath.Join(dir, "missing", "x.db")},
 		},
 		{
-			name: "serve URL that does not parse", code: 1, stderr: "its text is not shown, since it holds a password",
+			name: "serve URL that does not parse", code: exitcode.Usage, stderr: "its text is not shown, since it holds a password",
 			args: []string{"serve", "--listen", "127.0.0.1:0", "--store", "postgres://u:s3cr3t pw@127.0.0.1:1/db"},
 		},
 		{
-			name: "run --store URL that does not parse", code: 69, stderr: "unavailable",
+			name: "run --store URL that does not parse", code: exitcode.Usage, stderr: "its text is not shown, since it holds a password",
 			args: []string{"run", "--store", "postgres://u:s3cr3t pw@127.0.0.1:1/db?password=s3cr3t", "--task", "t", "--", "true"},
+		},
+		// A raw '@' in a password: the operator's to fix (64), for every
+		// verb that takes --store, its password never repeated.
+		{
+			name: "migrate raw @ in the password", code: exitcode.Usage, stderr: "leasehold migrate: --store: postgres store URL: a raw '@'",
+			args: []string{"migrate", "--store", "postgres://u:s3cr3t@pw@127.0.0.1:1/db"},
+		},
+		{
+			name: "prune raw @ in the password", code: exitcode.Usage, stderr: "leasehold prune: --store: postgres store URL: a raw '@'",
+			args: []string{"prune", "--store", "postgres://u:s3cr3t@pw@127.0.0.1:1/db"},
+		},
+		{
+			name: "serve raw @ in the password", code: exitcode.Usage, stderr: "leasehold serve: --store: postgres store URL: a raw '@'",
+			args: []string{"serve", "--listen", "127.0.0.1:0", "--store", "postgres://u:s3cr3t@pw@127.0.0.1:1/db"},
+		},
+		{
+			name: "run raw @ in the password", code: exitcode.Usage, stderr: "--store: postgres store URL: a raw '@'",
+			args: []string{"run", "--store", "postgres://u:s3cr3t@pw@127.0.0.1:1/db", "--task", "t", "--", "true"},
+		},
+		{
+			name: "list raw @ in the password", code: exitcode.Usage, stderr: "leasehold list: --store: postgres store URL: a raw '@'",
+			args: []string{"list", "--store", "postgres://u:s3cr3t@pw@127.0.0.1:1/db"},
 		},
 		{
 			name: "run --store with a password parameter", code: 69, stderr: "unavailable",

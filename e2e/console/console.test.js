@@ -10,6 +10,8 @@ import { chromium } from 'playwright-core';
 
 const base = process.env.LEASEHOLD_CONSOLE_URL;
 const openBase = process.env.LEASEHOLD_CONSOLE_OPEN_URL; // the same store, served without a token
+const viewerBase = process.env.LEASEHOLD_CONSOLE_VIEWER_URL; // the same store, for a credential with hold, not admin
+const viewerToken = process.env.LEASEHOLD_CONSOLE_VIEWER_TOKEN;
 const token = process.env.LEASEHOLD_CONSOLE_TOKEN;
 const executablePath = process.env.LEASEHOLD_CHROMIUM;
 const screenshot = process.env.LEASEHOLD_CONSOLE_SCREENSHOT;
@@ -197,6 +199,84 @@ test('the console: token prompt, leases with countdowns, history, policies, heal
     }
   });
 
+  await t.test('the selected task is in the URL: reload, back and forward keep it', async () => {
+    await row(page, 'task-rows', 'nightly-report').getByRole('button', { name: 'nightly-report' }).click();
+    await page.waitForFunction(() => document.getElementById('history-task').textContent === 'nightly-report', null, WAIT);
+    assert.equal(new URL(page.url()).hash, '#task=nightly-report');
+    await page.reload();
+    await page.waitForFunction(() => document.getElementById('history-task').textContent === 'nightly-report', null, WAIT);
+    assert.ok(await page.locator('#history').isVisible(), 'the history is shown after a reload');
+    await page.locator('#history-rows tr[data-kind="released"]').waitFor(WAIT);
+    assert.equal(await row(page, 'task-rows', 'nightly-report').getAttribute('aria-current'), 'true');
+
+    await row(page, 'task-rows', 'billing/invoices').getByRole('button', { name: 'billing/invoices' }).click();
+    await page.waitForFunction(() => document.getElementById('history-task').textContent === 'billing/invoices', null, WAIT);
+    assert.equal(new URL(page.url()).hash, '#task=billing%2Finvoices');
+    await page.goBack();
+    await page.waitForFunction(() => document.getElementById('history-task').textContent === 'nightly-report', null, WAIT);
+    await page.goForward();
+    await page.waitForFunction(() => document.getElementById('history-task').textContent === 'billing/invoices', null, WAIT);
+    await page.getByRole('button', { name: 'Close history' }).click();
+    assert.equal(await page.locator('#history').isVisible(), false);
+    assert.equal(new URL(page.url()).hash, '');
+    await page.goBack();
+    await page.waitForFunction(() => document.getElementById('history-task').textContent === 'billing/invoices' &&
+      !document.getElementById('history').hidden, null, WAIT);
+  });
+
+  await t.test('the history of a task neither held nor declared: by name, and by link', async () => {
+    // gone/once was held and released; it is in no table now.
+    const l = await claim('gone/once', 'one-off#1#zz', 60000, '');
+    const r = await api('POST', '/v1/leases/gone%2Fonce/release', { owner: 'one-off#1#zz', token: l.token });
+    assert.equal(r.body.released, true);
+    await row(page, 'task-rows', 'gone/once').waitFor({ state: 'detached', ...WAIT });
+    await page.getByLabel('Any task\'s history').fill('gone/once');
+    await page.getByRole('button', { name: 'Show history' }).click();
+    await page.waitForFunction(() => document.getElementById('history-task').textContent === 'gone/once', null, WAIT);
+    await page.locator('#history-rows tr[data-kind="released"]').waitFor(WAIT);
+    assert.equal(await page.locator('#history-rows tr').count(), 2);
+    assert.equal(new URL(page.url()).hash, '#task=gone%2Fonce');
+
+    // A link to it, in a new tab (whose sessionStorage holds no token: the
+    // history shows once the token is given).
+    const other = await context.newPage();
+    await other.goto(`${base}/ui/#task=gone%2Fonce`);
+    await enterToken(other, token);
+    await other.waitForFunction(() => document.getElementById('history-task').textContent === 'gone/once', null, WAIT);
+    await other.locator('#history-rows tr[data-kind="acquired"]').waitFor(WAIT);
+    await other.close();
+  });
+
+  await t.test('force release: offered to an admin for a held task, confirmed, recorded as an operator\'s', async () => {
+    const held = await claim('stuck/job', 'stuck-worker#9#dd', 600000, 'hung');
+    await row(page, 'task-rows', 'stuck/job').getByRole('button', { name: 'stuck/job' }).click();
+    await page.waitForFunction(() => document.getElementById('history-task').textContent === 'stuck/job', null, WAIT);
+    const force = page.getByRole('button', { name: 'Force release…' });
+    await force.waitFor(WAIT);
+
+    // Cancelled: nothing happens.
+    await force.click();
+    const dialog = page.getByRole('dialog');
+    await dialog.waitFor(WAIT);
+    assert.match(await dialog.textContent(), new RegExp(`stuck-worker#9#dd \\(token ${held.token}\\)`));
+    await dialog.getByRole('button', { name: 'Cancel' }).click();
+    await dialog.waitFor({ state: 'hidden', ...WAIT });
+    assert.equal((await api('GET', '/v1/leases/stuck%2Fjob')).body.held, true, 'a cancelled force release ends nothing');
+
+    // Confirmed: the lease ends, and the history says an operator ended it.
+    await force.click();
+    await dialog.getByRole('button', { name: 'Release it' }).click();
+    await page.waitForFunction(() => /Released: ended the lease of stuck-worker#9#dd/.test(document.getElementById('history-note').textContent), null, WAIT);
+    assert.equal((await api('GET', '/v1/leases/stuck%2Fjob')).body.held, false);
+    const ev = page.locator('#history-rows tr[data-kind="released"]');
+    await ev.waitFor(WAIT);
+    assert.equal(await ev.locator('.owner').textContent(), 'stuck-worker#9#dd');
+    assert.equal(await ev.locator('td[data-label="Credential"] .credential').textContent(), 'token');
+    assert.equal(await ev.locator('td[data-label="Detail"]').textContent(), 'revoked by an operator');
+    await row(page, 'lease-rows', 'stuck/job').waitFor({ state: 'detached', ...WAIT });
+    await force.waitFor({ state: 'hidden', ...WAIT });
+  });
+
   await t.test('a screenshot of the console, when asked for', async (st) => {
     if (!screenshot) {
       st.diagnostic('LEASEHOLD_CONSOLE_SCREENSHOT is not set: no screenshot taken');
@@ -232,6 +312,19 @@ test('a sidecar without a token: no prompt, the shared store\'s data at once', a
   // A claim made through the other sidecar (another process on the same store) shows here too.
   await claim('cross/process', 'elsewhere#1#cc', 60000, '');
   await row(page, 'lease-rows', 'cross/process').waitFor(WAIT);
+  assert.deepEqual(problems, [], 'no script errors');
+});
+
+test('a credential without the admin right is offered no force release', async (t) => {
+  const { context, page, problems } = await openPage({ viewport: { width: 1024, height: 768 } }, viewerBase);
+  t.after(() => context.close());
+  await claim('viewer/held', 'someone#1#vv', 600000, '');
+  await enterToken(page, viewerToken);
+  await row(page, 'lease-rows', 'viewer/held').waitFor(WAIT);
+  await page.waitForFunction(() => /ready/.test(document.getElementById('health-list').textContent), null, WAIT);
+  await row(page, 'task-rows', 'viewer/held').getByRole('button', { name: 'viewer/held' }).click();
+  await page.locator('#history-rows tr[data-kind="acquired"]').waitFor(WAIT);
+  assert.equal(await page.locator('#force-release').isVisible(), false, 'no force release for a hold credential');
   assert.deepEqual(problems, [], 'no script errors');
 });
 

@@ -29,3 +29,13 @@ func RedactAddr(raw string) string {
 	}
 	return storeurl.Redact(raw)
 }
+
+// TokenHint is what to do about a sidecar's 401, for a command that reads
+// its token from --token-file (or LEASEHOLD_TOKEN_FILE): give one when
+// none was given, else check the one given.
+func TokenHint(tokenGiven bool) string {
+	if tokenGiven {
+		return "the sidecar does not know the token in --token-file (LEASEHOLD_TOKEN_FILE): check that it is the sidecar's, or a credential's it accepts"
+	}
+	return "give the file that holds the token with --token-file (or LEASEHOLD_TOKEN_FILE)"
+}

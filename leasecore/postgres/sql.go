@@ -286,7 +286,7 @@ const lostEventSQL = `
 // given ($3 > 0), and records a "released" event in the same statement, at
 // the release's instant, with the release's credential. The row stays,
 // with its token. $1 task, $2 owner, $3 token or 0, $4 credential (empty
-// for none). Its command tag counts the leases it ended (one event each). It is
+// for none), $5 the event's detail (empty for none). Its command tag counts the leases it ended (one event each). It is
 // releaseBatchSQL for a batch of one release.
 const releaseSQL = `
 WITH released AS (
@@ -297,20 +297,20 @@ UPDATE leasehold_leases AS l
    AND ($3::bigint = 0 OR l.token = $3::bigint)
 RETURNING l.task, l.owner, l.token, l.released_at
 )
-INSERT INTO leasehold_history (task, kind, owner, token, at, credential)
-SELECT task, 'released', owner, token, released_at, $4::text
+INSERT INTO leasehold_history (task, kind, owner, token, at, credential, detail)
+SELECT task, 'released', owner, token, released_at, $4::text, $5::text
   FROM released`
 
 // releaseBatchSQL ends the owners' live leases of distinct tasks, in one
 // transaction, checking each one's token when given (> 0): $1 tasks,
-// $2 owners, $3 tokens or 0, $4 credentials. The rows stay, with their
+// $2 owners, $3 tokens or 0, $4 credentials, $5 the events' details. The rows stay, with their
 // tokens. It records a "released" event for each lease it ended, with its
 // release's credential, and returns its task. Rows are locked in task
 // order, as in renewBatchSQL.
 const releaseBatchSQL = `
 WITH locked AS MATERIALIZED (
-    SELECT l.task, r.owner, r.token, r.credential
-      FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) AS r(task, owner, token, credential)
+    SELECT l.task, r.owner, r.token, r.credential, r.detail
+      FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[]) AS r(task, owner, token, credential, detail)
       JOIN leasehold_leases AS l ON l.task = r.task AND l.owner = r.owner
      ORDER BY l.task
        FOR UPDATE OF l
@@ -321,10 +321,10 @@ UPDATE leasehold_leases AS l
   FROM locked AS r
  WHERE l.task = r.task AND l.owner = r.owner AND ` + live + `
    AND (r.token = 0 OR l.token = r.token)
-RETURNING l.task, l.owner, l.token, l.released_at, r.credential
+RETURNING l.task, l.owner, l.token, l.released_at, r.credential, r.detail
 )
-INSERT INTO leasehold_history (task, kind, owner, token, at, credential)
-SELECT task, 'released', owner, token, released_at, credential
+INSERT INTO leasehold_history (task, kind, owner, token, at, credential, detail)
+SELECT task, 'released', owner, token, released_at, credential, detail
   FROM released
  ORDER BY task
 RETURNING task`

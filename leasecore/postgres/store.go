@@ -221,9 +221,9 @@ type (
 		ttlMS, token int64
 	}
 	releaseReq struct {
-		task, owner string
-		token       int64
-		credential  string
+		task, owner        string
+		token              int64
+		credential, detail string
 	}
 )
 
@@ -661,7 +661,7 @@ func (s *Store) Release(ctx context.Context, p leasecore.ReleaseParams) (bool, e
 	if err := s.checkScope(ctx, op, leasecore.RightHold, p.Task); err != nil {
 		return false, err
 	}
-	return s.releases.do(ctx, releaseReq{task: p.Task, owner: p.Owner, token: p.Token, credential: p.Credential})
+	return s.releases.do(ctx, releaseReq{task: p.Task, owner: p.Owner, token: p.Token, credential: p.Credential, detail: p.Detail})
 }
 
 // sendReleases runs one batch of releases of distinct tasks and reports which
@@ -669,18 +669,18 @@ func (s *Store) Release(ctx context.Context, p leasecore.ReleaseParams) (bool, e
 func (s *Store) sendReleases(ctx context.Context, reqs []releaseReq) ([]bool, error) {
 	if len(reqs) == 1 {
 		r := reqs[0]
-		tag, err := s.pool.Exec(ctx, releaseSQL, r.task, r.owner, r.token, r.credential)
+		tag, err := s.pool.Exec(ctx, releaseSQL, r.task, r.owner, r.token, r.credential, r.detail)
 		if err != nil {
 			return nil, err
 		}
 		return []bool{tag.RowsAffected() == 1}, nil
 	}
 	tasks, owners, tokens := make([]string, len(reqs)), make([]string, len(reqs)), make([]int64, len(reqs))
-	credentials := make([]string, len(reqs))
+	credentials, details := make([]string, len(reqs)), make([]string, len(reqs))
 	for i, r := range reqs {
-		tasks[i], owners[i], tokens[i], credentials[i] = r.task, r.owner, r.token, r.credential
+		tasks[i], owners[i], tokens[i], credentials[i], details[i] = r.task, r.owner, r.token, r.credential, r.detail
 	}
-	rows, err := s.pool.Query(ctx, releaseBatchSQL, tasks, owners, tokens, credentials)
+	rows, err := s.pool.Query(ctx, releaseBatchSQL, tasks, owners, tokens, credentials, details)
 	if err != nil {
 		return nil, err
 	}

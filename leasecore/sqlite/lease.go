@@ -480,7 +480,7 @@ func release(ctx context.Context, st *txStmts, p leasecore.ReleaseParams) (answe
 	if !cur.live() || cur.owner != p.Owner || (p.Token != 0 && p.Token != cur.token) {
 		return answer{released: false}, nil
 	}
-	end := leasecore.Event{Task: p.Task, Kind: leasecore.EventReleased, Owner: cur.owner, Token: cur.token, Credential: p.Credential}
+	end := leasecore.Event{Task: p.Task, Kind: leasecore.EventReleased, Owner: cur.owner, Token: cur.token, Credential: p.Credential, Detail: p.Detail}
 	event, err := record(ctx, st, end, cur.now, cur.lastEvent)
 	if err != nil {
 		return answer{}, err

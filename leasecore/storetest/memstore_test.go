@@ -274,7 +274,11 @@ func (m *memStore) Release(ctx context.Context, p leasecore.ReleaseParams) (bool
 	if m.mutant == "releaseByHolderCredential" {
 		credential = r.credential
 	}
-	m.record(leasecore.Event{Task: p.Task, Kind: leasecore.EventReleased, Owner: r.owner, Token: r.token, At: now, Credential: credential})
+	detail := p.Detail
+	if m.mutant == "releaseDropsDetail" {
+		detail = ""
+	}
+	m.record(leasecore.Event{Task: p.Task, Kind: leasecore.EventReleased, Owner: r.owner, Token: r.token, At: now, Credential: credential, Detail: detail})
 	if m.mutant == "releaseDeletesRow" { // the seed's releaseLease
 		delete(m.data.rows, p.Task)
 		return true, nil

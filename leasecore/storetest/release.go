@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,3 +126,65 @@ func errOf[T any](_ T, err error) error { return err }
 
 // pageErrOf is errOf for a page of a list.
 func pageErrOf[T any](_ T, _ string, err error) error { return err }
+
+// A revoke (Service.Revoke, an operator's release) ends whoever's live
+// lease and records a released event with the holder as owner, the
+// operator's credential and leasecore.RevokedDetail, which a driver may
+// send in one batch with others (each keeps its own detail and
+// credential); a revoke of another token, or of no live lease, ends
+// nothing and records nothing; an owner's own release records no detail.
+func (s *suite) testReleaseRevoke(t *testing.T) {
+	base := uniqueTask(t)
+	const n = 8
+	task := func(i int) string { return fmt.Sprintf("%s-%02d", base, i) }
+	held := make([]*leasecore.Lease, n)
+	for i := range n {
+		held[i] = claim(t, s.svc, task(i), fmt.Sprintf("holder-%d", i), time.Minute)
+	}
+
+	// Another token, then the right one.
+	if l, err := s.svc.Revoke(t.Context(), leasecore.RevokeParams{Task: task(0), Token: held[0].Token + 1, Credential: "operator"}); err != nil || l != nil {
+		t.Fatalf("revoke under another token = %v, %v; want nothing ended", l, err)
+	}
+	checkSame(t, "lease after a revoke under another token", get(t, s.svc, task(0)), held[0])
+
+	ended := make([]*leasecore.Lease, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			p := leasecore.RevokeParams{Task: task(i), Credential: fmt.Sprintf("operator-%d", i)}
+			if i == 0 {
+				p.Token = held[0].Token
+			}
+			ended[i], errs[i] = s.svc.Revoke(t.Context(), p)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || ended[i] == nil || ended[i].Token != held[i].Token || ended[i].Owner != held[i].Owner {
+			t.Fatalf("revoke %s = %v, %v; want the lease of %q under token %d", task(i), show(ended[i]), errs[i], held[i].Owner, held[i].Token)
+		}
+		mustGone(t, s.svc, task(i))
+		evs := mustHistory(t, s.svc, task(i), released(held[i].Owner, held[i].Token).by(fmt.Sprintf("operator-%d", i)), acquired(held[i].Owner, held[i].Token))
+		if evs[0].Detail != leasecore.RevokedDetail {
+			t.Errorf("%s: the revoke's released event has detail %q, want %q", task(i), evs[0].Detail, leasecore.RevokedDetail)
+		}
+	}
+
+	// Nothing live: nothing ended, nothing recorded.
+	if l, err := s.svc.Revoke(t.Context(), leasecore.RevokeParams{Task: task(1), Credential: "operator"}); err != nil || l != nil {
+		t.Fatalf("revoke of no live lease = %v, %v; want nothing ended", show(l), err)
+	}
+	mustHistory(t, s.svc, task(1), released(held[1].Owner, held[1].Token).by("operator-1"), acquired(held[1].Owner, held[1].Token))
+
+	// The owner's own release says nothing more.
+	l := claim(t, s.svc, task(1), "owner", time.Minute)
+	releaseOK(t, s.svc, task(1), "owner", l.Token)
+	if evs := events(t, s.svc, task(1)); evs[0].Detail != "" {
+		t.Errorf("an owner's release recorded detail %q, want none", evs[0].Detail)
+	}
+}

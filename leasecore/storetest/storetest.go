@@ -222,6 +222,7 @@ func (s *suite) groups() []group {
 			{"Expired", s.testReleaseExpired},
 			{"NeverClaimed", s.testReleaseNeverClaimed},
 			{"CounterSurvives", s.testReleaseCounterSurvives},
+			{"Revoke", s.testReleaseRevoke},
 		}},
 		{"Token", []testCase{
 			{"MonotonicAcrossReopen", s.testTokenMonotonicAcrossReopen},

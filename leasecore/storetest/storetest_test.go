@@ -94,6 +94,7 @@ func TestMutants(t *testing.T) {
 		"endByHolderCredential":     {"Credential/EachEventKind", "Credential/RenewBatchEachItsOwn", "Credential/ConcurrentEachItsOwn"},
 		"releaseByHolderCredential": {"Credential/EachEventKind", "Credential/ConcurrentEachItsOwn"},
 		"batchSharesCredential":     {"Credential/RenewBatchEachItsOwn"},
+		"releaseDropsDetail":        {"Release/Revoke"},
 	} {
 		t.Run(mutant, func(t *testing.T) {
 			t.Parallel()

@@ -105,11 +105,13 @@ class Released:
 
 @dataclass(frozen=True)
 class Ran:
-    """run()'s answer when fn ran: its result, the lease it ran under, and, when the lease was
-    lost while fn ran, why (None otherwise)."""
+    """run()'s answer when fn ran: its result, the lease it ran under, `lost`, the
+    threading.Event fn was given (set when the lease was lost while fn ran), and `reason`,
+    why it was lost (None when it was not)."""
     result: Any
     lease: Lease
-    lost: Lost | None = None
+    lost: threading.Event
+    reason: Lost | None = None
 
 
 class LeaseholdError(Exception):
@@ -348,7 +350,7 @@ class Client:
             return ka
         with ka:
             result = fn(ka.lease, ka.lost)
-            return Ran(result, ka.lease, ka.lost_reason)
+            return Ran(result, ka.lease, ka.lost, ka.lost_reason)
 
 
 class Keepalive:

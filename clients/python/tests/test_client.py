@@ -227,7 +227,11 @@ class RunHelper(SidecarTest):
         r = self.a.run(task, work, ttl_ms=2000)
         self.assertIsInstance(r, Ran)
         self.assertEqual(r.result, f"wrote with token {r.lease.token}")
-        self.assertIsNone(r.lost)
+        # lost is the event fn was given, as the README says, and it was never set.
+        self.assertIsInstance(r.lost, threading.Event)
+        self.assertFalse(r.lost.is_set())
+        self.assertIsNone(r.reason)
+        self.assertIn("lost=<threading.Event", repr(r))
         eventually(lambda: self.a.get(task) is None, "run releases the lease when fn returns")
 
     def test_run_tells_fn_when_the_lease_is_lost(self):
@@ -240,7 +244,8 @@ class RunHelper(SidecarTest):
         r = self.a.run(task, work, ttl_ms=3000)
         self.assertIsInstance(r, Ran)
         self.assertTrue(r.result, "fn was not told the lease was lost")
-        self.assertEqual(r.lost.reason, "not_held")
+        self.assertTrue(r.lost.is_set())
+        self.assertEqual(r.reason.reason, "not_held")
 
     def test_run_on_a_held_task_does_not_call_fn(self):
         task = task_name("run-held")

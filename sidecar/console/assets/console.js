@@ -21,6 +21,7 @@ const state = {
   tasks: [],              // declarations
   policies: undefined,    // undefined: not loaded; null: no endpoint
   historyTask: null,
+  caller: null,           // GET /v1/status's caller: the credential's name, prefixes and highest right
   offset: 0,              // server clock - browser clock, ms
   watching: false,        // the watch stream reached its ready event
   pending: new Set(),     // tasks to refresh after watch events
@@ -42,13 +43,17 @@ class HTTPError extends Error {
 function serverNow() { return Date.now() + state.offset; }
 
 /** Sends a request to the API with the stored token and notes the server's clock. */
-async function request(path, { signal, headers = {} } = {}) {
+async function request(path, { signal, headers = {}, method = 'GET', body } = {}) {
   const h = new Headers(headers);
   if (!h.has('Accept')) h.set('Accept', 'application/json');
+  if (body !== undefined) h.set('Content-Type', 'application/json');
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (token) h.set('Authorization', `Bearer ${token}`);
   const sent = Date.now();
-  const res = await fetch(path, { headers: h, signal: signal ?? AbortSignal.timeout(REQUEST_MS), cache: 'no-store' });
+  const res = await fetch(path, {
+    method, headers: h, body: body === undefined ? undefined : JSON.stringify(body),
+    signal: signal ?? AbortSignal.timeout(REQUEST_MS), cache: 'no-store',
+  });
   const received = Date.now();
   res.receivedAt = performance.now();
   if (received - sent < 2000) {
@@ -74,8 +79,8 @@ async function problemDetail(res) {
   }
 }
 
-async function getJSON(path) {
-  const res = await call(path);
+async function getJSON(path, options) {
+  const res = await call(path, options);
   if (!res.ok) throw new HTTPError(res.status, await problemDetail(res));
   const body = await res.json();
   return { body, receivedAt: res.receivedAt };
@@ -160,7 +165,9 @@ async function loadHistory() {
 async function loadHealth() {
   try {
     const { body } = await getJSON('/v1/status');
+    state.caller = body.caller ?? null;
     renderStatus(body);
+    renderForce();
     return;
   } catch (e) {
     if (!(e instanceof HTTPError && e.status === 404)) throw e;
@@ -321,6 +328,7 @@ function clearData() {
   applied.clear();
   state.tasks = [];
   state.policies = undefined;
+  state.caller = null;
   closeHistory();
   renderLeases();
   renderPolicies();
@@ -394,6 +402,7 @@ function renderLeases() {
     cell('Renewed', timeNode(lease.renewed_at), lease.renew_count ? ` · ${lease.renew_count}×` : ''),
     cell('Expires in', countdownNode(lease.task)),
   )));
+  renderForce();
   $('lease-count').textContent = `(${rows.length})`;
   $('lease-empty').hidden = rows.length > 0;
   $('lease-table').hidden = rows.length === 0;
@@ -514,7 +523,10 @@ function tick() {
   for (const node of document.querySelectorAll('.ago')) node.textContent = `(${formatAgo(node.dataset.at, snow)})`;
 }
 
-function openHistory(task) {
+/** Shows the history of task and, unless it came from the URL, puts the task in the URL (#task=NAME), a new entry of the tab's history. */
+function openHistory(task, { fromURL = false } = {}) {
+  if (!fromURL && taskInURL() !== task) history.pushState(null, '', `#${new URLSearchParams({ task })}`);
+  if (state.historyTask !== task) note('');
   state.historyTask = task;
   $('history-task').textContent = task;
   $('history-rows').replaceChildren();
@@ -522,15 +534,90 @@ function openHistory(task) {
   $('history-empty').hidden = true;
   $('history').hidden = false;
   renderTasks();
+  renderForce();
   const gen = state.generation;
   guarded(gen, loadHistory);
   $('history').scrollIntoView({ block: 'nearest' });
 }
 
-function closeHistory() {
+/** Hides the history; a close the operator asked for (not one from the URL, nor the page emptied) takes the task out of the URL. */
+function closeHistory({ fromURL = true } = {}) {
+  if (!fromURL && taskInURL() !== null) history.pushState(null, '', location.pathname + location.search);
   state.historyTask = null;
+  note('');
   $('history').hidden = true;
   renderTasks();
+}
+
+/** The task the URL selects (#task=NAME), or null. */
+function taskInURL() {
+  const task = new URLSearchParams(location.hash.slice(1)).get('task');
+  return task ? task : null;
+}
+
+/** Shows what the URL selects: on load, after a reload, and on back and forward. */
+function followURL() {
+  const task = taskInURL();
+  if (task === state.historyTask) return;
+  if (task === null) closeHistory();
+  else openHistory(task, { fromURL: true });
+}
+
+function onLookup(e) {
+  e.preventDefault();
+  const task = $('task-lookup-input').value.trim();
+  if (task) openHistory(task);
+}
+
+// ---- force release ----
+
+/** Whether the page's credential has the admin right on task (GET /v1/status's caller: its highest right and prefixes). */
+function mayRevoke(task) {
+  const c = state.caller;
+  return !!c && c.right === 'admin' && (c.prefixes ?? []).some((p) => p === '*' || task.startsWith(p));
+}
+
+/** Offers the force release of the selected task while it is held and the credential may end it. */
+function renderForce() {
+  const task = state.historyTask;
+  $('force-release').hidden = !(task !== null && state.leases.has(task) && mayRevoke(task));
+}
+
+function note(text) {
+  $('history-note').textContent = text;
+  $('history-note').hidden = !text;
+}
+
+/** Asks for confirmation, then ends the lease the page shows (its token: a lease that changed hands since is not ended). */
+function onForce() {
+  const task = state.historyTask;
+  const held = task === null ? undefined : state.leases.get(task);
+  if (!held) return;
+  const { owner, token } = held.lease;
+  $('force-task').textContent = task;
+  $('force-text').textContent = `This ends the lease of ${owner} (token ${token}) now, whoever holds it.`;
+  const dialog = $('force-dialog');
+  dialog.returnValue = '';
+  dialog.onclose = () => {
+    if (dialog.returnValue === 'release') revoke(task, owner, token);
+  };
+  dialog.showModal();
+}
+
+async function revoke(task, owner, token) {
+  const gen = state.generation;
+  await guarded(gen, async () => {
+    const res = await call(`/v1/leases/${enc(task)}/revoke`, { method: 'POST', body: { token } });
+    if (!res.ok) throw new HTTPError(res.status, await problemDetail(res));
+    const body = await res.json();
+    if (state.historyTask === task) {
+      note(body.released
+        ? `Released: ended the lease of ${owner} (token ${token}).`
+        : `Nothing released: ${task} is no longer held under token ${token}.`);
+    }
+    await loadLease(task);
+    await loadHistory();
+  });
 }
 
 // ---- life cycle ----
@@ -553,12 +640,17 @@ function start() {
   guarded(gen, loadHealth);
   state.timers.push(setInterval(() => guarded(gen, loadHealth), HEALTH_MS));
   state.timers.push(setInterval(() => guarded(gen, loadCatalog), CATALOG_MS));
+  followURL();
   reloadAll(gen);
   watch(gen);
 }
 
 $('token-form').addEventListener('submit', onTokenSubmit);
 $('forget-token').addEventListener('click', forgetToken);
-$('history-close').addEventListener('click', closeHistory);
+$('history-close').addEventListener('click', () => closeHistory({ fromURL: false }));
+$('task-lookup').addEventListener('submit', onLookup);
+$('force-release').addEventListener('click', onForce);
+window.addEventListener('popstate', followURL);
+window.addEventListener('hashchange', followURL);
 setInterval(tick, 1000);
 start();
