@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -52,8 +53,10 @@ import (
 // one login per 20 ms or so that PgBouncer can replace.
 const drainTimeout = 60 * time.Second
 
-// cancelRequestTimeout bounds the delivery of one cancel request: a server
-// or PgBouncer that is there accepts it in milliseconds.
+// cancelRequestTimeout bounds the delivery of one cancel request (the
+// making of its connection): a server or PgBouncer that is there accepts
+// it in milliseconds. What follows delivery is not bounded by it
+// (cancelRequest).
 const cancelRequestTimeout = 2 * time.Second
 
 // cancelSettle is how long a connection stays out of the pool after a
@@ -90,25 +93,84 @@ func (h *cancelThenWait) HandleCancel(context.Context) {
 	_ = nc.SetDeadline(time.Now().Add(drainTimeout))
 	go func() {
 		defer close(h.done)
-		cctx, cancel := context.WithTimeout(ctx, cancelRequestTimeout)
-		err := h.conn.CancelRequest(cctx)
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			_ = nc.SetDeadline(time.Now()) // nobody there to ask: hang up
+		hangUp := func() { _ = nc.SetDeadline(time.Now()) }
+		if !h.cancelRequest() {
+			hangUp() // nobody there to ask
 			return
 		}
 		select {
 		case <-time.After(cancelSettle):
 		case <-h.closing:
-			_ = nc.SetDeadline(time.Now())
+			hangUp()
 			return
 		}
 		select {
 		case <-ctx.Done(): // the statement ended
 		case <-h.closing:
-			_ = nc.SetDeadline(time.Now())
+			hangUp()
 		}
 	}()
+}
+
+// cancelRequest asks the server to cancel the connection's statement and
+// reports whether the request was delivered: its connection was made
+// within cancelRequestTimeout. Once delivered, the request's connection is
+// left for the server to close, which it does when it has acted on it,
+// however long that takes (up to drainTimeout), even when the statement
+// ends first or the Store closes meanwhile: PgBouncer 1.18 and 1.19 exit
+// with a FATAL ("disconnect_client(): bad client state") when a client
+// closes a cancel request's connection while PgBouncer still forwards it.
+func (h *cancelThenWait) cancelRequest() bool {
+	dialed := make(chan struct{})
+	cctx, stop := context.WithTimeout(context.WithValue(context.Background(), cancelDialKey{}, dialed), drainTimeout)
+	answered := make(chan error, 1)
+	go func() {
+		answered <- h.conn.CancelRequest(cctx)
+		stop()
+	}()
+	timer := time.NewTimer(cancelRequestTimeout)
+	defer timer.Stop()
+	select {
+	case <-dialed:
+	case <-answered: // refused before its connection was made, or delivered and done
+		select {
+		case <-dialed:
+		default:
+			return false
+		}
+	case <-timer.C:
+		stop() // abandon the dial: nothing answers at that address
+		return false
+	case <-h.closing:
+		stop() // not yet delivered: nothing for the server to finish
+		return false
+	}
+	select {
+	case <-answered:
+	case <-h.closing:
+		// The Store hangs up on the statement's connection now; the
+		// request's goroutine still waits for its connection to be
+		// closed by the server, as above.
+	}
+	return true
+}
+
+// cancelDialKey is the key of the context value by which dialNotifying
+// tells cancelRequest that the cancel request's connection was made.
+type cancelDialKey struct{}
+
+// dialNotifying wraps a connection's dial function so that a dial whose
+// context carries a cancelDialKey channel closes it once connected: pgx
+// dials a cancel request's connection with the connection's own dial
+// function, and cancelRequest tells delivery from its answer that way.
+func dialNotifying(dial pgconn.DialFunc) pgconn.DialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if dialed, ok := ctx.Value(cancelDialKey{}).(chan struct{}); ok && err == nil {
+			close(dialed)
+		}
+		return c, err
+	}
 }
 
 // HandleUnwatchAfterCancel is called by pgx when the operation whose

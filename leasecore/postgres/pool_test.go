@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -112,4 +113,62 @@ func waitIdle(t *testing.T, st *Store) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestCancelsKeepPgBouncerUp: many statements whose callers give up while
+// they run, or just as they end, are cancelled through PgBouncer, and
+// PgBouncer stays up. PgBouncer 1.18 and 1.19 end with a FATAL
+// ("disconnect_client(): bad client state") when a client closes its cancel
+// request's connection before PgBouncer has finished forwarding it, which
+// the store did whenever the statement ended first or the forwarding took
+// longer than the delivery bound.
+func TestCancelsKeepPgBouncerUp(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewDatabase(t)
+	b := pgbouncer.StartT(t, dbURL, pgbouncer.Config{ServerConns: 4})
+	ctx := context.Background()
+	st, err := Open(ctx, b.URL+"&pool_max_conns=8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	const workers, rounds = 8, 40
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range rounds {
+				// Timeouts around the statement's own 10 ms, so that some
+				// cancels arrive while it runs and some as it ends.
+				d := time.Duration(2+(w*rounds+i)%16) * time.Millisecond
+				sctx, cancel := context.WithTimeout(ctx, d)
+				_, _ = st.pool.Exec(sctx, "SELECT pg_sleep(0.01)")
+				cancel()
+				if b.Exited() {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// The connections finish their cancels; PgBouncer must be there after.
+	waitIdle(t, st)
+	if b.Exited() || strings.Contains(b.Logs(), "FATAL") {
+		t.Fatalf("PgBouncer ended while the store cancelled given-up statements:\n%s", tail(b.Logs(), 40))
+	}
+	if _, err := st.Get(ctx, "after"); err != nil {
+		t.Fatalf("the store does not answer through PgBouncer after the cancels: %v", err)
+	}
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

@@ -317,6 +317,7 @@ func OpenWith(ctx context.Context, url string, opts Options) (*Store, error) {
 	// (pool.go).
 	closing := make(chan struct{})
 	cfg.ConnConfig.BuildContextWatcherHandler = newContextWatcher(closing)
+	cfg.ConnConfig.DialFunc = dialNotifying(cfg.ConnConfig.DialFunc)
 	pgxPool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, redact.Error(fmt.Errorf("postgres store: %w", err))

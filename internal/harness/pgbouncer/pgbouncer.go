@@ -163,6 +163,17 @@ func (b *Bouncer) PID() int { return b.cmd.Process.Pid }
 // Logs is what PgBouncer has printed.
 func (b *Bouncer) Logs() string { return b.logs.String() }
 
+// Exited reports whether the PgBouncer process has ended (it exits on a
+// FATAL of its own, for one).
+func (b *Bouncer) Exited() bool {
+	select {
+	case <-b.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // Stop ends PgBouncer and removes its files.
 func (b *Bouncer) Stop() {
 	b.kill()
