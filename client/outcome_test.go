@@ -89,7 +89,7 @@ func TestProblemOutcomes(t *testing.T) {
 	hs := testsidecar.Serve(t, sidecar.Options{Store: st, Credentials: book, RequireDeclared: true})
 	// Declare billing/nightly and claim it as other, so that held and lost
 	// can be provoked.
-	if _, err := leasecore.New(st).CreateTask(context.Background(), leasecore.TaskDecl{Name: "billing/nightly", TTL: 30 * time.Second}); err != nil {
+	if _, err := leasecore.New(st).CreateTask(context.Background(), leasecore.TaskDecl{Name: "billing/nightly", TTL: 30 * time.Second}, leasecore.Writer{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := leasecore.New(st).Claim(context.Background(), leasecore.ClaimParams{Task: "billing/nightly", Owner: "other"}); err != nil {

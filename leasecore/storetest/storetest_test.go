@@ -94,6 +94,8 @@ func TestMutants(t *testing.T) {
 		"endByHolderCredential":     {"Credential/EachEventKind", "Credential/RenewBatchEachItsOwn", "Credential/ConcurrentEachItsOwn"},
 		"releaseByHolderCredential": {"Credential/EachEventKind", "Credential/ConcurrentEachItsOwn"},
 		"batchSharesCredential":     {"Credential/RenewBatchEachItsOwn"},
+		"managerNotRecorded":        {"Managed/Recorded", "Managed/TerraformAdopts"},
+		"managerIgnored":            {"Managed/OperatorRefused", "Managed/TerraformAdopts"},
 	} {
 		t.Run(mutant, func(t *testing.T) {
 			t.Parallel()
