@@ -201,6 +201,7 @@ func TestProblemOutcomes(t *testing.T) {
 		api.ProblemNotFound: is(leasecore.ErrNotFound),
 		api.ProblemExists:   is(leasecore.ErrExists),
 		api.ProblemInUse:    is(leasecore.ErrInUse),
+		api.ProblemManaged:  is(leasecore.ErrManaged),
 	} {
 		b, _ := json.Marshal(api.Problem{Type: typ, Title: "t", Status: 409, Detail: "d"})
 		if err := refusal("get", "t", 409, http.Header{"Content-Type": {"application/problem+json"}}, b, noScrub); !want(err) {
