@@ -112,6 +112,9 @@ var problemTable = map[string]problemRow{
 	api.ProblemInUse: func(_, _ string, p *ProblemError) error {
 		return &refused{leasecore.ErrInUse, p}
 	},
+	api.ProblemManaged: func(_, _ string, p *ProblemError) error {
+		return &refused{leasecore.ErrManaged, p}
+	},
 	// about:blank: the status says it all.
 	api.ProblemBlank: func(op, _ string, p *ProblemError) error {
 		switch {

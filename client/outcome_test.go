@@ -89,7 +89,7 @@ func TestProblemOutcomes(t *testing.T) {
 	hs := testsidecar.Serve(t, sidecar.Options{Store: st, Credentials: book, RequireDeclared: true})
 	// Declare billing/nightly and claim it as other, so that held and lost
 	// can be provoked.
-	if _, err := leasecore.New(st).CreateTask(context.Background(), leasecore.TaskDecl{Name: "billing/nightly", TTL: 30 * time.Second}); err != nil {
+	if _, err := leasecore.New(st).CreateTask(context.Background(), leasecore.TaskDecl{Name: "billing/nightly", TTL: 30 * time.Second}, leasecore.Writer{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := leasecore.New(st).Claim(context.Background(), leasecore.ClaimParams{Task: "billing/nightly", Owner: "other"}); err != nil {
@@ -201,6 +201,7 @@ func TestProblemOutcomes(t *testing.T) {
 		api.ProblemNotFound: is(leasecore.ErrNotFound),
 		api.ProblemExists:   is(leasecore.ErrExists),
 		api.ProblemInUse:    is(leasecore.ErrInUse),
+		api.ProblemManaged:  is(leasecore.ErrManaged),
 	} {
 		b, _ := json.Marshal(api.Problem{Type: typ, Title: "t", Status: 409, Detail: "d"})
 		if err := refusal("get", "t", 409, http.Header{"Content-Type": {"application/problem+json"}}, b, noScrub); !want(err) {

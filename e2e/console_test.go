@@ -40,7 +40,7 @@ func TestConsole(t *testing.T) {
 	store := "sqlite:" + filepath.Join(tmp, "console.db")
 	svc := openService(t, store)
 	ctx := t.Context()
-	if _, err := svc.CreatePolicy(ctx, leasecore.RetentionPolicy{Name: "audit", KeepFor: 90 * 24 * time.Hour, KeepLast: 500}); err != nil {
+	if _, err := svc.CreatePolicy(ctx, leasecore.RetentionPolicy{Name: "audit", KeepFor: 90 * 24 * time.Hour, KeepLast: 500}, leasecore.Writer{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range []leasecore.TaskDecl{
@@ -48,7 +48,7 @@ func TestConsole(t *testing.T) {
 		{Name: "billing/invoices", TTL: 2 * time.Minute, Description: "monthly invoice run", RetentionPolicy: "audit"},
 		{Name: "telescope:prune", TTL: 90 * time.Second, Description: "entries pruner", RetentionPolicy: "audit"},
 	} {
-		if _, err := svc.CreateTask(ctx, d); err != nil {
+		if _, err := svc.CreateTask(ctx, d, leasecore.Writer{}); err != nil {
 			t.Fatal(err)
 		}
 	}

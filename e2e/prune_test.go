@@ -32,10 +32,10 @@ func openService(t *testing.T, url string) *leasecore.Service {
 func fourEvents(t *testing.T, svc *leasecore.Service, task string) {
 	t.Helper()
 	ctx := t.Context()
-	if _, err := svc.CreatePolicy(ctx, leasecore.RetentionPolicy{Name: "newest", KeepLast: 1}); err != nil {
+	if _, err := svc.CreatePolicy(ctx, leasecore.RetentionPolicy{Name: "newest", KeepLast: 1}, leasecore.Writer{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.CreateTask(ctx, leasecore.TaskDecl{Name: task, TTL: time.Minute, RetentionPolicy: "newest"}); err != nil {
+	if _, err := svc.CreateTask(ctx, leasecore.TaskDecl{Name: task, TTL: time.Minute, RetentionPolicy: "newest"}, leasecore.Writer{}); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -126,7 +126,7 @@ func TestRequireDeclared(t *testing.T) {
 			if r := s.call("POST", "/v1/leases/report/claim", map[string]any{"owner": "w"}); r.Status != 404 || !strings.Contains(r.Raw, "declared") {
 				t.Fatalf("undeclared claim: %d %s, want 404 saying the task is not declared", r.Status, r.Raw)
 			}
-			if _, err := svc.CreateTask(t.Context(), leasecore.TaskDecl{Name: "report", TTL: 42 * time.Second, MaxTTL: time.Minute}); err != nil {
+			if _, err := svc.CreateTask(t.Context(), leasecore.TaskDecl{Name: "report", TTL: 42 * time.Second, MaxTTL: time.Minute}, leasecore.Writer{}); err != nil {
 				t.Fatal(err)
 			}
 			r := claimUntil(t, s, "report", func(r response) bool { return r.Status != 404 })

@@ -32,7 +32,7 @@ func TestPythonClientPackage(t *testing.T) {
 	// read of the declarations has it: clients that give no ttl get its ttl.
 	openStore := "sqlite:" + filepath.Join(dir, "open.db")
 	decl := leasecore.TaskDecl{Name: "py/declared", TTL: 7 * time.Second, MaxTTL: 10 * time.Second}
-	if _, err := openService(t, openStore).CreateTask(t.Context(), decl); err != nil {
+	if _, err := openService(t, openStore).CreateTask(t.Context(), decl, leasecore.Writer{}); err != nil {
 		t.Fatal(err)
 	}
 	open := startSidecar(t, openStore)

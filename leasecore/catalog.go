@@ -34,6 +34,9 @@ type TaskDecl struct {
 	// Terraform provider's import, can give the same text. Empty: none
 	// kept. See ValidateSpelling.
 	TTLSpelling, MaxTTLSpelling string
+	// ManagedBy is who manages the declaration: the Writer.By of its last
+	// write. Set by the store; ignored when writing.
+	ManagedBy Manager
 	// CreatedAt and UpdatedAt are set by the store.
 	CreatedAt, UpdatedAt time.Time
 }
@@ -49,8 +52,66 @@ type RetentionPolicy struct {
 	// KeepForSpelling is KeepFor as the policy's author wrote it, as
 	// TaskDecl.TTLSpelling is for a ttl.
 	KeepForSpelling string
+	// ManagedBy is who manages the policy, as TaskDecl.ManagedBy.
+	ManagedBy Manager
 	// CreatedAt and UpdatedAt are set by the store.
 	CreatedAt, UpdatedAt time.Time
+}
+
+// Manager names who manages a declaration or a retention policy: who wrote
+// it last, and so who may change or remove it (Writer.May).
+type Manager string
+
+// The managers of declarations and policies.
+const (
+	// ManagedByTerraform: the Terraform provider declared it (or adopted it
+	// by an import). Only Terraform changes or removes it, so that Terraform
+	// never finds its resources changed under it; an operator's write is
+	// refused with *ManagedError unless it takes the declaration over.
+	ManagedByTerraform Manager = "terraform"
+	// ManagedByOperator: an operator declared it (the CLI, the HTTP API, or
+	// a Go program through a Service). Anyone may change or remove it.
+	// Declarations and policies written before the store recorded managers
+	// are ManagedByTerraform, since only the provider wrote them; the
+	// default policy is ManagedByOperator until Terraform adopts it.
+	ManagedByOperator Manager = "operator"
+)
+
+// Writer is who writes a declaration or a retention policy. The zero Writer
+// is an operator that takes nothing over.
+type Writer struct {
+	// By is recorded as the ManagedBy of what it writes: ManagedByTerraform
+	// or ManagedByOperator; empty means ManagedByOperator.
+	By Manager
+	// TakeOver lets an operator change or remove what Terraform manages,
+	// making it the operator's: for a declaration that was removed from
+	// Terraform's state (terraform state rm) and is the operator's now.
+	TakeOver bool
+}
+
+// Manager is the manager w writes as: By, or ManagedByOperator when empty.
+func (w Writer) Manager() Manager {
+	if w.By == "" {
+		return ManagedByOperator
+	}
+	return w.By
+}
+
+// May reports whether w may change or remove a declaration or policy that
+// m manages: Terraform may change anything (an import adopts an operator's
+// declaration), an operator only what operators manage, unless it takes
+// the declaration over.
+func (w Writer) May(m Manager) bool {
+	return m != ManagedByTerraform || w.Manager() == ManagedByTerraform || w.TakeOver
+}
+
+// Validate checks By.
+func (w Writer) Validate() error {
+	switch w.By {
+	case "", ManagedByTerraform, ManagedByOperator:
+		return nil
+	}
+	return &ValidationError{Field: "ManagedBy", Rule: fmt.Sprintf("must be %q or %q", ManagedByTerraform, ManagedByOperator)}
 }
 
 // DefaultPolicy is the policy of tasks that name none, and of tasks that
@@ -128,7 +189,25 @@ var (
 	// ErrUndeclared: the task is not declared and declarations are
 	// required.
 	ErrUndeclared = errors.New("task not declared")
+	// ErrManaged: an operator's write of a declaration or policy that
+	// Terraform manages, refused (*ManagedError).
+	ErrManaged = errors.New("managed by terraform")
 )
+
+// ManagedError refuses an operator's change or removal of a declaration or
+// policy that Terraform manages (see Writer.May). Nothing is written.
+type ManagedError struct {
+	Kind string // "task" or "retention policy"
+	Name string
+	By   Manager // the declaration's manager: ManagedByTerraform
+}
+
+func (e *ManagedError) Error() string {
+	return fmt.Sprintf("%s %q is managed by Terraform: change it in the configuration, or remove it from the Terraform state first (terraform state rm) and then take it over", e.Kind, e.Name)
+}
+
+// Unwrap makes errors.Is(err, ErrManaged) true.
+func (e *ManagedError) Unwrap() error { return ErrManaged }
 
 // NotFoundError says which declaration or policy does not exist.
 type NotFoundError struct {
@@ -178,31 +257,36 @@ func (e *UndeclaredError) Unwrap() error { return ErrUndeclared }
 // task's history is written by the lease operations themselves, in the same
 // transaction as the change it records.
 type CatalogStore interface {
-	// CreateTask stores a new declaration: *ExistsError when the name is
-	// taken, *NotFoundError when its policy does not exist.
-	CreateTask(ctx context.Context, d TaskDecl) (*TaskDecl, error)
-	// UpdateTask replaces a declaration (CreatedAt kept): *NotFoundError
-	// when the task or its policy does not exist.
-	UpdateTask(ctx context.Context, d TaskDecl) (*TaskDecl, error)
+	// CreateTask stores a new declaration, managed by w.Manager():
+	// *ExistsError when the name is taken, *NotFoundError when its policy
+	// does not exist.
+	CreateTask(ctx context.Context, d TaskDecl, w Writer) (*TaskDecl, error)
+	// UpdateTask replaces a declaration (CreatedAt kept), which w.Manager()
+	// manages from then on: *NotFoundError when the task or its policy does
+	// not exist, *ManagedError when w may not change it (Writer.May). The
+	// check and the write are one atomic step.
+	UpdateTask(ctx context.Context, d TaskDecl, w Writer) (*TaskDecl, error)
 	// GetTask returns a declaration, or nil when there is none.
 	GetTask(ctx context.Context, name string) (*TaskDecl, error)
 	// ListTasks returns the declarations whose name sorts after p.After,
 	// ordered by name, at most p.Limit of them (every one when 0), paged
 	// in the database as List is.
 	ListTasks(ctx context.Context, p ListParams) ([]TaskDecl, error)
-	// DeleteTask removes a declaration and reports whether there was one.
+	// DeleteTask removes a declaration and reports whether there was one;
+	// *ManagedError when w may not remove it, atomically with the delete.
 	// The task's lease and history are left alone.
-	DeleteTask(ctx context.Context, name string) (bool, error)
+	DeleteTask(ctx context.Context, name string, w Writer) (bool, error)
 
 	// CreatePolicy, UpdatePolicy, GetPolicy, ListPolicies as for tasks.
-	CreatePolicy(ctx context.Context, p RetentionPolicy) (*RetentionPolicy, error)
-	UpdatePolicy(ctx context.Context, p RetentionPolicy) (*RetentionPolicy, error)
+	CreatePolicy(ctx context.Context, p RetentionPolicy, w Writer) (*RetentionPolicy, error)
+	UpdatePolicy(ctx context.Context, p RetentionPolicy, w Writer) (*RetentionPolicy, error)
 	GetPolicy(ctx context.Context, name string) (*RetentionPolicy, error)
 	ListPolicies(ctx context.Context) ([]RetentionPolicy, error)
 	// DeletePolicy removes a policy and reports whether there was one. It
-	// returns *InUseError for the default policy, and for a policy that
-	// declarations name (listing them, by name).
-	DeletePolicy(ctx context.Context, name string) (bool, error)
+	// returns *InUseError for the default policy, *ManagedError when w may
+	// not remove it, and *InUseError for a policy that declarations name
+	// (listing them, by name), in that order.
+	DeletePolicy(ctx context.Context, name string, w Writer) (bool, error)
 
 	// History returns the task's newest events, newest first, at most
 	// limit (1 ≤ limit ≤ MaxHistoryLimit).

@@ -178,32 +178,52 @@ func checkMaxTTL(decl *TaskDecl, task string, ttl time.Duration) error {
 	return nil
 }
 
-// Outcomes a catalog operation may return besides success.
-var catalogOutcomes = []error{ErrNotFound, ErrExists, ErrInUse}
+// Outcomes a catalog write may return besides success.
+var catalogOutcomes = []error{ErrNotFound, ErrExists, ErrInUse, ErrManaged}
 
-// CreateTask declares a task; see CatalogStore.CreateTask.
-func (s *Service) CreateTask(ctx context.Context, d TaskDecl) (*TaskDecl, error) {
-	return s.putTask(ctx, OpCreateTask, d, func(ctx context.Context, d TaskDecl) (*TaskDecl, error) {
-		return s.store.CreateTask(ctx, d)
-	})
+// CreateTask declares a task, managed by w; see CatalogStore.CreateTask.
+func (s *Service) CreateTask(ctx context.Context, d TaskDecl, w Writer) (*TaskDecl, error) {
+	return s.putTask(ctx, OpCreateTask, d, w, s.store.CreateTask)
 }
 
-// UpdateTask replaces a task's declaration; see CatalogStore.UpdateTask.
-func (s *Service) UpdateTask(ctx context.Context, d TaskDecl) (*TaskDecl, error) {
-	return s.putTask(ctx, OpUpdateTask, d, func(ctx context.Context, d TaskDecl) (*TaskDecl, error) {
-		return s.store.UpdateTask(ctx, d)
-	})
+// UpdateTask replaces a task's declaration, refused with *ManagedError
+// when w may not change it; see CatalogStore.UpdateTask.
+func (s *Service) UpdateTask(ctx context.Context, d TaskDecl, w Writer) (*TaskDecl, error) {
+	return s.putTask(ctx, OpUpdateTask, d, w, s.store.UpdateTask)
 }
 
-func (s *Service) putTask(ctx context.Context, op string, d TaskDecl, put func(context.Context, TaskDecl) (*TaskDecl, error)) (*TaskDecl, error) {
+// DeclareTask creates the declaration, or replaces it when the task is
+// declared already (as UpdateTask, and refused as it is), and reports
+// whether it created it.
+func (s *Service) DeclareTask(ctx context.Context, d TaskDecl, w Writer) (*TaskDecl, bool, error) {
+	// Update first: a declaration is changed more often than it is made.
+	// A create that finds the name taken (declared meanwhile) updates once
+	// more; a second miss is an answer, not a loop.
+	got, err := s.UpdateTask(ctx, d, w)
+	var nf *NotFoundError
+	if !errors.As(err, &nf) || nf.Kind != "task" {
+		return got, false, err
+	}
+	got, err = s.CreateTask(ctx, d, w)
+	if errors.Is(err, ErrExists) {
+		got, err = s.UpdateTask(ctx, d, w)
+		return got, false, err
+	}
+	return got, err == nil, err
+}
+
+func (s *Service) putTask(ctx context.Context, op string, d TaskDecl, w Writer, put func(context.Context, TaskDecl, Writer) (*TaskDecl, error)) (*TaskDecl, error) {
 	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	if err := w.Validate(); err != nil {
 		return nil, err
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	var out *TaskDecl
 	err := s.call(ctx, op, func(ctx context.Context) (err error) {
-		out, err = put(ctx, d)
+		out, err = put(ctx, d, w)
 		return err
 	})
 	s.decls.invalidate()
@@ -254,48 +274,68 @@ func (s *Service) ListTasks(ctx context.Context, p ListParams) (decls []TaskDecl
 	return decls, next, nil
 }
 
-// DeleteTask removes a declaration and reports whether there was one.
-func (s *Service) DeleteTask(ctx context.Context, name string) (bool, error) {
+// DeleteTask removes a declaration and reports whether there was one;
+// *ManagedError when w may not remove it.
+func (s *Service) DeleteTask(ctx context.Context, name string, w Writer) (bool, error) {
 	if err := ValidateTask(name); err != nil {
+		return false, err
+	}
+	if err := w.Validate(); err != nil {
 		return false, err
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	var ok bool
 	err := s.call(ctx, OpDeleteTask, func(ctx context.Context) (err error) {
-		ok, err = s.store.DeleteTask(ctx, name)
+		ok, err = s.store.DeleteTask(ctx, name, w)
 		return err
 	})
 	s.decls.invalidate()
 	if err != nil {
-		return false, outcome(OpDeleteTask, err)
+		return false, outcome(OpDeleteTask, err, ErrManaged)
 	}
 	return ok, nil
 }
 
-// CreatePolicy stores a new retention policy; see CatalogStore.
-func (s *Service) CreatePolicy(ctx context.Context, p RetentionPolicy) (*RetentionPolicy, error) {
-	return s.putPolicy(ctx, OpCreatePolicy, p, func(ctx context.Context, p RetentionPolicy) (*RetentionPolicy, error) {
-		return s.store.CreatePolicy(ctx, p)
-	})
+// CreatePolicy stores a new retention policy, managed by w; see
+// CatalogStore.
+func (s *Service) CreatePolicy(ctx context.Context, p RetentionPolicy, w Writer) (*RetentionPolicy, error) {
+	return s.putPolicy(ctx, OpCreatePolicy, p, w, s.store.CreatePolicy)
 }
 
-// UpdatePolicy replaces a retention policy; see CatalogStore.
-func (s *Service) UpdatePolicy(ctx context.Context, p RetentionPolicy) (*RetentionPolicy, error) {
-	return s.putPolicy(ctx, OpUpdatePolicy, p, func(ctx context.Context, p RetentionPolicy) (*RetentionPolicy, error) {
-		return s.store.UpdatePolicy(ctx, p)
-	})
+// UpdatePolicy replaces a retention policy, refused with *ManagedError when
+// w may not change it; see CatalogStore.
+func (s *Service) UpdatePolicy(ctx context.Context, p RetentionPolicy, w Writer) (*RetentionPolicy, error) {
+	return s.putPolicy(ctx, OpUpdatePolicy, p, w, s.store.UpdatePolicy)
 }
 
-func (s *Service) putPolicy(ctx context.Context, op string, p RetentionPolicy, put func(context.Context, RetentionPolicy) (*RetentionPolicy, error)) (*RetentionPolicy, error) {
+// DeclarePolicy creates the policy, or replaces it when it exists (as
+// UpdatePolicy, and refused as it is), and reports whether it created it.
+func (s *Service) DeclarePolicy(ctx context.Context, p RetentionPolicy, w Writer) (*RetentionPolicy, bool, error) {
+	got, err := s.UpdatePolicy(ctx, p, w)
+	if !errors.Is(err, ErrNotFound) {
+		return got, false, err
+	}
+	got, err = s.CreatePolicy(ctx, p, w)
+	if errors.Is(err, ErrExists) {
+		got, err = s.UpdatePolicy(ctx, p, w)
+		return got, false, err
+	}
+	return got, err == nil, err
+}
+
+func (s *Service) putPolicy(ctx context.Context, op string, p RetentionPolicy, w Writer, put func(context.Context, RetentionPolicy, Writer) (*RetentionPolicy, error)) (*RetentionPolicy, error) {
 	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := w.Validate(); err != nil {
 		return nil, err
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	var out *RetentionPolicy
 	err := s.call(ctx, op, func(ctx context.Context) (err error) {
-		out, err = put(ctx, p)
+		out, err = put(ctx, p, w)
 		return err
 	})
 	if err != nil {
@@ -341,20 +381,24 @@ func (s *Service) ListPolicies(ctx context.Context) ([]RetentionPolicy, error) {
 }
 
 // DeletePolicy removes a retention policy and reports whether there was
-// one; *InUseError when it is the default or tasks name it.
-func (s *Service) DeletePolicy(ctx context.Context, name string) (bool, error) {
+// one; *InUseError when it is the default or tasks name it, *ManagedError
+// when w may not remove it.
+func (s *Service) DeletePolicy(ctx context.Context, name string, w Writer) (bool, error) {
 	if err := ValidatePolicyName("Name", name); err != nil {
+		return false, err
+	}
+	if err := w.Validate(); err != nil {
 		return false, err
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	var ok bool
 	err := s.call(ctx, OpDeletePolicy, func(ctx context.Context) (err error) {
-		ok, err = s.store.DeletePolicy(ctx, name)
+		ok, err = s.store.DeletePolicy(ctx, name, w)
 		return err
 	})
 	if err != nil {
-		return false, outcome(OpDeletePolicy, err, ErrInUse)
+		return false, outcome(OpDeletePolicy, err, ErrInUse, ErrManaged)
 	}
 	return ok, nil
 }

@@ -91,12 +91,12 @@ func (r *recordingStore) Migrate(ctx context.Context) error {
 
 func (r *recordingStore) Close() error { return nil }
 
-func (r *recordingStore) CreateTask(ctx context.Context, d leasecore.TaskDecl) (*leasecore.TaskDecl, error) {
+func (r *recordingStore) CreateTask(ctx context.Context, d leasecore.TaskDecl, _ leasecore.Writer) (*leasecore.TaskDecl, error) {
 	r.reach(ctx, "CreateTask")
 	return &d, nil
 }
 
-func (r *recordingStore) UpdateTask(ctx context.Context, d leasecore.TaskDecl) (*leasecore.TaskDecl, error) {
+func (r *recordingStore) UpdateTask(ctx context.Context, d leasecore.TaskDecl, _ leasecore.Writer) (*leasecore.TaskDecl, error) {
 	r.reach(ctx, "UpdateTask")
 	return &d, nil
 }
@@ -111,17 +111,17 @@ func (r *recordingStore) ListTasks(ctx context.Context, _ leasecore.ListParams) 
 	return nil, nil
 }
 
-func (r *recordingStore) DeleteTask(ctx context.Context, _ string) (bool, error) {
+func (r *recordingStore) DeleteTask(ctx context.Context, _ string, _ leasecore.Writer) (bool, error) {
 	r.reach(ctx, "DeleteTask")
 	return true, nil
 }
 
-func (r *recordingStore) CreatePolicy(ctx context.Context, p leasecore.RetentionPolicy) (*leasecore.RetentionPolicy, error) {
+func (r *recordingStore) CreatePolicy(ctx context.Context, p leasecore.RetentionPolicy, _ leasecore.Writer) (*leasecore.RetentionPolicy, error) {
 	r.reach(ctx, "CreatePolicy")
 	return &p, nil
 }
 
-func (r *recordingStore) UpdatePolicy(ctx context.Context, p leasecore.RetentionPolicy) (*leasecore.RetentionPolicy, error) {
+func (r *recordingStore) UpdatePolicy(ctx context.Context, p leasecore.RetentionPolicy, _ leasecore.Writer) (*leasecore.RetentionPolicy, error) {
 	r.reach(ctx, "UpdatePolicy")
 	return &p, nil
 }
@@ -136,7 +136,7 @@ func (r *recordingStore) ListPolicies(ctx context.Context) ([]leasecore.Retentio
 	return nil, nil
 }
 
-func (r *recordingStore) DeletePolicy(ctx context.Context, _ string) (bool, error) {
+func (r *recordingStore) DeletePolicy(ctx context.Context, _ string, _ leasecore.Writer) (bool, error) {
 	r.reach(ctx, "DeletePolicy")
 	return true, nil
 }
@@ -277,11 +277,15 @@ var serviceCalls = map[string]func(ctx context.Context, svc *leasecore.Service) 
 	"Ping":    func(ctx context.Context, svc *leasecore.Service) error { return svc.Ping(ctx) },
 	"Migrate": func(ctx context.Context, svc *leasecore.Service) error { return svc.Migrate(ctx) },
 	"CreateTask": func(ctx context.Context, svc *leasecore.Service) error {
-		_, err := svc.CreateTask(ctx, leasecore.TaskDecl{Name: "t", TTL: time.Minute})
+		_, err := svc.CreateTask(ctx, leasecore.TaskDecl{Name: "t", TTL: time.Minute}, leasecore.Writer{})
 		return err
 	},
 	"UpdateTask": func(ctx context.Context, svc *leasecore.Service) error {
-		_, err := svc.UpdateTask(ctx, leasecore.TaskDecl{Name: "t", TTL: time.Minute})
+		_, err := svc.UpdateTask(ctx, leasecore.TaskDecl{Name: "t", TTL: time.Minute}, leasecore.Writer{})
+		return err
+	},
+	"DeclareTask": func(ctx context.Context, svc *leasecore.Service) error {
+		_, _, err := svc.DeclareTask(ctx, leasecore.TaskDecl{Name: "t", TTL: time.Minute}, leasecore.Writer{})
 		return err
 	},
 	"GetTask": func(ctx context.Context, svc *leasecore.Service) error {
@@ -293,15 +297,19 @@ var serviceCalls = map[string]func(ctx context.Context, svc *leasecore.Service) 
 		return err
 	},
 	"DeleteTask": func(ctx context.Context, svc *leasecore.Service) error {
-		_, err := svc.DeleteTask(ctx, "t")
+		_, err := svc.DeleteTask(ctx, "t", leasecore.Writer{})
 		return err
 	},
 	"CreatePolicy": func(ctx context.Context, svc *leasecore.Service) error {
-		_, err := svc.CreatePolicy(ctx, leasecore.RetentionPolicy{Name: "p", KeepLast: 1})
+		_, err := svc.CreatePolicy(ctx, leasecore.RetentionPolicy{Name: "p", KeepLast: 1}, leasecore.Writer{})
 		return err
 	},
 	"UpdatePolicy": func(ctx context.Context, svc *leasecore.Service) error {
-		_, err := svc.UpdatePolicy(ctx, leasecore.RetentionPolicy{Name: "p", KeepLast: 1})
+		_, err := svc.UpdatePolicy(ctx, leasecore.RetentionPolicy{Name: "p", KeepLast: 1}, leasecore.Writer{})
+		return err
+	},
+	"DeclarePolicy": func(ctx context.Context, svc *leasecore.Service) error {
+		_, _, err := svc.DeclarePolicy(ctx, leasecore.RetentionPolicy{Name: "p", KeepLast: 1}, leasecore.Writer{})
 		return err
 	},
 	"GetPolicy": func(ctx context.Context, svc *leasecore.Service) error {
@@ -313,7 +321,7 @@ var serviceCalls = map[string]func(ctx context.Context, svc *leasecore.Service) 
 		return err
 	},
 	"DeletePolicy": func(ctx context.Context, svc *leasecore.Service) error {
-		_, err := svc.DeletePolicy(ctx, "p")
+		_, err := svc.DeletePolicy(ctx, "p", leasecore.Writer{})
 		return err
 	},
 	"History": func(ctx context.Context, svc *leasecore.Service) error {
@@ -395,26 +403,29 @@ func noRolesOK(err error) error {
 // storeMethodOps is the operation each store method is called under. A
 // Store method added without an entry here fails the test.
 var storeMethodOps = map[string][]string{
-	"Claim":        {leasecore.OpClaim},
-	"Renew":        {leasecore.OpRenew, leasecore.OpRenewBatch}, // a store that is no BatchRenewer renews a batch one Renew each
-	"RenewBatch":   {leasecore.OpRenewBatch},
-	"Release":      {leasecore.OpRelease},
-	"Get":          {leasecore.OpGet},
-	"List":         {leasecore.OpList},
-	"Ping":         {leasecore.OpPing},
-	"Migrate":      {leasecore.OpMigrate},
-	"CreateTask":   {leasecore.OpCreateTask},
-	"UpdateTask":   {leasecore.OpUpdateTask},
-	"GetTask":      {leasecore.OpGetTask},
-	"ListTasks":    {leasecore.OpListTasks},
-	"DeleteTask":   {leasecore.OpDeleteTask},
-	"CreatePolicy": {leasecore.OpCreatePolicy},
-	"UpdatePolicy": {leasecore.OpUpdatePolicy},
-	"GetPolicy":    {leasecore.OpGetPolicy},
-	"ListPolicies": {leasecore.OpListPolicies},
-	"DeletePolicy": {leasecore.OpDeletePolicy},
-	"History":      {leasecore.OpHistory},
-	"PruneHistory": {leasecore.OpPrune},
+	"Claim":      {leasecore.OpClaim},
+	"Renew":      {leasecore.OpRenew, leasecore.OpRenewBatch}, // a store that is no BatchRenewer renews a batch one Renew each
+	"RenewBatch": {leasecore.OpRenewBatch},
+	"Release":    {leasecore.OpRelease},
+	"Get":        {leasecore.OpGet},
+	"List":       {leasecore.OpList},
+	"Ping":       {leasecore.OpPing},
+	"Migrate":    {leasecore.OpMigrate},
+	"CreateTask": {leasecore.OpCreateTask},
+	"UpdateTask": {leasecore.OpUpdateTask},
+	// The recording store has every task and policy: a declare is an update.
+	"DeclareTask":   {leasecore.OpUpdateTask},
+	"DeclarePolicy": {leasecore.OpUpdatePolicy},
+	"GetTask":       {leasecore.OpGetTask},
+	"ListTasks":     {leasecore.OpListTasks},
+	"DeleteTask":    {leasecore.OpDeleteTask},
+	"CreatePolicy":  {leasecore.OpCreatePolicy},
+	"UpdatePolicy":  {leasecore.OpUpdatePolicy},
+	"GetPolicy":     {leasecore.OpGetPolicy},
+	"ListPolicies":  {leasecore.OpListPolicies},
+	"DeletePolicy":  {leasecore.OpDeletePolicy},
+	"History":       {leasecore.OpHistory},
+	"PruneHistory":  {leasecore.OpPrune},
 	// HistoryFeed's and its cursor's. HistoryChanges is not here: it sets
 	// up a change signal that lasts the watch, not a store operation, and
 	// the history is read, under OpReadHistory, whatever it says.

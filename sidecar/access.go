@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -84,7 +85,12 @@ var routeRights = map[routeKey]auth.Right{
 	{http.MethodGet, "/v1/watch"}:                  auth.Read,
 	{http.MethodGet, "/v1/tasks"}:                  auth.Read,
 	{http.MethodGet, "/v1/tasks/:task"}:            auth.Read,
+	{http.MethodPut, "/v1/tasks/:task"}:            auth.Admin,
+	{http.MethodDelete, "/v1/tasks/:task"}:         auth.Admin,
 	{http.MethodGet, "/v1/policies"}:               auth.Read,
+	{http.MethodGet, "/v1/policies/:policy"}:       auth.Read,
+	{http.MethodPut, "/v1/policies/:policy"}:       auth.Admin, // and on every task: everyTask
+	{http.MethodDelete, "/v1/policies/:policy"}:    auth.Admin, // and on every task: everyTask
 	{http.MethodGet, "/v1/status"}:                 auth.Read,
 }
 
@@ -142,6 +148,18 @@ func pathTask(c echo.Context) (string, bool) {
 		return v, true
 	}
 	return "", false
+}
+
+// everyTask refuses a credential that lacks right on some task: a
+// retention policy applies to every task that names it, and the default
+// policy to every undeclared task, so a credential scoped to some prefixes
+// may not change one.
+func everyTask(cred *auth.Credential, right auth.Right) error {
+	if cred.Has(right) && slices.Contains(cred.Prefixes, auth.AllPrefixes) {
+		return nil
+	}
+	return &leasecore.ForbiddenError{Principal: cred.Principal(), Right: string(right) + " every task",
+		Scope: cred.Scope() + "; a retention policy applies to every task that names it, so changing one needs " + string(right) + " on every task (prefix \"*\")"}
 }
 
 // forbidden is the 403 of a request outside its credential's scope.

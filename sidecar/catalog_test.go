@@ -23,7 +23,7 @@ func declare(t *testing.T, ts *testServer, decls ...leasecore.TaskDecl) *leaseco
 	t.Helper()
 	svc := leasecore.New(ts.store)
 	for _, d := range decls {
-		if _, err := svc.CreateTask(t.Context(), d); err != nil {
+		if _, err := svc.CreateTask(t.Context(), d, leasecore.Writer{}); err != nil {
 			t.Fatalf("CreateTask %s: %v", d.Name, err)
 		}
 	}
@@ -54,7 +54,7 @@ func TestTasksListAndGet(t *testing.T) {
 		}
 
 		svc := declare(t, ts)
-		if _, err := svc.CreatePolicy(t.Context(), leasecore.RetentionPolicy{Name: "audit", KeepFor: 720 * time.Hour, KeepLast: 10}); err != nil {
+		if _, err := svc.CreatePolicy(t.Context(), leasecore.RetentionPolicy{Name: "audit", KeepFor: 720 * time.Hour, KeepLast: 10}, leasecore.Writer{}); err != nil {
 			t.Fatalf("CreatePolicy: %v", err)
 		}
 		declare(t, ts,
@@ -102,14 +102,14 @@ func TestTasksListAndGet(t *testing.T) {
 		}
 
 		// Changes made elsewhere show at once: the views read the store.
-		if _, err := svc.UpdateTask(t.Context(), leasecore.TaskDecl{Name: "nightly", TTL: 45 * time.Second, MaxTTL: time.Minute, Description: "report"}); err != nil {
+		if _, err := svc.UpdateTask(t.Context(), leasecore.TaskDecl{Name: "nightly", TTL: 45 * time.Second, MaxTTL: time.Minute, Description: "report"}, leasecore.Writer{}); err != nil {
 			t.Fatalf("UpdateTask: %v", err)
 		}
 		got := decode[api.TaskDeclaration](t, ts.get("/v1/tasks/nightly"))
 		if got.TtlMs != 45000 || got.MaxTtlMs == nil || *got.MaxTtlMs != 60000 || got.Description != "report" || got.UpdatedAt < got.CreatedAt {
 			t.Fatalf("nightly after update: %+v", got)
 		}
-		if ok, err := svc.DeleteTask(t.Context(), "nightly"); err != nil || !ok {
+		if ok, err := svc.DeleteTask(t.Context(), "nightly", leasecore.Writer{}); err != nil || !ok {
 			t.Fatalf("DeleteTask: %v, %v", ok, err)
 		}
 		expectProblem(t, ts.get("/v1/tasks/nightly"), http.StatusNotFound, problemUndeclared)
@@ -138,7 +138,7 @@ func TestPoliciesList(t *testing.T) {
 			{Name: "audit", KeepFor: 720 * time.Hour, KeepLast: 10},
 			{Name: "forever"},
 		} {
-			if _, err := svc.CreatePolicy(t.Context(), p); err != nil {
+			if _, err := svc.CreatePolicy(t.Context(), p, leasecore.Writer{}); err != nil {
 				t.Fatalf("CreatePolicy %s: %v", p.Name, err)
 			}
 		}
@@ -334,7 +334,7 @@ func TestRequireDeclared(t *testing.T) {
 
 		// Declared elsewhere while the server runs: honoured once its copy
 		// of the declarations is older than DeclarationsMaxAge.
-		if _, err := svc.CreateTask(t.Context(), leasecore.TaskDecl{Name: "stray", TTL: 5 * time.Second}); err != nil {
+		if _, err := svc.CreateTask(t.Context(), leasecore.TaskDecl{Name: "stray", TTL: 5 * time.Second}, leasecore.Writer{}); err != nil {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(10 * time.Second)

@@ -24,10 +24,12 @@ import (
 func TestRequestBodiesReadEveryField(t *testing.T) {
 	t.Parallel()
 	readers := map[string]func(echo.Context) (any, error){
-		"claimLease":   func(c echo.Context) (any, error) { return claimRequest(c) },
-		"renewLease":   func(c echo.Context) (any, error) { return renewRequest(c) },
-		"releaseLease": func(c echo.Context) (any, error) { return releaseRequest(c) },
-		"revokeLease":  func(c echo.Context) (any, error) { return revokeRequest(c) },
+		"claimLease":    func(c echo.Context) (any, error) { return claimRequest(c) },
+		"renewLease":    func(c echo.Context) (any, error) { return renewRequest(c) },
+		"releaseLease":  func(c echo.Context) (any, error) { return releaseRequest(c) },
+		"revokeLease":   func(c echo.Context) (any, error) { return revokeRequest(c) },
+		"declareTask":   func(c echo.Context) (any, error) { return declareTaskRequest(c) },
+		"declarePolicy": func(c echo.Context) (any, error) { return declarePolicyRequest(c) },
 	}
 	sp, err := spec()
 	if err != nil {

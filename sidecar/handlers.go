@@ -14,6 +14,7 @@ import (
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/watch"
 	"github.com/leasehold/leasehold/sidecar/api"
+	"github.com/leasehold/leasehold/sidecar/auth"
 )
 
 // handlers implements the generated api.ServerInterface. By the time a
@@ -163,6 +164,100 @@ func (h *handlers) GetTask(c echo.Context, task api.Task) error {
 	return respondTask(c, decl, err)
 }
 
+// DeclareTask answers PUT /v1/tasks/{task}: an operator's declaration,
+// created (201) or replaced (200); refused when Terraform manages it, unless
+// the request takes it over.
+func (h *handlers) DeclareTask(c echo.Context, task api.Task, params api.DeclareTaskParams) error {
+	req, err := declareTaskRequest(c)
+	if err != nil {
+		return err
+	}
+	d := leasecore.TaskDecl{Name: task, TTL: duration(&req.TtlMs), MaxTTL: duration(req.MaxTtlMs),
+		Description: deref(req.Description), RetentionPolicy: deref(req.RetentionPolicy)}
+	decl, created, err := h.svc.DeclareTask(c.Request().Context(), d, operatorWriter(params.TakeOver))
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return writeJSON(c, status, api.FromTask(decl))
+}
+
+// RemoveTask answers DELETE /v1/tasks/{task}: 204, or 404 when the task is
+// not declared.
+func (h *handlers) RemoveTask(c echo.Context, task api.Task, params api.RemoveTaskParams) error {
+	ok, err := h.svc.DeleteTask(c.Request().Context(), task, operatorWriter(params.TakeOver))
+	if err == nil && !ok {
+		err = &leasecore.NotFoundError{Kind: "task", Name: task}
+	}
+	if err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// operatorWriter is who the catalog routes write as: an operator, taking
+// over what Terraform manages only when the request says take_over=true.
+func operatorWriter(takeOver *bool) leasecore.Writer {
+	return leasecore.Writer{By: leasecore.ManagedByOperator, TakeOver: deref(takeOver)}
+}
+
+// GetPolicy answers GET /v1/policies/{policy}.
+func (h *handlers) GetPolicy(c echo.Context, policy api.Policy) error {
+	p, err := h.svc.GetPolicy(c.Request().Context(), policy)
+	if err == nil && p == nil {
+		err = &leasecore.NotFoundError{Kind: "retention policy", Name: policy}
+	}
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, api.FromPolicy(p))
+}
+
+// DeclarePolicy answers PUT /v1/policies/{policy}, as DeclareTask; the
+// credential needs admin on every task.
+func (h *handlers) DeclarePolicy(c echo.Context, policy api.Policy, params api.DeclarePolicyParams) error {
+	if err := everyTask(caller(c), auth.Admin); err != nil {
+		return err
+	}
+	req, err := declarePolicyRequest(c)
+	if err != nil {
+		return err
+	}
+	if ms := deref(req.KeepForMs); ms%1000 != 0 {
+		// The store keeps whole seconds: say so rather than cut.
+		return invalid([]api.InvalidParam{{Name: "keep_for_ms", Reason: "must be whole seconds (a multiple of 1000)"}})
+	}
+	p := leasecore.RetentionPolicy{Name: policy, KeepFor: duration(req.KeepForMs), KeepLast: deref(req.KeepLast)}
+	out, created, err := h.svc.DeclarePolicy(c.Request().Context(), p, operatorWriter(params.TakeOver))
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return writeJSON(c, status, api.FromPolicy(out))
+}
+
+// RemovePolicy answers DELETE /v1/policies/{policy}: 204, or 404 when
+// there is none; the credential needs admin on every task.
+func (h *handlers) RemovePolicy(c echo.Context, policy api.Policy, params api.RemovePolicyParams) error {
+	if err := everyTask(caller(c), auth.Admin); err != nil {
+		return err
+	}
+	ok, err := h.svc.DeletePolicy(c.Request().Context(), policy, operatorWriter(params.TakeOver))
+	if err == nil && !ok {
+		err = &leasecore.NotFoundError{Kind: "retention policy", Name: policy}
+	}
+	if err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
 // ListPolicies answers GET /v1/policies: every retention policy.
 func (h *handlers) ListPolicies(c echo.Context) error {
 	policies, err := h.svc.ListPolicies(c.Request().Context())
@@ -219,6 +314,19 @@ func releaseRequest(c echo.Context) (api.ReleaseRequest, error) {
 func revokeRequest(c echo.Context) (api.RevokeRequest, error) {
 	b := bodyFields(c)
 	req := api.RevokeRequest{Token: b.optInt("token")}
+	return req, b.err()
+}
+
+func declareTaskRequest(c echo.Context) (api.TaskDeclarationRequest, error) {
+	b := bodyFields(c)
+	req := api.TaskDeclarationRequest{TtlMs: deref(b.optInt("ttl_ms")), MaxTtlMs: b.optInt("max_ttl_ms"),
+		Description: b.optStr("description"), RetentionPolicy: b.optStr("retention_policy")}
+	return req, b.err()
+}
+
+func declarePolicyRequest(c echo.Context) (api.PolicyRequest, error) {
+	b := bodyFields(c)
+	req := api.PolicyRequest{KeepForMs: b.optInt("keep_for_ms"), KeepLast: b.optInt("keep_last")}
 	return req, b.err()
 }
 

@@ -84,7 +84,7 @@ func newMetrics() *metrics {
 		}, []string{"operation"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leasehold_http_requests_total",
-			Help: "HTTP requests answered, by method, route and code, each from a fixed set: method GET, POST or HEAD (HEAD on a GET route counts as GET), \"other\" for any other; " +
+			Help: "HTTP requests answered, by method, route and code, each from a fixed set: method GET, POST, PUT, DELETE or HEAD (HEAD on a GET route counts as GET), \"other\" for any other; " +
 				"route a path template of openapi.yaml (/v1/leases/:task/claim), \"unmatched\" for a request routed to none and for every 404 and 405; " +
 				"code a status code openapi.yaml lists, or 405, any other as its class (\"2xx\").",
 		}, []string{"method", "route", "code"}),

@@ -176,9 +176,9 @@ func checkRequestLabels(t *testing.T, ts *testServer) {
 	for k := range operations(sp.doc) {
 		routes[k.path] = true
 	}
-	methods := map[string]bool{"GET": true, "POST": true, "HEAD": true, "other": true}
+	methods := map[string]bool{"GET": true, "POST": true, "PUT": true, "DELETE": true, "HEAD": true, "other": true}
 	codes := map[string]bool{"2xx": true, "3xx": true, "4xx": true, "5xx": true}
-	for _, c := range []int{200, 400, 401, 403, 404, 405, 408, 409, 413, 415, 422, 500, 503} {
+	for _, c := range []int{200, 201, 204, 400, 401, 403, 404, 405, 408, 409, 413, 415, 422, 500, 503} {
 		codes[fmt.Sprint(c)] = true
 	}
 	all := scrape(t, ts)

@@ -170,7 +170,7 @@ func TestListPages(t *testing.T) {
 
 		svc := leasecore.New(ts.store)
 		for i := range 3 {
-			if _, err := svc.CreateTask(t.Context(), leasecore.TaskDecl{Name: fmt.Sprintf("decl/%d", i), TTL: time.Second}); err != nil {
+			if _, err := svc.CreateTask(t.Context(), leasecore.TaskDecl{Name: fmt.Sprintf("decl/%d", i), TTL: time.Second}, leasecore.Writer{}); err != nil {
 				t.Fatal(err)
 			}
 		}

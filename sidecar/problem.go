@@ -33,11 +33,10 @@ const (
 	problemReserved    = api.ProblemReserved
 	problemForbidden   = api.ProblemForbidden
 	problemBlank       = api.ProblemBlank
-	// Catalog outcomes the sidecar, being read-only, does not produce
-	// today; they are mapped so that one never turns into a 500.
-	problemNotFound = api.ProblemNotFound
-	problemExists   = api.ProblemExists
-	problemInUse    = api.ProblemInUse
+	problemNotFound    = api.ProblemNotFound
+	problemExists      = api.ProblemExists
+	problemInUse       = api.ProblemInUse
+	problemManaged     = api.ProblemManaged
 )
 
 const contentTypeProblem = "application/problem+json"
@@ -139,6 +138,9 @@ func toProblem(err error, c echo.Context) (p *problemError, bug bool) {
 		return newProblem(http.StatusConflict, problemExists, "Already exists", err.Error()), false
 	case errors.Is(err, leasecore.ErrInUse):
 		return newProblem(http.StatusConflict, problemInUse, "In use", err.Error()), false
+	case errors.Is(err, leasecore.ErrManaged):
+		// The store's words, and how to take it over here.
+		return newProblem(http.StatusConflict, problemManaged, "Managed by Terraform", err.Error()+" (take_over=true)"), false
 
 	case errors.As(err, &he):
 		switch he.Code {

@@ -260,7 +260,7 @@ func TestUnknownQueryParameters(t *testing.T) {
 	n := 0
 	for path, item := range sp.doc.Paths.Map() {
 		for method, op := range item.Operations() {
-			target := strings.NewReplacer("{task}", "qp-task", "{name}", "qp-name").Replace(path)
+			target := strings.NewReplacer("{task}", "qp-task", "{name}", "qp-name", "{policy}", "qp-policy").Replace(path)
 			if strings.Contains(target, "{") {
 				t.Fatalf("%s: a path parameter this test does not fill", path)
 			}

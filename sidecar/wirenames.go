@@ -2,9 +2,10 @@ package sidecar
 
 // wireNames maps the Go names leasecore's validation errors give fields
 // (leasecore.ValidationError.Field) to the names the HTTP API gives them in
-// a problem's invalid_params: the one place the two vocabularies meet. The
-// sidecar asks leasecore only about leases and pages (claims, renewals,
-// releases, reads, lists), so these are the fields it can be told about.
+// a problem's invalid_params: the one place the two vocabularies meet: the
+// fields of leases and pages (claims, renewals, releases, reads, lists) and
+// of the declarations and policies operators write. A declaration's or
+// policy's Name is the path's, which the validator checks first.
 var wireNames = map[string]string{
 	"Task":  "task",
 	"Owner": "owner",
@@ -13,6 +14,13 @@ var wireNames = map[string]string{
 	"Token": "token",
 	"Limit": "limit",
 	"After": "after",
+	// Declarations' and policies'.
+	"MaxTTL":          "max_ttl_ms",
+	"Description":     "description",
+	"RetentionPolicy": "retention_policy",
+	"KeepFor":         "keep_for_ms",
+	"KeepLast":        "keep_last",
+	"ManagedBy":       "take_over",
 	// The watch's.
 	"Prefix": "prefix",
 	"Since":  "since",

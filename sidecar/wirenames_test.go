@@ -28,6 +28,12 @@ func TestWireNames(t *testing.T) {
 		leasecore.ListParams{Limit: -1}.Validate(),
 		leasecore.ListParams{After: "a b"}.Validate(),
 		leasecore.ValidateHistoryLimit(0),
+		(&leasecore.TaskDecl{Name: "t", TTL: time.Minute, MaxTTL: time.Millisecond}).Validate(),
+		(&leasecore.TaskDecl{Name: "t", TTL: time.Minute, Description: "a\x00"}).Validate(),
+		(&leasecore.TaskDecl{Name: "t", TTL: time.Minute, RetentionPolicy: "a b"}).Validate(),
+		(&leasecore.RetentionPolicy{Name: "p", KeepFor: -time.Second}).Validate(),
+		(&leasecore.RetentionPolicy{Name: "p", KeepLast: -1}).Validate(),
+		leasecore.Writer{By: "x"}.Validate(),
 	}
 	for _, err := range refusals {
 		var ve *leasecore.ValidationError

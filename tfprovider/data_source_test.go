@@ -56,6 +56,7 @@ data "leasehold_tasks" "all" {
 								"max_ttl":          knownvalue.Null(),
 								"description":      knownvalue.StringExact("nightly backup"),
 								"retention_policy": knownvalue.StringExact(leasecore.DefaultPolicy),
+								"managed_by":       knownvalue.StringExact("terraform"),
 								"created_at":       knownvalue.NotNull(),
 							}),
 							knownvalue.ObjectPartial(map[string]knownvalue.Check{

@@ -234,9 +234,16 @@ func (ts *testStore) checkTask(want leasecore.TaskDecl) resource.TestCheckFunc {
 		if got.TTL != want.TTL || got.MaxTTL != want.MaxTTL || got.Description != want.Description || got.RetentionPolicy != want.RetentionPolicy {
 			return fmt.Errorf("store has task %+v, want %+v", *got, want)
 		}
+		if got.ManagedBy != leasecore.ManagedByTerraform {
+			return fmt.Errorf("store has task %q managed by %q, want %q: the provider wrote it", want.Name, got.ManagedBy, leasecore.ManagedByTerraform)
+		}
 		return nil
 	}
 }
+
+// takeOver is an operator outside Terraform who changes what Terraform
+// manages anyway, as after a terraform state rm: how a test makes drift.
+var takeOver = leasecore.Writer{By: leasecore.ManagedByOperator, TakeOver: true}
 
 // checkNoTask verifies that the store declares no task of that name.
 func (ts *testStore) checkNoTask(name string) resource.TestCheckFunc {

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -38,6 +39,7 @@ type policyModel struct {
 	KeepLast  types.Int64       `tfsdk:"keep_last"`
 	CreatedAt timetypes.RFC3339 `tfsdk:"created_at"`
 	UpdatedAt timetypes.RFC3339 `tfsdk:"updated_at"`
+	ManagedBy types.String      `tfsdk:"managed_by"`
 }
 
 func (r *policyResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -81,6 +83,16 @@ func (r *policyResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 				Computed:            true,
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
+			"managed_by": schema.StringAttribute{
+				MarkdownDescription: "Who manages the policy in the store: `terraform` once this resource has written it. An operator may declare policies " +
+					"outside Terraform (`leasehold policies declare`, `PUT /v1/policies/{policy}`), and the store refuses operators' changes of what Terraform manages. " +
+					"An imported policy that an operator declared reads `operator`, and the next apply takes it over (plans `operator` -> `terraform`).",
+				Computed: true,
+				// The plan always says terraform: a state that reads
+				// operator (an import of an operator's policy) plans an
+				// update, and the update's write makes it Terraform's.
+				Default: stringdefault.StaticString(string(leasecore.ManagedByTerraform)),
+			},
 			"updated_at": schema.StringAttribute{
 				MarkdownDescription: "When the policy last changed (RFC 3339, the store's clock).",
 				CustomType:          timetypes.RFC3339Type{},
@@ -122,7 +134,7 @@ func (r *policyResource) Create(ctx context.Context, req resource.CreateRequest,
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	got, err := r.svc.CreatePolicy(ctx, p)
+	got, err := r.svc.CreatePolicy(ctx, p, asTerraform)
 	if err != nil {
 		storeError(&resp.Diagnostics, fmt.Sprintf("create retention policy %q", p.Name), err)
 		return
@@ -162,7 +174,7 @@ func (r *policyResource) Update(ctx context.Context, req resource.UpdateRequest,
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	got, err := r.svc.UpdatePolicy(ctx, p)
+	got, err := r.svc.UpdatePolicy(ctx, p, asTerraform)
 	if err != nil {
 		storeError(&resp.Diagnostics, fmt.Sprintf("update retention policy %q", p.Name), err)
 		return
@@ -179,7 +191,7 @@ func (r *policyResource) Delete(ctx context.Context, req resource.DeleteRequest,
 	if resp.Diagnostics.HasError() || notConfigured(r.svc, &resp.Diagnostics) {
 		return
 	}
-	if _, err := r.svc.DeletePolicy(ctx, state.Name.ValueString()); err != nil {
+	if _, err := r.svc.DeletePolicy(ctx, state.Name.ValueString(), asTerraform); err != nil {
 		storeError(&resp.Diagnostics, fmt.Sprintf("delete retention policy %q", state.Name.ValueString()), err)
 	}
 }
@@ -210,5 +222,6 @@ func policyState(p *leasecore.RetentionPolicy) policyModel {
 		KeepLast:  types.Int64Value(p.KeepLast),
 		CreatedAt: timestampValue(p.CreatedAt),
 		UpdatedAt: timestampValue(p.UpdatedAt),
+		ManagedBy: types.StringValue(string(p.ManagedBy)),
 	}
 }

@@ -41,6 +41,7 @@ type taskModel struct {
 	RetentionPolicy types.String      `tfsdk:"retention_policy"`
 	CreatedAt       timetypes.RFC3339 `tfsdk:"created_at"`
 	UpdatedAt       timetypes.RFC3339 `tfsdk:"updated_at"`
+	ManagedBy       types.String      `tfsdk:"managed_by"`
 }
 
 func (r *taskResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -101,6 +102,16 @@ func (r *taskResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				Computed:            true,
 				PlanModifiers:       []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
+			"managed_by": schema.StringAttribute{
+				MarkdownDescription: "Who manages the declaration in the store: `terraform` once this resource has written it. An operator may declare tasks " +
+					"outside Terraform (`leasehold tasks declare`, `PUT /v1/tasks/{task}`), and the store refuses operators' changes of what Terraform manages. " +
+					"An imported declaration that an operator declared reads `operator`, and the next apply takes it over (plans `operator` -> `terraform`).",
+				Computed: true,
+				// The plan always says terraform: a state that reads
+				// operator (an import of an operator's declaration) plans an
+				// update, and the update's write makes it Terraform's.
+				Default: stringdefault.StaticString(string(leasecore.ManagedByTerraform)),
+			},
 			"updated_at": schema.StringAttribute{
 				MarkdownDescription: "When the declaration last changed (RFC 3339, the store's clock).",
 				CustomType:          timetypes.RFC3339Type{},
@@ -109,6 +120,10 @@ func (r *taskResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 		},
 	}
 }
+
+// asTerraform is who the provider writes as: the declarations and policies it
+// writes are Terraform's to change and remove (leasecore.Writer.May).
+var asTerraform = leasecore.Writer{By: leasecore.ManagedByTerraform}
 
 func (r *taskResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
 	r.data = providerData(req.ProviderData, &resp.Diagnostics)
@@ -190,7 +205,7 @@ func (r *taskResource) Create(ctx context.Context, req resource.CreateRequest, r
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	got, err := r.svc.CreateTask(ctx, decl)
+	got, err := r.svc.CreateTask(ctx, decl, asTerraform)
 	if err != nil {
 		storeError(&resp.Diagnostics, fmt.Sprintf("declare task %q", decl.Name), err)
 		return
@@ -229,7 +244,7 @@ func (r *taskResource) Update(ctx context.Context, req resource.UpdateRequest, r
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	got, err := r.svc.UpdateTask(ctx, decl)
+	got, err := r.svc.UpdateTask(ctx, decl, asTerraform)
 	if err != nil {
 		storeError(&resp.Diagnostics, fmt.Sprintf("update task %q", decl.Name), err)
 		return
@@ -244,7 +259,7 @@ func (r *taskResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 		return
 	}
 	// Already gone is as good as deleted.
-	if _, err := r.svc.DeleteTask(ctx, state.Name.ValueString()); err != nil {
+	if _, err := r.svc.DeleteTask(ctx, state.Name.ValueString(), asTerraform); err != nil {
 		storeError(&resp.Diagnostics, fmt.Sprintf("delete task %q", state.Name.ValueString()), err)
 	}
 }
@@ -291,5 +306,6 @@ func taskState(d *leasecore.TaskDecl) taskModel {
 		RetentionPolicy: types.StringValue(d.RetentionPolicy),
 		CreatedAt:       timestampValue(d.CreatedAt),
 		UpdatedAt:       timestampValue(d.UpdatedAt),
+		ManagedBy:       types.StringValue(string(d.ManagedBy)),
 	}
 }

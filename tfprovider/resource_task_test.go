@@ -189,7 +189,7 @@ resource "leasehold_task" "t" {
 				{Config: config, Check: ts.checkTask(want)},
 				{
 					PreConfig: func() {
-						if ok, err := ts.svc.DeleteTask(context.Background(), "sync"); err != nil || !ok {
+						if ok, err := ts.svc.DeleteTask(context.Background(), "sync", takeOver); err != nil || !ok {
 							t.Fatalf("delete task outside Terraform: %v, %v", ok, err)
 						}
 					},
@@ -202,7 +202,7 @@ resource "leasehold_task" "t" {
 						changed := want
 						changed.TTL = 4 * time.Minute
 						changed.Description = "changed by hand"
-						if _, err := ts.svc.UpdateTask(context.Background(), changed); err != nil {
+						if _, err := ts.svc.UpdateTask(context.Background(), changed, takeOver); err != nil {
 							t.Fatalf("update task outside Terraform: %v", err)
 						}
 					},
@@ -277,7 +277,7 @@ func TestTaskImportSpelling(t *testing.T) {
 			Steps: []resource.TestStep{{
 				PreConfig: func() {
 					var err error
-					before, err = ts.svc.CreateTask(context.Background(), leasecore.TaskDecl{Name: "legacy", TTL: 90 * time.Second, MaxTTL: time.Hour})
+					before, err = ts.svc.CreateTask(context.Background(), leasecore.TaskDecl{Name: "legacy", TTL: 90 * time.Second, MaxTTL: time.Hour}, leasecore.Writer{})
 					if err != nil {
 						t.Fatalf("declare task outside Terraform: %v", err)
 					}
@@ -306,6 +306,12 @@ resource "leasehold_task" "t" {
 					if after == nil || after.TTL != before.TTL || after.MaxTTL != before.MaxTTL ||
 						after.TTLSpelling != "90s" || after.MaxTTLSpelling != "60m" || !after.CreatedAt.Equal(before.CreatedAt) {
 						return fmt.Errorf("after the update %+v, want %+v with the spellings 90s and 60m", after, before)
+					}
+					// The operator's declaration, imported, is Terraform's
+					// after the apply.
+					if before.ManagedBy != leasecore.ManagedByOperator || after.ManagedBy != leasecore.ManagedByTerraform {
+						return fmt.Errorf("managed by %q before the import and %q after the apply, want %q then %q",
+							before.ManagedBy, after.ManagedBy, leasecore.ManagedByOperator, leasecore.ManagedByTerraform)
 					}
 					return nil
 				},

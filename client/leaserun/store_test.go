@@ -265,7 +265,7 @@ func withoutLeaseholdEnv(env []string) []string {
 func TestStoreDeclaredTTL(t *testing.T) {
 	t.Parallel()
 	st := newTestStore(t)
-	if _, err := st.svc.CreateTask(context.Background(), leasecore.TaskDecl{Name: "declared-job", TTL: 45 * time.Second}); err != nil {
+	if _, err := st.svc.CreateTask(context.Background(), leasecore.TaskDecl{Name: "declared-job", TTL: 45 * time.Second}, leasecore.Writer{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {

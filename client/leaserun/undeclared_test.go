@@ -44,7 +44,7 @@ func TestUndeclaredTask(t *testing.T) {
 		t.Errorf("lease written for an undeclared task: %+v", l)
 	}
 
-	if _, err := st.svc.CreateTask(context.Background(), leasecore.TaskDecl{Name: "declared", TTL: 20 * time.Second}); err != nil {
+	if _, err := st.svc.CreateTask(context.Background(), leasecore.TaskDecl{Name: "declared", TTL: 20 * time.Second}, leasecore.Writer{}); err != nil {
 		t.Fatal(err)
 	}
 	// The sidecar honours a new declaration within DeclarationsMaxAge;

@@ -9,6 +9,10 @@
 //	leasehold release TASK --owner O [--token N]
 //	leasehold release TASK --force [--token N]
 //	leasehold watch [--prefix P] [--since N]
+//	leasehold tasks list | show NAME | remove NAME [--take-over]
+//	leasehold tasks declare NAME --ttl D [--max-ttl D] [--policy P] [--description S] [--take-over]
+//	leasehold policies list | show NAME | remove NAME [--take-over]
+//	leasehold policies declare NAME [--keep-for D] [--keep-last N] [--take-over]
 //
 // each against a sidecar (--addr URL, the default http://127.0.0.1:7411, or
 // --addr unix:PATH for one serving on a Unix socket, with the bearer token
@@ -48,8 +52,8 @@
 //
 // Over a sidecar, the verbs ask through the Go client (package client),
 // which maps each answer to an outcome; this package maps outcomes to exit
-// statuses. Each answer to status, get, list, history, claim and
-// release must be one that openapi.yaml (as built into this binary)
+// statuses. Each answer to status, get, list, history, claim, release,
+// tasks and policies must be one that openapi.yaml (as built into this binary)
 // declares for the request: a declared status, Content-Type and a body
 // matching the schema (but not its patterns: a task named under an older
 // rule still reads); a refusal may also be any problem+json. Any other answer (200 with null or
@@ -69,6 +73,31 @@
 // Without --owner and without --force, release says to find the owner
 // with `leasehold get TASK`, or to use --force; --force with --owner is a
 // usage error (64).
+// # Declarations
+//
+// tasks and policies read and write the catalogue the Terraform provider
+// writes: task declarations (the ttl a claim gets when it gives none, the
+// longest it may ask for, the retention policy of its history) and
+// retention policies. declare creates, or replaces the whole declaration
+// (a flag left out takes its default, as a Terraform resource's attribute
+// does); remove removes it, leaving the task's lease and history alone.
+// Over a sidecar they need the admin right: on the task for tasks, on every
+// task for policies, which apply to every task that names them.
+//
+// Each declaration and policy records who manages it (MANAGED BY):
+// terraform or operator. These verbs write as an operator, and refuse to
+// change or remove what Terraform manages (77, saying so), so that
+// Terraform never finds its resources changed under it: change it in the
+// configuration, or remove it from the Terraform state (terraform state rm)
+// and repeat with --take-over, which makes it the operator's. Terraform
+// adopts an operator's declaration with terraform import: the next apply
+// makes it Terraform's.
+//
+// show of a task or policy that does not exist, and remove of one, exit
+// 1; a --policy that does not exist is refused as input (64); a policy
+// that tasks name, or the default policy, is not removed (1). --json prints
+// the API's TaskDeclaration, TaskList, RetentionPolicy or PolicyList, and
+// for remove {"removed": true|false}.
 //
 // # Watch
 //
@@ -103,6 +132,6 @@
 // 69 unavailable or not a sidecar (watch included), 70 release released
 // nothing (release --force: no live lease, or none under --token), 75
 // claim found the task held, 77 credentials refused or not permitted
-// (release --force by a credential without the admin right), 78 claim of
-// an undeclared task.
+// (release --force by a credential without the admin right; tasks or
+// policies: Terraform manages it), 78 claim of an undeclared task.
 package opcli

@@ -48,7 +48,9 @@ func TestEchoedTokenNotPrinted(t *testing.T) {
 	} {
 		hs := httptest.NewServer(tc.handler)
 		t.Cleanup(hs.Close)
-		for _, verb := range [][]string{{"status"}, {"get", "t"}, {"list"}, {"history", "t"}, {"claim", "t"}, {"release", "t", "--owner", "w"}, {"watch"}} {
+		for _, verb := range [][]string{{"status"}, {"get", "t"}, {"list"}, {"history", "t"}, {"claim", "t"}, {"release", "t", "--owner", "w"}, {"watch"},
+			{"tasks", "list"}, {"tasks", "show", "t"}, {"tasks", "declare", "t", "--ttl", "1m"}, {"tasks", "remove", "t"},
+			{"policies", "list"}, {"policies", "show", "p"}, {"policies", "declare", "p"}, {"policies", "remove", "p"}} {
 			r := leasehold(t, nil, verb[0], append(verb[1:], "--addr", hs.URL, "--token-file", tokenFile)...)
 			if r.code == 0 || strings.Contains(r.stdout+r.stderr, token) {
 				t.Errorf("%s, %s: exit %d, output shows the token:\n%s%s", tc.name, verb[0], r.code, r.stdout, r.stderr)

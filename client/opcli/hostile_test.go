@@ -139,7 +139,22 @@ var verbCases = []verbCase{
 	{[]string{"history", "t"}, "GET /v1/leases/t/history", `{"events":[]}`, 0},
 	{[]string{"claim", "t", "--owner", "w1"}, "POST /v1/leases/t/claim", `{"acquired":true,"lease":` + leaseJSON("t", "w1", "") + `}`, 0},
 	{[]string{"release", "t", "--owner", "w1"}, "POST /v1/leases/t/release", `{"released":true}`, 0},
+	{[]string{"tasks", "list"}, "GET /v1/tasks", `{"tasks":[` + taskJSON + `]}`, 0},
+	{[]string{"tasks", "show", "t"}, "GET /v1/tasks/t", taskJSON, 0},
+	{[]string{"tasks", "declare", "t", "--ttl", "1m"}, "PUT /v1/tasks/t", taskJSON, 0},
+	{[]string{"policies", "list"}, "GET /v1/policies", `{"policies":[` + policyJSON + `]}`, 0},
+	{[]string{"policies", "show", "p"}, "GET /v1/policies/p", policyJSON, 0},
+	{[]string{"policies", "declare", "p"}, "PUT /v1/policies/p", policyJSON, 0},
 }
+
+// taskJSON and policyJSON are a declaration and a policy as the API
+// answers them.
+const (
+	taskJSON = `{"name":"t","ttl_ms":60000,"description":"","retention_policy":"default","managed_by":"operator",` +
+		`"created_at":"2026-12-03T17:14:51.742Z","updated_at":"2026-12-03T17:14:51.742Z"}`
+	policyJSON = `{"name":"p","keep_for_ms":0,"keep_last":0,"managed_by":"operator",` +
+		`"created_at":"2026-12-03T17:14:51.742Z","updated_at":"2026-12-03T17:14:51.742Z"}`
+)
 
 // A server that answers 200 (or anything) but not as the API does (null,
 // {}, an HTML page, a JSON body of another shape, the API's body under
@@ -149,7 +164,7 @@ var verbCases = []verbCase{
 func TestNotASidecar(t *testing.T) {
 	t.Parallel()
 	for _, vc := range verbCases {
-		t.Run(vc.args[0], func(t *testing.T) {
+		t.Run(strings.Join(vc.args[:min(2, len(vc.args))], "_"), func(t *testing.T) {
 			t.Parallel()
 			// The fake serves the API's answer: the verb works.
 			hs := fakeSidecar(t, map[string]fakeAnswer{vc.route: {200, "application/json", vc.good}})

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/leasehold/leasehold/client/leaserun"
@@ -34,6 +35,14 @@ const Usage = `  leasehold status  [CONN]            the sidecar's build, store,
                                       right; 70 when nothing was live, 77 refused)
   leasehold watch   [--prefix P] [--since N] [CONN]
                                       every change of holder as it happens, until interrupted
+  leasehold tasks   list | show NAME | remove NAME [--take-over] [CONN]
+  leasehold tasks   declare NAME --ttl D [--max-ttl D] [--policy P] [--description S] [--take-over] [CONN]
+                                      task declarations; declare creates or replaces the whole
+                                      declaration (a flag left out takes its default)
+  leasehold policies list | show NAME | remove NAME [--take-over] [CONN]
+  leasehold policies declare NAME [--keep-for D] [--keep-last N] [--take-over] [CONN]
+                                      retention policies of the history, as for tasks; what
+                                      Terraform manages is refused (77) unless --take-over
                     CONN: [--addr http://127.0.0.1:7411 | --addr unix:PATH | --store URL]
                           [--token-file PATH] [--json]
 `
@@ -53,7 +62,13 @@ type options struct {
 // not choose a mode, and returns the exit status. Cancelling ctx (a signal)
 // ends a watch with status 0.
 func Main(ctx context.Context, verb string, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	verb, args, group := subcommand(verb, args)
+	if group && catalogGroups[verb] {
+		fmt.Fprintf(stderr, "leasehold %s: needs a subcommand: list, show NAME, declare NAME or remove NAME (leasehold %s declare -h for its flags)\n", verb, verb)
+		return exitcode.Usage
+	}
 	name := "leasehold " + verb
+	argName := map[bool]string{true: "NAME", false: "TASK"}[group]
 	o := options{addr: leaserun.DefaultAddr, stdout: stdout, stderr: stderr}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -70,7 +85,7 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 	printUsage := func(w io.Writer) {
 		fs.SetOutput(w)
 		fmt.Fprintf(w, "Usage: %s%s [flags]\n\nFlags (--addr, --store and --token-file also from LEASEHOLD_ADDR, LEASEHOLD_STORE, LEASEHOLD_TOKEN_FILE):\n",
-			name, map[bool]string{true: " TASK"}[positional])
+			name, map[bool]string{true: " " + argName}[positional])
 		fs.PrintDefaults()
 		fs.SetOutput(stderr)
 	}
@@ -103,14 +118,14 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 	}
 	switch {
 	case positional && len(rest) != 1:
-		return usageError("needs one TASK, not %d arguments", len(rest))
+		return usageError("needs one %s, not %d arguments", argName, len(rest))
 	case !positional && len(rest) > 0:
 		return usageError("unexpected argument %q", rest[0])
 	}
 	if positional {
 		v.task = rest[0]
-		if err := leasecore.ValidateTask(v.task); err != nil {
-			return usageError("TASK %q: %s", v.task, cli.Rule(err))
+		if err := checkName(verb, v.task); err != nil {
+			return usageError("%v", err)
 		}
 	}
 
@@ -141,6 +156,9 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 	if err := v.check(set); err != nil {
 		return usageError("%v", err)
 	}
+	if err := v.checkCatalog(verb, set); err != nil {
+		return usageError("%v", err)
+	}
 
 	var b backend
 	if o.store != "" {
@@ -153,7 +171,8 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 		if _, err := storeurl.Parse(o.store); err != nil {
 			return usageError("--store: %v", err) // the value is not quoted: it may hold a password
 		}
-		sb, err := openStore(ctx, o.store, verb == "claim" || verb == "release")
+		write := verb == "claim" || verb == "release" || strings.HasSuffix(verb, " declare") || strings.HasSuffix(verb, " remove")
+		sb, err := openStore(ctx, o.store, write)
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %s\n", name, message(storeWords(err)))
 			return exitcode.Of(err)
@@ -201,6 +220,7 @@ type verbFlags struct {
 	force  bool
 	// release: the verb is release, which needs --owner or --force.
 	release bool
+	cat     catalogFlags // tasks and policies
 }
 
 // defaultHistoryLimit is how many events history prints without --limit,
@@ -237,7 +257,7 @@ func (v *verbFlags) register(verb string, fs *flag.FlagSet) (func(context.Contex
 		fs.Int64Var(&v.since, "since", -1, "start after event `N` (replaying what the history still holds); default: from now")
 		return runWatch, false, true
 	default:
-		return nil, false, false
+		return v.registerCatalog(verb, fs)
 	}
 }
 

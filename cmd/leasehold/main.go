@@ -109,7 +109,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return credentials(rest, os.Stdin, stdout, stderr)
 	case "run":
 		return leaserun.Main(context.Background(), rest, getenv, os.Stdin, stdout, stderr)
-	case "status", "get", "list", "history", "claim", "release", "watch":
+	case "status", "get", "list", "history", "claim", "release", "watch", "tasks", "policies":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
 		return opcli.Main(ctx, verb, rest, getenv, stdout, stderr)

@@ -116,7 +116,8 @@ func Of(err error) int {
 	case errors.As(err, &ns):
 		return Unavailable
 	case errors.Is(err, lhclient.ErrUnauthorized),
-		errors.Is(err, leasecore.ErrForbidden), errors.Is(err, leasecore.ErrReserved):
+		errors.Is(err, leasecore.ErrForbidden), errors.Is(err, leasecore.ErrReserved),
+		errors.Is(err, leasecore.ErrManaged): // Terraform's to change, not this caller's
 		return NoPerm
 	case errors.Is(err, leasecore.ErrHeld):
 		return Held

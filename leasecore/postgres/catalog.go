@@ -24,34 +24,84 @@ import (
 // it when the names are read.
 const maxDeletePolicyAttempts = 8
 
-// CreateTask stores a new declaration: *leasecore.ExistsError when the name
-// is taken, *leasecore.NotFoundError when its policy does not exist. Its
-// times are the store's.
-func (s *Store) CreateTask(ctx context.Context, d leasecore.TaskDecl) (*leasecore.TaskDecl, error) {
-	return s.putTask(ctx, "create_task", createTaskSQL, d)
-}
+// maxManagerAttempts bounds how often a write that the manager check
+// refused is tried again because the manager, read afterwards, no longer
+// refuses it (it changed meanwhile).
+const maxManagerAttempts = 8
 
-// UpdateTask replaces a declaration, keeping its CreatedAt:
-// *leasecore.NotFoundError when the task or its policy does not exist.
-func (s *Store) UpdateTask(ctx context.Context, d leasecore.TaskDecl) (*leasecore.TaskDecl, error) {
-	return s.putTask(ctx, "update_task", updateTaskSQL, d)
-}
-
-// putTask runs createTaskSQL or updateTaskSQL for d.
-func (s *Store) putTask(ctx context.Context, op, sql string, d leasecore.TaskDecl) (*leasecore.TaskDecl, error) {
+// CreateTask stores a new declaration, managed by w:
+// *leasecore.ExistsError when the name is taken, *leasecore.NotFoundError
+// when its policy does not exist. Its times are the store's.
+func (s *Store) CreateTask(ctx context.Context, d leasecore.TaskDecl, w leasecore.Writer) (*leasecore.TaskDecl, error) {
+	const op = "create_task"
 	if s.closed.Load() {
 		return nil, interpretError(op, errClosed)
 	}
-	out, err := scanTask(s.pool.QueryRow(ctx, sql, d.Name, d.TTL.Milliseconds(), d.MaxTTL.Milliseconds(), d.Description, d.RetentionPolicy, d.TTLSpelling, d.MaxTTLSpelling))
-	if errors.Is(err, pgx.ErrNoRows) { // only an update answers no row
-		return nil, &leasecore.NotFoundError{Kind: "task", Name: d.Name}
-	}
+	out, err := scanTask(s.pool.QueryRow(ctx, createTaskSQL, taskArgs(d, w)[:8]...))
 	if err != nil {
-		return nil, interpretConstraintError(op, err,
-			&leasecore.ExistsError{Kind: "task", Name: d.Name},
-			&leasecore.NotFoundError{Kind: "retention policy", Name: d.RetentionPolicy})
+		return nil, s.taskConstraintError(op, err, d)
 	}
 	return out, nil
+}
+
+// UpdateTask replaces a declaration, keeping its CreatedAt, managed by w
+// from then on: *leasecore.NotFoundError when the task or its policy does
+// not exist, *leasecore.ManagedError when w may not change it. The manager
+// is checked by the update itself (updateTaskSQL); only when it changes no
+// row is the manager read, to tell a missing task from a refusal.
+func (s *Store) UpdateTask(ctx context.Context, d leasecore.TaskDecl, w leasecore.Writer) (*leasecore.TaskDecl, error) {
+	const op = "update_task"
+	if s.closed.Load() {
+		return nil, interpretError(op, errClosed)
+	}
+	for range maxManagerAttempts {
+		out, err := scanTask(s.pool.QueryRow(ctx, updateTaskSQL, taskArgs(d, w)...))
+		if err == nil {
+			return out, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, s.taskConstraintError(op, err, d)
+		}
+		found, err := s.refusal(ctx, op, taskManagerSQL, "task", d.Name, w)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			return nil, &leasecore.NotFoundError{Kind: "task", Name: d.Name}
+		}
+	}
+	return nil, interpretError(op, fmt.Errorf("%w: task %q", errManagerFlips, d.Name))
+}
+
+func (s *Store) taskConstraintError(op string, err error, d leasecore.TaskDecl) error {
+	return interpretConstraintError(op, err,
+		&leasecore.ExistsError{Kind: "task", Name: d.Name},
+		&leasecore.NotFoundError{Kind: "retention policy", Name: d.RetentionPolicy})
+}
+
+// refusal says why a write of the declaration or policy name (kind),
+// conditional on w.May, changed no row: found false when there is none,
+// *leasecore.ManagedError when w may not write it, and neither when its
+// manager changed since, so that the write should be tried again. query
+// reads the manager.
+func (s *Store) refusal(ctx context.Context, op, query, kind, name string, w leasecore.Writer) (found bool, err error) {
+	var m string
+	err = s.pool.QueryRow(ctx, query, name).Scan(&m)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, interpretError(op, err)
+	}
+	if !w.May(leasecore.Manager(m)) {
+		return true, &leasecore.ManagedError{Kind: kind, Name: name, By: leasecore.Manager(m)}
+	}
+	return true, nil
+}
+
+func taskArgs(d leasecore.TaskDecl, w leasecore.Writer) []any {
+	return []any{d.Name, d.TTL.Milliseconds(), d.MaxTTL.Milliseconds(), d.Description, d.RetentionPolicy,
+		d.TTLSpelling, d.MaxTTLSpelling, string(w.Manager()), w.May(leasecore.ManagedByTerraform)}
 }
 
 // GetTask returns a declaration, or nil when there is none.
@@ -93,45 +143,75 @@ func (s *Store) ListTasks(ctx context.Context, p leasecore.ListParams) ([]leasec
 	return ds, nil
 }
 
-// DeleteTask removes a declaration and reports whether there was one. The
-// task's lease and history stay.
-func (s *Store) DeleteTask(ctx context.Context, name string) (bool, error) {
+// DeleteTask removes a declaration and reports whether there was one:
+// *leasecore.ManagedError when w may not. The task's lease and history
+// stay.
+func (s *Store) DeleteTask(ctx context.Context, name string, w leasecore.Writer) (bool, error) {
 	const op = "delete_task"
 	if s.closed.Load() {
 		return false, interpretError(op, errClosed)
 	}
-	tag, err := s.pool.Exec(ctx, deleteTaskSQL, name)
-	if err != nil {
-		return false, interpretError(op, err)
+	for range maxManagerAttempts {
+		tag, err := s.pool.Exec(ctx, deleteTaskSQL, name, w.May(leasecore.ManagedByTerraform))
+		if err != nil {
+			return false, interpretError(op, err)
+		}
+		if tag.RowsAffected() == 1 {
+			return true, nil
+		}
+		found, err := s.refusal(ctx, op, taskManagerSQL, "task", name, w)
+		if err != nil || !found {
+			return false, err
+		}
 	}
-	return tag.RowsAffected() == 1, nil
+	return false, interpretError(op, fmt.Errorf("%w: task %q", errManagerFlips, name))
 }
 
-// CreatePolicy stores a new retention policy: *leasecore.ExistsError when
-// the name is taken.
-func (s *Store) CreatePolicy(ctx context.Context, p leasecore.RetentionPolicy) (*leasecore.RetentionPolicy, error) {
-	return s.putPolicy(ctx, "create_policy", createPolicySQL, p)
-}
-
-// UpdatePolicy replaces a retention policy, keeping its CreatedAt:
-// *leasecore.NotFoundError when it does not exist.
-func (s *Store) UpdatePolicy(ctx context.Context, p leasecore.RetentionPolicy) (*leasecore.RetentionPolicy, error) {
-	return s.putPolicy(ctx, "update_policy", updatePolicySQL, p)
-}
-
-// putPolicy runs createPolicySQL or updatePolicySQL for p.
-func (s *Store) putPolicy(ctx context.Context, op, sql string, p leasecore.RetentionPolicy) (*leasecore.RetentionPolicy, error) {
+// CreatePolicy stores a new retention policy, managed by w:
+// *leasecore.ExistsError when the name is taken.
+func (s *Store) CreatePolicy(ctx context.Context, p leasecore.RetentionPolicy, w leasecore.Writer) (*leasecore.RetentionPolicy, error) {
+	const op = "create_policy"
 	if s.closed.Load() {
 		return nil, interpretError(op, errClosed)
 	}
-	out, err := scanPolicy(s.pool.QueryRow(ctx, sql, p.Name, p.KeepFor.Milliseconds(), p.KeepLast, p.KeepForSpelling))
-	if errors.Is(err, pgx.ErrNoRows) { // only an update answers no row
-		return nil, &leasecore.NotFoundError{Kind: "retention policy", Name: p.Name}
-	}
+	out, err := scanPolicy(s.pool.QueryRow(ctx, createPolicySQL, policyArgs(p, w)[:5]...))
 	if err != nil {
 		return nil, interpretConstraintError(op, err, &leasecore.ExistsError{Kind: "retention policy", Name: p.Name}, nil)
 	}
 	return out, nil
+}
+
+// UpdatePolicy replaces a retention policy, keeping its CreatedAt, managed
+// by w from then on: *leasecore.NotFoundError when it does not exist,
+// *leasecore.ManagedError when w may not change it (checked as UpdateTask
+// checks it).
+func (s *Store) UpdatePolicy(ctx context.Context, p leasecore.RetentionPolicy, w leasecore.Writer) (*leasecore.RetentionPolicy, error) {
+	const op = "update_policy"
+	if s.closed.Load() {
+		return nil, interpretError(op, errClosed)
+	}
+	for range maxManagerAttempts {
+		out, err := scanPolicy(s.pool.QueryRow(ctx, updatePolicySQL, policyArgs(p, w)...))
+		if err == nil {
+			return out, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, interpretConstraintError(op, err, nil, nil)
+		}
+		found, err := s.refusal(ctx, op, policyManagerSQL, "retention policy", p.Name, w)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			return nil, &leasecore.NotFoundError{Kind: "retention policy", Name: p.Name}
+		}
+	}
+	return nil, interpretError(op, fmt.Errorf("%w: retention policy %q", errManagerFlips, p.Name))
+}
+
+func policyArgs(p leasecore.RetentionPolicy, w leasecore.Writer) []any {
+	return []any{p.Name, p.KeepFor.Milliseconds(), p.KeepLast, p.KeepForSpelling,
+		string(w.Manager()), w.May(leasecore.ManagedByTerraform)}
 }
 
 // GetPolicy returns a retention policy, or nil when there is none.
@@ -176,14 +256,15 @@ func (s *Store) ListPolicies(ctx context.Context) ([]leasecore.RetentionPolicy, 
 // DeletePolicy removes a retention policy and reports whether there was
 // one. The default policy is never deleted, and a policy that declarations
 // name is not either: both answer *leasecore.InUseError, the latter listing
-// the tasks by name.
+// the tasks by name. A policy w may not remove answers
+// *leasecore.ManagedError (checked by the delete itself, as DeleteTask's).
 //
 // The foreign key decides, not a read before the delete: a declaration that
 // names the policy in a transaction committing while the delete runs makes
 // the delete fail (the key is checked against the latest committed rows),
 // and only then are the names read. If by then no task names the policy (it
 // was pointed elsewhere meanwhile), the delete is tried again.
-func (s *Store) DeletePolicy(ctx context.Context, name string) (bool, error) {
+func (s *Store) DeletePolicy(ctx context.Context, name string, w leasecore.Writer) (bool, error) {
 	const op = "delete_policy"
 	if s.closed.Load() {
 		return false, interpretError(op, errClosed)
@@ -192,9 +273,16 @@ func (s *Store) DeletePolicy(ctx context.Context, name string) (bool, error) {
 		return false, err
 	}
 	for range maxDeletePolicyAttempts {
-		tag, err := s.pool.Exec(ctx, deletePolicySQL, name)
+		tag, err := s.pool.Exec(ctx, deletePolicySQL, name, w.May(leasecore.ManagedByTerraform))
 		if err == nil {
-			return tag.RowsAffected() == 1, nil
+			if tag.RowsAffected() == 1 {
+				return true, nil
+			}
+			found, err := s.refusal(ctx, op, policyManagerSQL, "retention policy", name, w)
+			if err != nil || !found {
+				return false, err
+			}
+			continue // its manager changed meanwhile: delete again
 		}
 		err = interpretConstraintError(op, err, nil, &leasecore.InUseError{Policy: name})
 		var inUse *leasecore.InUseError
@@ -288,7 +376,7 @@ func scanTask(row pgx.Row) (*leasecore.TaskDecl, error) {
 		d             leasecore.TaskDecl
 		ttlMS, maxTTL int64
 	)
-	if err := row.Scan(&d.Name, &ttlMS, &maxTTL, &d.Description, &d.RetentionPolicy, &d.CreatedAt, &d.UpdatedAt, &d.TTLSpelling, &d.MaxTTLSpelling); err != nil {
+	if err := row.Scan(&d.Name, &ttlMS, &maxTTL, &d.Description, &d.RetentionPolicy, &d.CreatedAt, &d.UpdatedAt, &d.TTLSpelling, &d.MaxTTLSpelling, &d.ManagedBy); err != nil {
 		return nil, err
 	}
 	d.TTL = time.Duration(ttlMS) * time.Millisecond
@@ -303,7 +391,7 @@ func scanPolicy(row pgx.Row) (*leasecore.RetentionPolicy, error) {
 		p      leasecore.RetentionPolicy
 		keepMS int64
 	)
-	if err := row.Scan(&p.Name, &keepMS, &p.KeepLast, &p.CreatedAt, &p.UpdatedAt, &p.KeepForSpelling); err != nil {
+	if err := row.Scan(&p.Name, &keepMS, &p.KeepLast, &p.CreatedAt, &p.UpdatedAt, &p.KeepForSpelling, &p.ManagedBy); err != nil {
 		return nil, err
 	}
 	p.KeepFor = time.Duration(keepMS) * time.Millisecond

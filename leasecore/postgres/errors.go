@@ -56,7 +56,7 @@ func describe(err error) error {
 	case errors.As(err, &step):
 		return detail(err, "%s: %v", step.step, describe(step.err))
 	case errors.Is(err, errClosed), errors.Is(err, errUndecided), errors.Is(err, leasecore.ErrSchemaBehind),
-		errors.Is(err, errUsersChanging), errors.Is(err, errReadOnly):
+		errors.Is(err, errUsersChanging), errors.Is(err, errManagerFlips), errors.Is(err, errReadOnly):
 		return err
 	case errors.Is(err, context.Canceled):
 		return detail(err, "cancelled before PostgreSQL answered")

@@ -457,7 +457,7 @@ func TestDeletePolicyRacingDeclaration(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	st := mustMigrated(t, url)
 	ctx := t.Context()
-	if _, err := st.CreatePolicy(ctx, leasecore.RetentionPolicy{Name: "contested", KeepLast: 5}); err != nil {
+	if _, err := st.CreatePolicy(ctx, leasecore.RetentionPolicy{Name: "contested", KeepLast: 5}, leasecore.Writer{}); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := mustConn(t, url).Begin(ctx)
@@ -465,7 +465,7 @@ func TestDeletePolicyRacingDeclaration(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-	if _, err := tx.Exec(ctx, createTaskSQL, "racer", int64(60000), int64(0), "", "contested", "", ""); err != nil {
+	if _, err := tx.Exec(ctx, createTaskSQL, "racer", int64(60000), int64(0), "", "contested", "", "", "operator"); err != nil {
 		t.Fatal(err)
 	}
 	type deleted struct {
@@ -474,7 +474,7 @@ func TestDeletePolicyRacingDeclaration(t *testing.T) {
 	}
 	done := make(chan deleted, 1)
 	go func() {
-		ok, err := st.DeletePolicy(ctx, "contested")
+		ok, err := st.DeletePolicy(ctx, "contested", leasecore.Writer{})
 		done <- deleted{ok, err}
 	}()
 	observer := mustConn(t, url)
@@ -515,12 +515,12 @@ func TestPruneHistoryByPolicy(t *testing.T) {
 		{Name: "hour-or-last-2", KeepFor: time.Hour, KeepLast: 2},
 		{Name: "forever"},
 	} {
-		if _, err := st.CreatePolicy(ctx, p); err != nil {
+		if _, err := st.CreatePolicy(ctx, p, leasecore.Writer{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for task, policy := range map[string]string{"p/last": "last-3", "p/hour": "hour", "p/both": "hour-or-last-2", "p/forever": "forever"} {
-		if _, err := st.CreateTask(ctx, leasecore.TaskDecl{Name: task, TTL: time.Minute, RetentionPolicy: policy}); err != nil {
+		if _, err := st.CreateTask(ctx, leasecore.TaskDecl{Name: task, TTL: time.Minute, RetentionPolicy: policy}, leasecore.Writer{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -581,7 +581,7 @@ func TestPruneHistoryByPolicy(t *testing.T) {
 	}
 
 	// A policy change applies to the next pass.
-	if _, err := st.UpdatePolicy(ctx, leasecore.RetentionPolicy{Name: "forever", KeepLast: 1}); err != nil {
+	if _, err := st.UpdatePolicy(ctx, leasecore.RetentionPolicy{Name: "forever", KeepLast: 1}, leasecore.Writer{}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := st.PruneHistory(ctx); n != 7 || err != nil {
@@ -597,13 +597,13 @@ func TestPruneHistoryConcurrently(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	st1, st2 := mustMigrated(t, url), mustMigrated(t, url)
 	ctx := t.Context()
-	if _, err := st1.CreatePolicy(ctx, leasecore.RetentionPolicy{Name: "one", KeepLast: 1}); err != nil {
+	if _, err := st1.CreatePolicy(ctx, leasecore.RetentionPolicy{Name: "one", KeepLast: 1}, leasecore.Writer{}); err != nil {
 		t.Fatal(err)
 	}
 	const tasks = 20
 	for i := range tasks {
 		task := fmt.Sprintf("prune/%02d", i)
-		if _, err := st1.CreateTask(ctx, leasecore.TaskDecl{Name: task, TTL: time.Minute, RetentionPolicy: "one"}); err != nil {
+		if _, err := st1.CreateTask(ctx, leasecore.TaskDecl{Name: task, TTL: time.Minute, RetentionPolicy: "one"}, leasecore.Writer{}); err != nil {
 			t.Fatal(err)
 		}
 		for range 3 {
@@ -661,7 +661,7 @@ func TestPruneHistoryManyTasks(t *testing.T) {
 	t.Parallel()
 	st := mustMigrated(t, pgtest.NewDatabase(t))
 	ctx := t.Context()
-	if _, err := st.UpdatePolicy(ctx, leasecore.RetentionPolicy{Name: leasecore.DefaultPolicy, KeepLast: 1}); err != nil {
+	if _, err := st.UpdatePolicy(ctx, leasecore.RetentionPolicy{Name: leasecore.DefaultPolicy, KeepLast: 1}, leasecore.Writer{}); err != nil {
 		t.Fatal(err)
 	}
 	n := 2*pruneTasksPerStatement + 3

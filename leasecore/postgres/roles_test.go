@@ -491,7 +491,7 @@ func TestScopedPruners(t *testing.T) {
 	db.scope(t, db.b, "b/")
 	ctx := t.Context()
 	owner := leasecore.New(mustOpen(t, db.ownerU))
-	if _, err := owner.UpdatePolicy(ctx, leasecore.RetentionPolicy{Name: leasecore.DefaultPolicy, KeepLast: 1}); err != nil {
+	if _, err := owner.UpdatePolicy(ctx, leasecore.RetentionPolicy{Name: leasecore.DefaultPolicy, KeepLast: 1}, leasecore.Writer{}); err != nil {
 		t.Fatal(err)
 	}
 	a := leasecore.New(openAs(t, db.aURL, Options{}))

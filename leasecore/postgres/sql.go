@@ -363,19 +363,22 @@ SELECT (SELECT coalesce(max(version), 0) FROM leasehold_schema_migrations),
 
 // taskColumns are the columns scanTask reads, in its order, for a row
 // aliased t.
-const taskColumns = `t.name, t.ttl_ms, t.max_ttl_ms, t.description, t.retention_policy, t.created_at, t.updated_at, t.ttl_spelling, t.max_ttl_spelling`
+const taskColumns = `t.name, t.ttl_ms, t.max_ttl_ms, t.description, t.retention_policy, t.created_at, t.updated_at, t.ttl_spelling, t.max_ttl_spelling, t.managed_by`
 
 // createTaskSQL inserts a declaration. $1 name, $2 ttl in ms, $3 max_ttl in
 // ms or 0, $4 description, $5 policy, $6 and $7 the ttl's and max_ttl's
-// spellings. The primary key refuses a name taken
+// spellings, $8 its manager. The primary key refuses a name taken
 // (23505), the foreign key a policy that does not exist (23503).
 const createTaskSQL = `
-INSERT INTO leasehold_tasks AS t (name, ttl_ms, max_ttl_ms, description, retention_policy, created_at, updated_at, ttl_spelling, max_ttl_spelling)
-VALUES ($1, $2::bigint, $3::bigint, $4::text, $5::text, now(), now(), $6::text, $7::text)
+INSERT INTO leasehold_tasks AS t (name, ttl_ms, max_ttl_ms, description, retention_policy, created_at, updated_at, ttl_spelling, max_ttl_spelling, managed_by)
+VALUES ($1, $2::bigint, $3::bigint, $4::text, $5::text, now(), now(), $6::text, $7::text, $8::text)
 RETURNING ` + taskColumns
 
 // updateTaskSQL replaces a declaration, keeping created_at; no row when
-// there is none. Parameters as createTaskSQL's.
+// there is none, or when Terraform manages it and $9 (the writer may change
+// what Terraform manages: leasecore.Writer.May) is false. Parameters as
+// createTaskSQL's. The manager is checked on the row the update locks, so a
+// change of manager committed meanwhile is seen.
 const updateTaskSQL = `
 UPDATE leasehold_tasks AS t
    SET ttl_ms           = $2::bigint,
@@ -384,8 +387,9 @@ UPDATE leasehold_tasks AS t
        retention_policy = $5::text,
        ttl_spelling     = $6::text,
        max_ttl_spelling = $7::text,
+       managed_by       = $8::text,
        updated_at       = GREATEST(now(), t.updated_at)
- WHERE t.name = $1
+ WHERE t.name = $1 AND (t.managed_by <> 'terraform' OR $9::boolean)
 RETURNING ` + taskColumns
 
 // getTaskSQL reads a declaration. $1 name.
@@ -395,29 +399,39 @@ const getTaskSQL = `SELECT ` + taskColumns + ` FROM leasehold_tasks AS t WHERE t
 // (bytewise), by the primary key's range. $1 after, $2 limit (NULL: none).
 const listTasksSQL = `SELECT ` + taskColumns + ` FROM leasehold_tasks AS t WHERE t.name > $1::text ORDER BY t.name LIMIT $2::bigint`
 
-// deleteTaskSQL removes a declaration. $1 name.
-const deleteTaskSQL = `DELETE FROM leasehold_tasks WHERE name = $1`
+// deleteTaskSQL removes a declaration. $1 name, $2 whether the writer may
+// remove what Terraform manages.
+const deleteTaskSQL = `DELETE FROM leasehold_tasks WHERE name = $1 AND (managed_by <> 'terraform' OR $2::boolean)`
+
+// taskManagerSQL reads the manager of a declaration. $1 name.
+const taskManagerSQL = `SELECT managed_by FROM leasehold_tasks WHERE name = $1`
+
+// policyManagerSQL reads the manager of a policy. $1 name.
+const policyManagerSQL = `SELECT managed_by FROM leasehold_retention_policies WHERE name = $1`
 
 // policyColumns are the columns scanPolicy reads, in its order, for a row
 // aliased p.
-const policyColumns = `p.name, p.keep_for_ms, p.keep_last, p.created_at, p.updated_at, p.keep_for_spelling`
+const policyColumns = `p.name, p.keep_for_ms, p.keep_last, p.created_at, p.updated_at, p.keep_for_spelling, p.managed_by`
 
 // createPolicySQL inserts a policy. $1 name, $2 keep_for in ms, $3
-// keep_last, $4 keep_for's spelling. The primary key refuses a name taken (23505).
+// keep_last, $4 keep_for's spelling, $5 its manager. The primary key
+// refuses a name taken (23505).
 const createPolicySQL = `
-INSERT INTO leasehold_retention_policies AS p (name, keep_for_ms, keep_last, created_at, updated_at, keep_for_spelling)
-VALUES ($1, $2::bigint, $3::bigint, now(), now(), $4::text)
+INSERT INTO leasehold_retention_policies AS p (name, keep_for_ms, keep_last, created_at, updated_at, keep_for_spelling, managed_by)
+VALUES ($1, $2::bigint, $3::bigint, now(), now(), $4::text, $5::text)
 RETURNING ` + policyColumns
 
 // updatePolicySQL replaces a policy, keeping created_at; no row when there
-// is none. Parameters as createPolicySQL's.
+// is none, or when Terraform manages it and $6 (as updateTaskSQL's $9) is
+// false. Parameters as createPolicySQL's.
 const updatePolicySQL = `
 UPDATE leasehold_retention_policies AS p
    SET keep_for_ms       = $2::bigint,
        keep_last         = $3::bigint,
        keep_for_spelling = $4::text,
+       managed_by        = $5::text,
        updated_at        = GREATEST(now(), p.updated_at)
- WHERE p.name = $1
+ WHERE p.name = $1 AND (p.managed_by <> 'terraform' OR $6::boolean)
 RETURNING ` + policyColumns
 
 // getPolicySQL reads a policy. $1 name.
@@ -426,10 +440,11 @@ const getPolicySQL = `SELECT ` + policyColumns + ` FROM leasehold_retention_poli
 // listPoliciesSQL reads every policy, ordered by name (bytewise).
 const listPoliciesSQL = `SELECT ` + policyColumns + ` FROM leasehold_retention_policies AS p ORDER BY p.name`
 
-// deletePolicySQL removes a policy. $1 name. The foreign key of
-// leasehold_tasks refuses it (23503) while a declaration names the policy,
-// checked against the latest committed declarations.
-const deletePolicySQL = `DELETE FROM leasehold_retention_policies WHERE name = $1`
+// deletePolicySQL removes a policy. $1 name, $2 whether the writer may
+// remove what Terraform manages. The foreign key of leasehold_tasks
+// refuses it (23503) while a declaration names the policy, checked against
+// the latest committed declarations.
+const deletePolicySQL = `DELETE FROM leasehold_retention_policies WHERE name = $1 AND (managed_by <> 'terraform' OR $2::boolean)`
 
 // policyUsersSQL reads the names of the declarations that name a policy,
 // ordered. $1 policy.

@@ -241,6 +241,7 @@ var (
 	errClosed        = errors.New("the store is closed")
 	errUndecided     = errors.New("cannot tell held from free")
 	errUsersChanging = errors.New("cannot tell whether tasks use the retention policy")
+	errManagerFlips  = errors.New("cannot tell who manages the declaration")
 	errReadOnly      = errors.New("PostgreSQL is read-only")
 )
 

@@ -111,7 +111,7 @@ func BenchmarkPruneBacklog(b *testing.B) {
 	s := openMigrated(b, filepath.Join(b.TempDir(), "leasehold.db"))
 	svc := leasecore.New(s, leasecore.WithOpTimeout(time.Minute))
 	ctx := context.Background()
-	if _, err := svc.UpdatePolicy(ctx, leasecore.RetentionPolicy{Name: leasecore.DefaultPolicy, KeepLast: 1}); err != nil {
+	if _, err := svc.UpdatePolicy(ctx, leasecore.RetentionPolicy{Name: leasecore.DefaultPolicy, KeepLast: 1}, leasecore.Writer{}); err != nil {
 		b.Fatal(err)
 	}
 	var rounds int64

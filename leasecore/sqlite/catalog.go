@@ -18,37 +18,44 @@ import (
 // answers, never SQL errors, so they never fail a batch. Reads use the
 // reader pool.
 
-const taskColumns = `name, ttl_ms, max_ttl_ms, description, retention_policy, created_at, updated_at, ttl_spelling, max_ttl_spelling`
+const taskColumns = `name, ttl_ms, max_ttl_ms, description, retention_policy, created_at, updated_at, ttl_spelling, max_ttl_spelling, managed_by`
 
-const policyColumns = `name, keep_for_ms, keep_last, created_at, updated_at, keep_for_spelling`
+const policyColumns = `name, keep_for_ms, keep_last, created_at, updated_at, keep_for_spelling, managed_by`
 
 const (
 	taskExistsSQL   = `SELECT EXISTS (SELECT 1 FROM leasehold_tasks WHERE name = :name)`
 	policyExistsSQL = `SELECT EXISTS (SELECT 1 FROM leasehold_retention_policies WHERE name = :name)`
 )
 
+// The manager of a declaration or policy, read in the writer's transaction
+// before it is changed or deleted (no row: none).
+const (
+	taskManagerSQL   = `SELECT managed_by FROM leasehold_tasks WHERE name = :name`
+	policyManagerSQL = `SELECT managed_by FROM leasehold_retention_policies WHERE name = :name`
+)
+
 const insertTaskSQL = `
 INSERT INTO leasehold_tasks (` + taskColumns + `)
-VALUES (:name, :ttl, :max_ttl, :description, :policy, ` + nowMS + `, ` + nowMS + `, :ttl_spelling, :max_ttl_spelling)
+VALUES (:name, :ttl, :max_ttl, :description, :policy, ` + nowMS + `, ` + nowMS + `, :ttl_spelling, :max_ttl_spelling, :managed_by)
 RETURNING ` + taskColumns
 
 // updateTaskSQL keeps created_at, and never moves updated_at backwards.
 const updateTaskSQL = `
 UPDATE leasehold_tasks
 SET ttl_ms = :ttl, max_ttl_ms = :max_ttl, description = :description, retention_policy = :policy,
-    ttl_spelling = :ttl_spelling, max_ttl_spelling = :max_ttl_spelling,
+    ttl_spelling = :ttl_spelling, max_ttl_spelling = :max_ttl_spelling, managed_by = :managed_by,
     updated_at = max(updated_at, ` + nowMS + `)
 WHERE name = :name
 RETURNING ` + taskColumns
 
 const insertPolicySQL = `
 INSERT INTO leasehold_retention_policies (` + policyColumns + `)
-VALUES (:name, :keep_for, :keep_last, ` + nowMS + `, ` + nowMS + `, :keep_for_spelling)
+VALUES (:name, :keep_for, :keep_last, ` + nowMS + `, ` + nowMS + `, :keep_for_spelling, :managed_by)
 RETURNING ` + policyColumns
 
 const updatePolicySQL = `
 UPDATE leasehold_retention_policies
-SET keep_for_ms = :keep_for, keep_last = :keep_last, keep_for_spelling = :keep_for_spelling, updated_at = max(updated_at, ` + nowMS + `)
+SET keep_for_ms = :keep_for, keep_last = :keep_last, keep_for_spelling = :keep_for_spelling, managed_by = :managed_by, updated_at = max(updated_at, ` + nowMS + `)
 WHERE name = :name
 RETURNING ` + policyColumns
 
@@ -135,9 +142,10 @@ const (
 	pruneRoundEvents = 10_000
 )
 
-// CreateTask stores a new declaration: *leasecore.ExistsError when the name
-// is taken, *leasecore.NotFoundError when its policy does not exist.
-func (s *Store) CreateTask(ctx context.Context, d leasecore.TaskDecl) (*leasecore.TaskDecl, error) {
+// CreateTask stores a new declaration, managed by w: *leasecore.ExistsError
+// when the name is taken, *leasecore.NotFoundError when its policy does not
+// exist.
+func (s *Store) CreateTask(ctx context.Context, d leasecore.TaskDecl, w leasecore.Writer) (*leasecore.TaskDecl, error) {
 	res := s.submit(ctx, "create_task", func(ctx context.Context, st *txStmts) (answer, error) {
 		if taken, err := exists(ctx, st.tx, taskExistsSQL, d.Name); err != nil {
 			return answer{}, err
@@ -147,25 +155,24 @@ func (s *Store) CreateTask(ctx context.Context, d leasecore.TaskDecl) (*leasecor
 		if a, err := policyMissing(ctx, st.tx, d.RetentionPolicy); err != nil || a.err != nil {
 			return a, err
 		}
-		decl, err := scanTask(st.tx.QueryRowContext(ctx, insertTaskSQL, taskArgs(d)...))
+		decl, err := scanTask(st.tx.QueryRowContext(ctx, insertTaskSQL, taskArgs(d, w)...))
 		return answer{task: decl}, err
 	})
 	return res.task, res.err
 }
 
-// UpdateTask replaces a declaration, keeping its created_at:
-// *leasecore.NotFoundError when the task or its policy does not exist.
-func (s *Store) UpdateTask(ctx context.Context, d leasecore.TaskDecl) (*leasecore.TaskDecl, error) {
+// UpdateTask replaces a declaration, keeping its created_at, managed by w
+// from then on: *leasecore.NotFoundError when the task or its policy does
+// not exist, *leasecore.ManagedError when w may not change it.
+func (s *Store) UpdateTask(ctx context.Context, d leasecore.TaskDecl, w leasecore.Writer) (*leasecore.TaskDecl, error) {
 	res := s.submit(ctx, "update_task", func(ctx context.Context, st *txStmts) (answer, error) {
-		if found, err := exists(ctx, st.tx, taskExistsSQL, d.Name); err != nil {
-			return answer{}, err
-		} else if !found {
-			return answer{err: &leasecore.NotFoundError{Kind: "task", Name: d.Name}}, nil
+		if a, err := mayWrite(ctx, st.tx, taskManagerSQL, "task", d.Name, w); err != nil || a.err != nil {
+			return a, err
 		}
 		if a, err := policyMissing(ctx, st.tx, d.RetentionPolicy); err != nil || a.err != nil {
 			return a, err
 		}
-		decl, err := scanTask(st.tx.QueryRowContext(ctx, updateTaskSQL, taskArgs(d)...))
+		decl, err := scanTask(st.tx.QueryRowContext(ctx, updateTaskSQL, taskArgs(d, w)...))
 		return answer{task: decl}, err
 	})
 	return res.task, res.err
@@ -205,39 +212,47 @@ func (s *Store) ListTasks(ctx context.Context, p leasecore.ListParams) ([]leasec
 	return decls, nil
 }
 
-// DeleteTask removes a declaration and reports whether there was one. The
-// task's lease and history stay.
-func (s *Store) DeleteTask(ctx context.Context, name string) (bool, error) {
+// DeleteTask removes a declaration and reports whether there was one:
+// *leasecore.ManagedError when w may not. The task's lease and history
+// stay.
+func (s *Store) DeleteTask(ctx context.Context, name string, w leasecore.Writer) (bool, error) {
 	res := s.submit(ctx, "delete_task", func(ctx context.Context, st *txStmts) (answer, error) {
+		if a, err := mayWrite(ctx, st.tx, taskManagerSQL, "task", name, w); err != nil || a.err != nil {
+			if errors.As(a.err, new(*leasecore.NotFoundError)) {
+				return answer{}, nil // nothing to delete
+			}
+			return a, err
+		}
 		deleted, err := execDeleted(ctx, st.tx, `DELETE FROM leasehold_tasks WHERE name = :name`, sql.Named("name", name))
 		return answer{deleted: deleted}, err
 	})
 	return res.deleted, res.err
 }
 
-// CreatePolicy stores a new retention policy: *leasecore.ExistsError when
-// the name is taken.
-func (s *Store) CreatePolicy(ctx context.Context, p leasecore.RetentionPolicy) (*leasecore.RetentionPolicy, error) {
+// CreatePolicy stores a new retention policy, managed by w:
+// *leasecore.ExistsError when the name is taken.
+func (s *Store) CreatePolicy(ctx context.Context, p leasecore.RetentionPolicy, w leasecore.Writer) (*leasecore.RetentionPolicy, error) {
 	res := s.submit(ctx, "create_policy", func(ctx context.Context, st *txStmts) (answer, error) {
 		if taken, err := exists(ctx, st.tx, policyExistsSQL, p.Name); err != nil {
 			return answer{}, err
 		} else if taken {
 			return answer{err: &leasecore.ExistsError{Kind: "retention policy", Name: p.Name}}, nil
 		}
-		policy, err := scanPolicy(st.tx.QueryRowContext(ctx, insertPolicySQL, policyArgs(p)...))
+		policy, err := scanPolicy(st.tx.QueryRowContext(ctx, insertPolicySQL, policyArgs(p, w)...))
 		return answer{policy: policy}, err
 	})
 	return res.policy, res.err
 }
 
-// UpdatePolicy replaces a retention policy, keeping its created_at:
-// *leasecore.NotFoundError when it does not exist.
-func (s *Store) UpdatePolicy(ctx context.Context, p leasecore.RetentionPolicy) (*leasecore.RetentionPolicy, error) {
+// UpdatePolicy replaces a retention policy, keeping its created_at, managed
+// by w from then on: *leasecore.NotFoundError when it does not exist,
+// *leasecore.ManagedError when w may not change it.
+func (s *Store) UpdatePolicy(ctx context.Context, p leasecore.RetentionPolicy, w leasecore.Writer) (*leasecore.RetentionPolicy, error) {
 	res := s.submit(ctx, "update_policy", func(ctx context.Context, st *txStmts) (answer, error) {
-		policy, err := scanPolicy(st.tx.QueryRowContext(ctx, updatePolicySQL, policyArgs(p)...))
-		if errors.Is(err, sql.ErrNoRows) {
-			return answer{err: &leasecore.NotFoundError{Kind: "retention policy", Name: p.Name}}, nil
+		if a, err := mayWrite(ctx, st.tx, policyManagerSQL, "retention policy", p.Name, w); err != nil || a.err != nil {
+			return a, err
 		}
+		policy, err := scanPolicy(st.tx.QueryRowContext(ctx, updatePolicySQL, policyArgs(p, w)...))
 		return answer{policy: policy}, err
 	})
 	return res.policy, res.err
@@ -276,12 +291,20 @@ func (s *Store) ListPolicies(ctx context.Context) ([]leasecore.RetentionPolicy, 
 }
 
 // DeletePolicy removes a retention policy and reports whether there was
-// one. The default policy, and a policy that declarations name, are refused
-// with *leasecore.InUseError (naming those tasks, by name).
-func (s *Store) DeletePolicy(ctx context.Context, name string) (bool, error) {
+// one. The default policy is refused with *leasecore.InUseError, a policy w
+// may not remove with *leasecore.ManagedError, and a policy that
+// declarations name with *leasecore.InUseError (naming those tasks, by
+// name).
+func (s *Store) DeletePolicy(ctx context.Context, name string, w leasecore.Writer) (bool, error) {
 	res := s.submit(ctx, "delete_policy", func(ctx context.Context, st *txStmts) (answer, error) {
 		if err := leasecore.CheckPolicyDeletable(name); err != nil {
 			return answer{err: err}, nil
+		}
+		if a, err := mayWrite(ctx, st.tx, policyManagerSQL, "retention policy", name, w); err != nil || a.err != nil {
+			if errors.As(a.err, new(*leasecore.NotFoundError)) {
+				return answer{}, nil // nothing to delete
+			}
+			return a, err
 		}
 		rows, err := st.tx.QueryContext(ctx,
 			`SELECT name FROM leasehold_tasks WHERE retention_policy = :name ORDER BY name`, sql.Named("name", name))
@@ -490,6 +513,26 @@ func policyMissing(ctx context.Context, tx *sql.Tx, policy string) (answer, erro
 	return answer{err: &leasecore.NotFoundError{Kind: "retention policy", Name: policy}}, nil
 }
 
+// mayWrite answers *leasecore.NotFoundError when there is no declaration
+// or policy of that kind and name (query reads its manager), and
+// *leasecore.ManagedError when w may not change or remove it. It runs in
+// the writer's transaction, so nothing changes the manager before the write
+// that follows.
+func mayWrite(ctx context.Context, tx *sql.Tx, query, kind, name string, w leasecore.Writer) (answer, error) {
+	var m string
+	err := tx.QueryRowContext(ctx, query, sql.Named("name", name)).Scan(&m)
+	if errors.Is(err, sql.ErrNoRows) {
+		return answer{err: &leasecore.NotFoundError{Kind: kind, Name: name}}, nil
+	}
+	if err != nil {
+		return answer{}, err
+	}
+	if !w.May(leasecore.Manager(m)) {
+		return answer{err: &leasecore.ManagedError{Kind: kind, Name: name, By: leasecore.Manager(m)}}, nil
+	}
+	return answer{}, nil
+}
+
 // exists runs a SELECT EXISTS query for name.
 func exists(ctx context.Context, tx *sql.Tx, query, name string) (bool, error) {
 	var found bool
@@ -512,16 +555,18 @@ func execCount(ctx context.Context, tx *sql.Tx, query string, args ...any) (int6
 	return res.RowsAffected()
 }
 
-func taskArgs(d leasecore.TaskDecl) []any {
+func taskArgs(d leasecore.TaskDecl, w leasecore.Writer) []any {
 	return []any{
+		sql.Named("managed_by", string(w.Manager())),
 		sql.Named("name", d.Name), sql.Named("ttl", d.TTL.Milliseconds()), sql.Named("max_ttl", d.MaxTTL.Milliseconds()),
 		sql.Named("description", d.Description), sql.Named("policy", d.RetentionPolicy),
 		sql.Named("ttl_spelling", d.TTLSpelling), sql.Named("max_ttl_spelling", d.MaxTTLSpelling),
 	}
 }
 
-func policyArgs(p leasecore.RetentionPolicy) []any {
+func policyArgs(p leasecore.RetentionPolicy, w leasecore.Writer) []any {
 	return []any{
+		sql.Named("managed_by", string(w.Manager())),
 		sql.Named("name", p.Name), sql.Named("keep_for", p.KeepFor.Milliseconds()), sql.Named("keep_last", p.KeepLast),
 		sql.Named("keep_for_spelling", p.KeepForSpelling),
 	}
@@ -536,7 +581,7 @@ func scanTask(row scanner) (*leasecore.TaskDecl, error) {
 		d                             leasecore.TaskDecl
 		ttl, maxTTL, created, updated int64
 	)
-	if err := row.Scan(&d.Name, &ttl, &maxTTL, &d.Description, &d.RetentionPolicy, &created, &updated, &d.TTLSpelling, &d.MaxTTLSpelling); err != nil {
+	if err := row.Scan(&d.Name, &ttl, &maxTTL, &d.Description, &d.RetentionPolicy, &created, &updated, &d.TTLSpelling, &d.MaxTTLSpelling, &d.ManagedBy); err != nil {
 		return nil, err
 	}
 	d.TTL, d.MaxTTL = time.Duration(ttl)*time.Millisecond, time.Duration(maxTTL)*time.Millisecond
@@ -550,7 +595,7 @@ func scanPolicy(row scanner) (*leasecore.RetentionPolicy, error) {
 		p                         leasecore.RetentionPolicy
 		keepFor, created, updated int64
 	)
-	if err := row.Scan(&p.Name, &keepFor, &p.KeepLast, &created, &updated, &p.KeepForSpelling); err != nil {
+	if err := row.Scan(&p.Name, &keepFor, &p.KeepLast, &created, &updated, &p.KeepForSpelling, &p.ManagedBy); err != nil {
 		return nil, err
 	}
 	p.KeepFor = time.Duration(keepFor) * time.Millisecond

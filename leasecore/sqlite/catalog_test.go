@@ -67,7 +67,7 @@ func TestPruneVisitsTasksInRounds(t *testing.T) {
 	s.pruneRound = round
 	svc := leasecore.New(s)
 	ctx := context.Background()
-	if _, err := svc.UpdatePolicy(ctx, leasecore.RetentionPolicy{Name: leasecore.DefaultPolicy, KeepLast: 1}); err != nil {
+	if _, err := svc.UpdatePolicy(ctx, leasecore.RetentionPolicy{Name: leasecore.DefaultPolicy, KeepLast: 1}, leasecore.Writer{}); err != nil {
 		t.Fatalf("update the default policy: %v", err)
 	}
 	errs := make(chan error, tasks)
@@ -155,10 +155,10 @@ func TestPruneDeletesABacklogInRounds(t *testing.T) {
 	}
 
 	// keep_last: the newest two of ten events stay.
-	if _, err := svc.CreatePolicy(ctx, leasecore.RetentionPolicy{Name: "two", KeepLast: 2}); err != nil {
+	if _, err := svc.CreatePolicy(ctx, leasecore.RetentionPolicy{Name: "two", KeepLast: 2}, leasecore.Writer{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.CreateTask(ctx, leasecore.TaskDecl{Name: "kept", TTL: time.Minute, RetentionPolicy: "two"}); err != nil {
+	if _, err := svc.CreateTask(ctx, leasecore.TaskDecl{Name: "kept", TTL: time.Minute, RetentionPolicy: "two"}, leasecore.Writer{}); err != nil {
 		t.Fatal(err)
 	}
 	token := cycle("kept", 5)
@@ -174,10 +174,10 @@ func TestPruneDeletesABacklogInRounds(t *testing.T) {
 
 	// keep_for: every one of ten events is too old; the rounds take them
 	// all, and new events start a whole chain again.
-	if _, err := svc.CreatePolicy(ctx, leasecore.RetentionPolicy{Name: "second", KeepFor: time.Second}); err != nil {
+	if _, err := svc.CreatePolicy(ctx, leasecore.RetentionPolicy{Name: "second", KeepFor: time.Second}, leasecore.Writer{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.CreateTask(ctx, leasecore.TaskDecl{Name: "gone", TTL: time.Minute, RetentionPolicy: "second"}); err != nil {
+	if _, err := svc.CreateTask(ctx, leasecore.TaskDecl{Name: "gone", TTL: time.Minute, RetentionPolicy: "second"}, leasecore.Writer{}); err != nil {
 		t.Fatal(err)
 	}
 	token = cycle("gone", 5)

@@ -78,20 +78,21 @@ func showDecl(d *leasecore.TaskDecl) string {
 	if d == nil {
 		return "<none>"
 	}
-	return fmt.Sprintf("{name %s ttl %v (%q) max_ttl %v (%q) description %q policy %q created %s updated %s}", d.Name, d.TTL, d.TTLSpelling,
-		d.MaxTTL, d.MaxTTLSpelling, d.Description, d.RetentionPolicy, d.CreatedAt.UTC().Format(time.RFC3339Nano), d.UpdatedAt.UTC().Format(time.RFC3339Nano))
+	return fmt.Sprintf("{name %s ttl %v (%q) max_ttl %v (%q) description %q policy %q managed_by %q created %s updated %s}", d.Name, d.TTL, d.TTLSpelling,
+		d.MaxTTL, d.MaxTTLSpelling, d.Description, d.RetentionPolicy, d.ManagedBy, d.CreatedAt.UTC().Format(time.RFC3339Nano), d.UpdatedAt.UTC().Format(time.RFC3339Nano))
 }
 
 func showPolicy(p *leasecore.RetentionPolicy) string {
 	if p == nil {
 		return "<none>"
 	}
-	return fmt.Sprintf("{name %s keep_for %v (%q) keep_last %d created %s updated %s}", p.Name, p.KeepFor, p.KeepForSpelling, p.KeepLast,
-		p.CreatedAt.UTC().Format(time.RFC3339Nano), p.UpdatedAt.UTC().Format(time.RFC3339Nano))
+	return fmt.Sprintf("{name %s keep_for %v (%q) keep_last %d managed_by %q created %s updated %s}", p.Name, p.KeepFor, p.KeepForSpelling, p.KeepLast,
+		p.ManagedBy, p.CreatedAt.UTC().Format(time.RFC3339Nano), p.UpdatedAt.UTC().Format(time.RFC3339Nano))
 }
 
-// checkDecl fails t unless got declares what want does (times aside), with
-// store times, updated_at not before created_at.
+// checkDecl fails t unless got declares what want does (times aside, and
+// the manager when want names none), with store times, updated_at not
+// before created_at.
 func checkDecl(t *testing.T, what string, got *leasecore.TaskDecl, want leasecore.TaskDecl) {
 	t.Helper()
 	if got == nil {
@@ -99,7 +100,8 @@ func checkDecl(t *testing.T, what string, got *leasecore.TaskDecl, want leasecor
 	}
 	if got.Name != want.Name || got.TTL != want.TTL || got.MaxTTL != want.MaxTTL ||
 		got.Description != want.Description || got.RetentionPolicy != want.RetentionPolicy ||
-		got.TTLSpelling != want.TTLSpelling || got.MaxTTLSpelling != want.MaxTTLSpelling {
+		got.TTLSpelling != want.TTLSpelling || got.MaxTTLSpelling != want.MaxTTLSpelling ||
+		(want.ManagedBy != "" && got.ManagedBy != want.ManagedBy) {
 		t.Errorf("%s: %s, want %s", what, showDecl(got), showDecl(&want))
 	}
 	if got.CreatedAt.IsZero() || got.UpdatedAt.IsZero() || got.UpdatedAt.Before(got.CreatedAt) {
@@ -122,7 +124,8 @@ func checkPolicy(t *testing.T, what string, got *leasecore.RetentionPolicy, want
 	if got == nil {
 		t.Fatalf("%s: no policy, want %s", what, showPolicy(&want))
 	}
-	if got.Name != want.Name || got.KeepFor != want.KeepFor || got.KeepLast != want.KeepLast || got.KeepForSpelling != want.KeepForSpelling {
+	if got.Name != want.Name || got.KeepFor != want.KeepFor || got.KeepLast != want.KeepLast || got.KeepForSpelling != want.KeepForSpelling ||
+		(want.ManagedBy != "" && got.ManagedBy != want.ManagedBy) {
 		t.Errorf("%s: %s, want %s", what, showPolicy(got), showPolicy(&want))
 	}
 	if got.CreatedAt.IsZero() || got.UpdatedAt.IsZero() || got.UpdatedAt.Before(got.CreatedAt) {
@@ -141,7 +144,7 @@ func samePolicy(t *testing.T, what string, got, want *leasecore.RetentionPolicy)
 
 func createTask(t *testing.T, svc *leasecore.Service, d leasecore.TaskDecl) *leasecore.TaskDecl {
 	t.Helper()
-	got, err := svc.CreateTask(t.Context(), d)
+	got, err := svc.CreateTask(t.Context(), d, leasecore.Writer{})
 	if err != nil {
 		t.Fatalf("create task %s: %v", d.Name, err)
 	}
@@ -149,13 +152,14 @@ func createTask(t *testing.T, svc *leasecore.Service, d leasecore.TaskDecl) *lea
 	if want.RetentionPolicy == "" {
 		want.RetentionPolicy = leasecore.DefaultPolicy
 	}
+	want.ManagedBy = leasecore.ManagedByOperator // the zero Writer's
 	checkDecl(t, "create task "+d.Name, got, want)
 	return got
 }
 
 func updateTask(t *testing.T, svc *leasecore.Service, d leasecore.TaskDecl) *leasecore.TaskDecl {
 	t.Helper()
-	got, err := svc.UpdateTask(t.Context(), d)
+	got, err := svc.UpdateTask(t.Context(), d, leasecore.Writer{})
 	if err != nil {
 		t.Fatalf("update task %s: %v", d.Name, err)
 	}
@@ -163,6 +167,7 @@ func updateTask(t *testing.T, svc *leasecore.Service, d leasecore.TaskDecl) *lea
 	if want.RetentionPolicy == "" {
 		want.RetentionPolicy = leasecore.DefaultPolicy
 	}
+	want.ManagedBy = leasecore.ManagedByOperator
 	checkDecl(t, "update task "+d.Name, got, want)
 	return got
 }
@@ -189,11 +194,13 @@ func mustNoTask(t *testing.T, svc *leasecore.Service, name string) {
 
 func createPolicy(t *testing.T, svc *leasecore.Service, p leasecore.RetentionPolicy) *leasecore.RetentionPolicy {
 	t.Helper()
-	got, err := svc.CreatePolicy(t.Context(), p)
+	got, err := svc.CreatePolicy(t.Context(), p, leasecore.Writer{})
 	if err != nil {
 		t.Fatalf("create policy %s: %v", p.Name, err)
 	}
-	checkPolicy(t, "create policy "+p.Name, got, p)
+	want := p
+	want.ManagedBy = leasecore.ManagedByOperator
+	checkPolicy(t, "create policy "+p.Name, got, want)
 	return got
 }
 
@@ -267,7 +274,7 @@ func mustOutcome(t *testing.T, what string, err, sentinel error) {
 		t.Fatalf("%s: got %v, want %v", what, err, sentinel)
 	}
 	for _, other := range []error{leasecore.ErrUnavailable, leasecore.ErrInvalid, leasecore.ErrHeld, leasecore.ErrLost,
-		leasecore.ErrNotFound, leasecore.ErrExists, leasecore.ErrInUse, leasecore.ErrUndeclared} {
+		leasecore.ErrNotFound, leasecore.ErrExists, leasecore.ErrInUse, leasecore.ErrUndeclared, leasecore.ErrManaged} {
 		if other != sentinel && errors.Is(err, other) {
 			t.Errorf("%s: %v is %v and also %v", what, err, sentinel, other)
 		}
@@ -353,7 +360,7 @@ func (s *suite) testTaskCreate(t *testing.T) {
 func (s *suite) testTaskCreateExisting(t *testing.T) {
 	name := uniqueTask(t)
 	first := createTask(t, s.svc, leasecore.TaskDecl{Name: name, TTL: time.Minute, Description: "first"})
-	again, err := s.svc.CreateTask(t.Context(), leasecore.TaskDecl{Name: name, TTL: 2 * time.Minute, Description: "second"})
+	again, err := s.svc.CreateTask(t.Context(), leasecore.TaskDecl{Name: name, TTL: 2 * time.Minute, Description: "second"}, leasecore.Writer{})
 	if again != nil {
 		t.Errorf("second create returned %s along with %v", showDecl(again), err)
 	}
@@ -397,7 +404,7 @@ func (s *suite) testTaskUpdate(t *testing.T) {
 // "task") and declares nothing.
 func (s *suite) testTaskUpdateMissing(t *testing.T) {
 	name := uniqueTask(t)
-	got, err := s.svc.UpdateTask(t.Context(), leasecore.TaskDecl{Name: name, TTL: time.Minute})
+	got, err := s.svc.UpdateTask(t.Context(), leasecore.TaskDecl{Name: name, TTL: time.Minute}, leasecore.Writer{})
 	if got != nil {
 		t.Errorf("update of a missing task returned %s along with %v", showDecl(got), err)
 	}
@@ -411,7 +418,7 @@ func (s *suite) testTaskUpdateMissing(t *testing.T) {
 func (s *suite) testTaskMissingPolicy(t *testing.T) {
 	name := uniqueTask(t)
 	missing := uniquePolicy(t, "missing")
-	got, err := s.svc.CreateTask(t.Context(), leasecore.TaskDecl{Name: name, TTL: time.Minute, RetentionPolicy: missing})
+	got, err := s.svc.CreateTask(t.Context(), leasecore.TaskDecl{Name: name, TTL: time.Minute, RetentionPolicy: missing}, leasecore.Writer{})
 	if got != nil {
 		t.Errorf("create naming a missing policy returned %s along with %v", showDecl(got), err)
 	}
@@ -422,7 +429,7 @@ func (s *suite) testTaskMissingPolicy(t *testing.T) {
 	}
 
 	first := createTask(t, s.svc, leasecore.TaskDecl{Name: name, TTL: time.Minute, Description: "kept"})
-	got, err = s.svc.UpdateTask(t.Context(), leasecore.TaskDecl{Name: name, TTL: 2 * time.Minute, RetentionPolicy: missing})
+	got, err = s.svc.UpdateTask(t.Context(), leasecore.TaskDecl{Name: name, TTL: 2 * time.Minute, RetentionPolicy: missing}, leasecore.Writer{})
 	if got != nil {
 		t.Errorf("update naming a missing policy returned %s along with %v", showDecl(got), err)
 	}
@@ -440,7 +447,7 @@ func (s *suite) testTaskDelete(t *testing.T) {
 	evs := events(t, s.svc, name)
 
 	for i, want := range []bool{true, false} {
-		ok, err := s.svc.DeleteTask(t.Context(), name)
+		ok, err := s.svc.DeleteTask(t.Context(), name, leasecore.Writer{})
 		if err != nil || ok != want {
 			t.Fatalf("delete %d of %s = (%v, %v), want (%v, nil)", i+1, name, ok, err, want)
 		}
@@ -458,7 +465,7 @@ func (s *suite) testTaskDelete(t *testing.T) {
 	if again.CreatedAt.Before(first.CreatedAt) {
 		t.Errorf("declared again: created_at %v, before the first declaration's %v", again.CreatedAt, first.CreatedAt)
 	}
-	if ok, err := s.svc.DeleteTask(t.Context(), uniqueTask(t)); ok || err != nil {
+	if ok, err := s.svc.DeleteTask(t.Context(), uniqueTask(t), leasecore.Writer{}); ok || err != nil {
 		t.Errorf("delete of a task never declared = (%v, %v), want (false, nil)", ok, err)
 	}
 }
@@ -543,10 +550,10 @@ func (s *suite) testPolicyDefaultAfterMigrate(t *testing.T) {
 		t.Errorf("a new database declares %d tasks, want none", len(tasks))
 	}
 
-	_, err := svc.CreatePolicy(t.Context(), leasecore.RetentionPolicy{Name: leasecore.DefaultPolicy, KeepLast: 1})
+	_, err := svc.CreatePolicy(t.Context(), leasecore.RetentionPolicy{Name: leasecore.DefaultPolicy, KeepLast: 1}, leasecore.Writer{})
 	mustExists(t, "create the default policy", err, "retention policy", leasecore.DefaultPolicy)
 
-	changed, err := svc.UpdatePolicy(t.Context(), leasecore.RetentionPolicy{Name: leasecore.DefaultPolicy, KeepFor: time.Hour, KeepLast: 5})
+	changed, err := svc.UpdatePolicy(t.Context(), leasecore.RetentionPolicy{Name: leasecore.DefaultPolicy, KeepFor: time.Hour, KeepLast: 5}, leasecore.Writer{})
 	if err != nil {
 		t.Fatalf("update the default policy: %v", err)
 	}
@@ -556,7 +563,7 @@ func (s *suite) testPolicyDefaultAfterMigrate(t *testing.T) {
 	}
 	samePolicy(t, "default policy read after the update", getPolicy(t, svc, leasecore.DefaultPolicy), changed)
 
-	ok, err := svc.DeletePolicy(t.Context(), leasecore.DefaultPolicy)
+	ok, err := svc.DeletePolicy(t.Context(), leasecore.DefaultPolicy, leasecore.Writer{})
 	if ok {
 		t.Error("delete of the default policy reported true")
 	}
@@ -571,7 +578,7 @@ func (s *suite) testPolicyDefaultAfterMigrate(t *testing.T) {
 // refusal names no tasks, whatever tasks name it.
 func (s *suite) testPolicyDeleteDefault(t *testing.T) {
 	createTask(t, s.svc, leasecore.TaskDecl{Name: uniqueTask(t), TTL: time.Minute, RetentionPolicy: leasecore.DefaultPolicy})
-	ok, err := s.svc.DeletePolicy(t.Context(), leasecore.DefaultPolicy)
+	ok, err := s.svc.DeletePolicy(t.Context(), leasecore.DefaultPolicy, leasecore.Writer{})
 	if ok {
 		t.Error("delete of the default policy reported true")
 	}
@@ -604,7 +611,7 @@ func (s *suite) testPolicyCreateUpdate(t *testing.T) {
 	samePolicy(t, "list entry after create", listed, first)
 
 	clock.waitPast(first.UpdatedAt.Add(5 * precision))
-	got, err := s.svc.UpdatePolicy(t.Context(), leasecore.RetentionPolicy{Name: name})
+	got, err := s.svc.UpdatePolicy(t.Context(), leasecore.RetentionPolicy{Name: name}, leasecore.Writer{})
 	if err != nil {
 		t.Fatalf("update policy: %v", err)
 	}
@@ -615,7 +622,7 @@ func (s *suite) testPolicyCreateUpdate(t *testing.T) {
 	samePolicy(t, "get after update", getPolicy(t, s.svc, name), got)
 
 	missing := uniquePolicy(t, "missing")
-	p, err := s.svc.UpdatePolicy(t.Context(), leasecore.RetentionPolicy{Name: missing, KeepLast: 1})
+	p, err := s.svc.UpdatePolicy(t.Context(), leasecore.RetentionPolicy{Name: missing, KeepLast: 1}, leasecore.Writer{})
 	if p != nil {
 		t.Errorf("update of a missing policy returned %s along with %v", showPolicy(p), err)
 	}
@@ -628,13 +635,13 @@ func (s *suite) testPolicyCreateUpdate(t *testing.T) {
 func (s *suite) testPolicyCreateExisting(t *testing.T) {
 	name := uniquePolicy(t, "ce")
 	first := createPolicy(t, s.svc, leasecore.RetentionPolicy{Name: name, KeepLast: 3})
-	again, err := s.svc.CreatePolicy(t.Context(), leasecore.RetentionPolicy{Name: name, KeepLast: 4})
+	again, err := s.svc.CreatePolicy(t.Context(), leasecore.RetentionPolicy{Name: name, KeepLast: 4}, leasecore.Writer{})
 	if again != nil {
 		t.Errorf("second create returned %s along with %v", showPolicy(again), err)
 	}
 	mustExists(t, "second create", err, "retention policy", name)
 	samePolicy(t, "policy after a refused create", getPolicy(t, s.svc, name), first)
-	_, err = s.svc.CreatePolicy(t.Context(), leasecore.RetentionPolicy{Name: leasecore.DefaultPolicy, KeepLast: 4})
+	_, err = s.svc.CreatePolicy(t.Context(), leasecore.RetentionPolicy{Name: leasecore.DefaultPolicy, KeepLast: 4}, leasecore.Writer{})
 	mustExists(t, "create the default policy", err, "retention policy", leasecore.DefaultPolicy)
 }
 
@@ -648,7 +655,7 @@ func (s *suite) testPolicyDeleteInUse(t *testing.T) {
 	t1 := createTask(t, s.svc, leasecore.TaskDecl{Name: base + "-1", TTL: time.Minute, RetentionPolicy: policy.Name})
 	other := createTask(t, s.svc, leasecore.TaskDecl{Name: base + "-3", TTL: time.Minute})
 
-	ok, err := s.svc.DeletePolicy(t.Context(), policy.Name)
+	ok, err := s.svc.DeletePolicy(t.Context(), policy.Name, leasecore.Writer{})
 	if ok {
 		t.Error("delete of a policy in use reported true")
 	}
@@ -659,20 +666,20 @@ func (s *suite) testPolicyDeleteInUse(t *testing.T) {
 	sameDecl(t, "task of another policy", getTask(t, s.svc, other.Name), other)
 
 	updateTask(t, s.svc, leasecore.TaskDecl{Name: t1.Name, TTL: time.Minute})
-	_, err = s.svc.DeletePolicy(t.Context(), policy.Name)
+	_, err = s.svc.DeletePolicy(t.Context(), policy.Name, leasecore.Writer{})
 	mustInUse(t, "delete a policy one task names", err, policy.Name, []string{t2.Name})
 
-	if ok, err := s.svc.DeleteTask(t.Context(), t2.Name); !ok || err != nil {
+	if ok, err := s.svc.DeleteTask(t.Context(), t2.Name, leasecore.Writer{}); !ok || err != nil {
 		t.Fatalf("delete task %s = (%v, %v)", t2.Name, ok, err)
 	}
 	for i, want := range []bool{true, false} {
-		ok, err := s.svc.DeletePolicy(t.Context(), policy.Name)
+		ok, err := s.svc.DeletePolicy(t.Context(), policy.Name, leasecore.Writer{})
 		if err != nil || ok != want {
 			t.Fatalf("delete %d of the unused policy = (%v, %v), want (%v, nil)", i+1, ok, err, want)
 		}
 		mustNoPolicy(t, s.svc, policy.Name)
 	}
-	_, err = s.svc.CreateTask(t.Context(), leasecore.TaskDecl{Name: t2.Name, TTL: time.Minute, RetentionPolicy: policy.Name})
+	_, err = s.svc.CreateTask(t.Context(), leasecore.TaskDecl{Name: t2.Name, TTL: time.Minute, RetentionPolicy: policy.Name}, leasecore.Writer{})
 	mustNotFound(t, "declare a task naming the deleted policy", err, "retention policy", policy.Name)
 }
 
@@ -681,7 +688,7 @@ func (s *suite) testPolicyDeleteInUse(t *testing.T) {
 func (s *suite) testPolicyDeleteUnused(t *testing.T) {
 	name := createPolicy(t, s.svc, leasecore.RetentionPolicy{Name: uniquePolicy(t, "du"), KeepFor: time.Hour}).Name
 	for i, want := range []bool{true, false} {
-		ok, err := s.svc.DeletePolicy(t.Context(), name)
+		ok, err := s.svc.DeletePolicy(t.Context(), name, leasecore.Writer{})
 		if err != nil || ok != want {
 			t.Fatalf("delete %d = (%v, %v), want (%v, nil)", i+1, ok, err, want)
 		}
@@ -692,7 +699,7 @@ func (s *suite) testPolicyDeleteUnused(t *testing.T) {
 			t.Errorf("policy list shows the deleted policy %s", showPolicy(&p))
 		}
 	}
-	if ok, err := s.svc.DeletePolicy(t.Context(), uniquePolicy(t, "never")); ok || err != nil {
+	if ok, err := s.svc.DeletePolicy(t.Context(), uniquePolicy(t, "never"), leasecore.Writer{}); ok || err != nil {
 		t.Errorf("delete of a policy never created = (%v, %v), want (false, nil)", ok, err)
 	}
 }
@@ -764,12 +771,12 @@ func catalogRows() []catalogRow {
 			catalogRow{"create task " + r.name, r.field, func(ctx context.Context, svc *leasecore.Service, task, _ string) error {
 				d := leasecore.TaskDecl{Name: task, TTL: time.Minute, MaxTTL: 10 * time.Minute, Description: "ok"}
 				r.edit(&d)
-				return errOf(svc.CreateTask(ctx, d))
+				return errOf(svc.CreateTask(ctx, d, leasecore.Writer{}))
 			}},
 			catalogRow{"update task " + r.name, r.field, func(ctx context.Context, svc *leasecore.Service, task, _ string) error {
 				d := leasecore.TaskDecl{Name: task, TTL: time.Minute}
 				r.edit(&d)
-				return errOf(svc.UpdateTask(ctx, d))
+				return errOf(svc.UpdateTask(ctx, d, leasecore.Writer{}))
 			}},
 		)
 	}
@@ -778,12 +785,12 @@ func catalogRows() []catalogRow {
 			catalogRow{"create policy " + r.name, r.field, func(ctx context.Context, svc *leasecore.Service, _, policy string) error {
 				p := leasecore.RetentionPolicy{Name: policy, KeepFor: time.Hour, KeepLast: 10}
 				r.edit(&p)
-				return errOf(svc.CreatePolicy(ctx, p))
+				return errOf(svc.CreatePolicy(ctx, p, leasecore.Writer{}))
 			}},
 			catalogRow{"update policy " + r.name, r.field, func(ctx context.Context, svc *leasecore.Service, _, policy string) error {
 				p := leasecore.RetentionPolicy{Name: policy, KeepFor: time.Hour, KeepLast: 10}
 				r.edit(&p)
-				return errOf(svc.UpdatePolicy(ctx, p))
+				return errOf(svc.UpdatePolicy(ctx, p, leasecore.Writer{}))
 			}},
 		)
 	}
@@ -802,13 +809,13 @@ func catalogRows() []catalogRow {
 			return errOf(svc.GetTask(ctx, badTask))
 		}},
 		catalogRow{"delete task with space", "Task", func(ctx context.Context, svc *leasecore.Service, _, _ string) error {
-			return errOf(svc.DeleteTask(ctx, badTask))
+			return errOf(svc.DeleteTask(ctx, badTask, leasecore.Writer{}))
 		}},
 		catalogRow{"get policy with space", "Name", func(ctx context.Context, svc *leasecore.Service, _, _ string) error {
 			return errOf(svc.GetPolicy(ctx, badPolicy))
 		}},
 		catalogRow{"delete policy with space", "Name", func(ctx context.Context, svc *leasecore.Service, _, _ string) error {
-			return errOf(svc.DeletePolicy(ctx, badPolicy))
+			return errOf(svc.DeletePolicy(ctx, badPolicy, leasecore.Writer{}))
 		}},
 	)
 	return rows
@@ -862,7 +869,7 @@ func (s *suite) testCatalogValidationAccepted(t *testing.T) {
 	}
 	for _, c := range policies {
 		c.want.Name = c.give.Name
-		got, err := s.svc.CreatePolicy(t.Context(), c.give)
+		got, err := s.svc.CreatePolicy(t.Context(), c.give, leasecore.Writer{})
 		if err != nil {
 			t.Fatalf("create %s: %v", showPolicy(&c.give), err)
 		}
@@ -889,7 +896,7 @@ func (s *suite) testCatalogValidationAccepted(t *testing.T) {
 		if c.want.RetentionPolicy == "" {
 			c.want.RetentionPolicy = leasecore.DefaultPolicy
 		}
-		got, err := s.svc.CreateTask(t.Context(), c.give)
+		got, err := s.svc.CreateTask(t.Context(), c.give, leasecore.Writer{})
 		if err != nil {
 			t.Fatalf("create %s: %v", showDecl(&c.give), err)
 		}
@@ -947,7 +954,7 @@ func (s *suite) testDeclaredDefaultTTL(t *testing.T) {
 		}
 		return last.TTL == 25*time.Second
 	})
-	if ok, err := s.svc.DeleteTask(t.Context(), name); !ok || err != nil {
+	if ok, err := s.svc.DeleteTask(t.Context(), name, leasecore.Writer{}); !ok || err != nil {
 		t.Fatalf("delete %s = (%v, %v)", name, ok, err)
 	}
 	poll(t, 5*time.Millisecond, "a claim to see a declaration deleted elsewhere", func() bool {
@@ -1091,11 +1098,19 @@ func catalogCalls(task, policy string) []catalogCall {
 	p := leasecore.RetentionPolicy{Name: policy, KeepLast: 1}
 	return []catalogCall{
 		{"create_task",
-			func(ctx context.Context, svc *leasecore.Service) error { return errOf(svc.CreateTask(ctx, d)) },
-			func(ctx context.Context, cat leasecore.CatalogStore) error { return errOf(cat.CreateTask(ctx, d)) }},
+			func(ctx context.Context, svc *leasecore.Service) error {
+				return errOf(svc.CreateTask(ctx, d, leasecore.Writer{}))
+			},
+			func(ctx context.Context, cat leasecore.CatalogStore) error {
+				return errOf(cat.CreateTask(ctx, d, leasecore.Writer{}))
+			}},
 		{"update_task",
-			func(ctx context.Context, svc *leasecore.Service) error { return errOf(svc.UpdateTask(ctx, d)) },
-			func(ctx context.Context, cat leasecore.CatalogStore) error { return errOf(cat.UpdateTask(ctx, d)) }},
+			func(ctx context.Context, svc *leasecore.Service) error {
+				return errOf(svc.UpdateTask(ctx, d, leasecore.Writer{}))
+			},
+			func(ctx context.Context, cat leasecore.CatalogStore) error {
+				return errOf(cat.UpdateTask(ctx, d, leasecore.Writer{}))
+			}},
 		{"get_task",
 			func(ctx context.Context, svc *leasecore.Service) error { return errOf(svc.GetTask(ctx, task)) },
 			func(ctx context.Context, cat leasecore.CatalogStore) error { return errOf(cat.GetTask(ctx, task)) }},
@@ -1107,14 +1122,26 @@ func catalogCalls(task, policy string) []catalogCall {
 				return errOf(cat.ListTasks(ctx, leasecore.ListParams{Limit: 10}))
 			}},
 		{"delete_task",
-			func(ctx context.Context, svc *leasecore.Service) error { return errOf(svc.DeleteTask(ctx, task)) },
-			func(ctx context.Context, cat leasecore.CatalogStore) error { return errOf(cat.DeleteTask(ctx, task)) }},
+			func(ctx context.Context, svc *leasecore.Service) error {
+				return errOf(svc.DeleteTask(ctx, task, leasecore.Writer{}))
+			},
+			func(ctx context.Context, cat leasecore.CatalogStore) error {
+				return errOf(cat.DeleteTask(ctx, task, leasecore.Writer{}))
+			}},
 		{"create_policy",
-			func(ctx context.Context, svc *leasecore.Service) error { return errOf(svc.CreatePolicy(ctx, p)) },
-			func(ctx context.Context, cat leasecore.CatalogStore) error { return errOf(cat.CreatePolicy(ctx, p)) }},
+			func(ctx context.Context, svc *leasecore.Service) error {
+				return errOf(svc.CreatePolicy(ctx, p, leasecore.Writer{}))
+			},
+			func(ctx context.Context, cat leasecore.CatalogStore) error {
+				return errOf(cat.CreatePolicy(ctx, p, leasecore.Writer{}))
+			}},
 		{"update_policy",
-			func(ctx context.Context, svc *leasecore.Service) error { return errOf(svc.UpdatePolicy(ctx, p)) },
-			func(ctx context.Context, cat leasecore.CatalogStore) error { return errOf(cat.UpdatePolicy(ctx, p)) }},
+			func(ctx context.Context, svc *leasecore.Service) error {
+				return errOf(svc.UpdatePolicy(ctx, p, leasecore.Writer{}))
+			},
+			func(ctx context.Context, cat leasecore.CatalogStore) error {
+				return errOf(cat.UpdatePolicy(ctx, p, leasecore.Writer{}))
+			}},
 		{"get_policy",
 			func(ctx context.Context, svc *leasecore.Service) error { return errOf(svc.GetPolicy(ctx, policy)) },
 			func(ctx context.Context, cat leasecore.CatalogStore) error { return errOf(cat.GetPolicy(ctx, policy)) }},
@@ -1122,9 +1149,11 @@ func catalogCalls(task, policy string) []catalogCall {
 			func(ctx context.Context, svc *leasecore.Service) error { return errOf(svc.ListPolicies(ctx)) },
 			func(ctx context.Context, cat leasecore.CatalogStore) error { return errOf(cat.ListPolicies(ctx)) }},
 		{"delete_policy",
-			func(ctx context.Context, svc *leasecore.Service) error { return errOf(svc.DeletePolicy(ctx, policy)) },
+			func(ctx context.Context, svc *leasecore.Service) error {
+				return errOf(svc.DeletePolicy(ctx, policy, leasecore.Writer{}))
+			},
 			func(ctx context.Context, cat leasecore.CatalogStore) error {
-				return errOf(cat.DeletePolicy(ctx, policy))
+				return errOf(cat.DeletePolicy(ctx, policy, leasecore.Writer{}))
 			}},
 		{"history",
 			func(ctx context.Context, svc *leasecore.Service) error { return errOf(svc.History(ctx, task, 10)) },
@@ -1204,37 +1233,37 @@ func (s *suite) testCatalogDriverErrors(t *testing.T) {
 		t.Errorf("raw history of a task never claimed = (%d events, %v), want (none, nil)", len(evs), err)
 	}
 	d := leasecore.TaskDecl{Name: task, TTL: time.Minute, RetentionPolicy: policy}
-	if got, err := cat.CreateTask(ctx, d); got != nil || !isType[*leasecore.NotFoundError](err) {
+	if got, err := cat.CreateTask(ctx, d, leasecore.Writer{}); got != nil || !isType[*leasecore.NotFoundError](err) {
 		t.Errorf("raw create naming a missing policy = (%s, %v %T), want (nil, *NotFoundError)", showDecl(got), err, err)
 	}
-	if got, err := cat.UpdateTask(ctx, leasecore.TaskDecl{Name: task, TTL: time.Minute, RetentionPolicy: leasecore.DefaultPolicy}); got != nil || !isType[*leasecore.NotFoundError](err) {
+	if got, err := cat.UpdateTask(ctx, leasecore.TaskDecl{Name: task, TTL: time.Minute, RetentionPolicy: leasecore.DefaultPolicy}, leasecore.Writer{}); got != nil || !isType[*leasecore.NotFoundError](err) {
 		t.Errorf("raw update of an undeclared task = (%s, %v %T), want (nil, *NotFoundError)", showDecl(got), err, err)
 	}
-	if got, err := cat.CreatePolicy(ctx, leasecore.RetentionPolicy{Name: policy, KeepLast: 2}); got == nil || err != nil {
+	if got, err := cat.CreatePolicy(ctx, leasecore.RetentionPolicy{Name: policy, KeepLast: 2}, leasecore.Writer{}); got == nil || err != nil {
 		t.Fatalf("raw create policy = (%s, %v)", showPolicy(got), err)
 	}
-	if got, err := cat.CreatePolicy(ctx, leasecore.RetentionPolicy{Name: policy, KeepLast: 2}); got != nil || !isType[*leasecore.ExistsError](err) {
+	if got, err := cat.CreatePolicy(ctx, leasecore.RetentionPolicy{Name: policy, KeepLast: 2}, leasecore.Writer{}); got != nil || !isType[*leasecore.ExistsError](err) {
 		t.Errorf("raw create of an existing policy = (%s, %v %T), want (nil, *ExistsError)", showPolicy(got), err, err)
 	}
-	if got, err := cat.CreateTask(ctx, d); got == nil || err != nil {
+	if got, err := cat.CreateTask(ctx, d, leasecore.Writer{}); got == nil || err != nil {
 		t.Fatalf("raw create task = (%s, %v)", showDecl(got), err)
 	}
-	if got, err := cat.CreateTask(ctx, d); got != nil || !isType[*leasecore.ExistsError](err) {
+	if got, err := cat.CreateTask(ctx, d, leasecore.Writer{}); got != nil || !isType[*leasecore.ExistsError](err) {
 		t.Errorf("raw create of an existing task = (%s, %v %T), want (nil, *ExistsError)", showDecl(got), err, err)
 	}
-	if ok, err := cat.DeletePolicy(ctx, policy); ok || !isType[*leasecore.InUseError](err) {
+	if ok, err := cat.DeletePolicy(ctx, policy, leasecore.Writer{}); ok || !isType[*leasecore.InUseError](err) {
 		t.Errorf("raw delete of a policy in use = (%v, %v %T), want (false, *InUseError)", ok, err, err)
 	}
-	if ok, err := cat.DeletePolicy(ctx, leasecore.DefaultPolicy); ok || !isType[*leasecore.InUseError](err) {
+	if ok, err := cat.DeletePolicy(ctx, leasecore.DefaultPolicy, leasecore.Writer{}); ok || !isType[*leasecore.InUseError](err) {
 		t.Errorf("raw delete of the default policy = (%v, %v %T), want (false, *InUseError)", ok, err, err)
 	}
-	if ok, err := cat.DeleteTask(ctx, task); !ok || err != nil {
+	if ok, err := cat.DeleteTask(ctx, task, leasecore.Writer{}); !ok || err != nil {
 		t.Errorf("raw delete task = (%v, %v), want (true, nil)", ok, err)
 	}
-	if ok, err := cat.DeleteTask(ctx, task); ok || err != nil {
+	if ok, err := cat.DeleteTask(ctx, task, leasecore.Writer{}); ok || err != nil {
 		t.Errorf("raw delete of a deleted task = (%v, %v), want (false, nil)", ok, err)
 	}
-	if got, err := cat.UpdatePolicy(ctx, leasecore.RetentionPolicy{Name: policy + "-none"}); got != nil || !isType[*leasecore.NotFoundError](err) {
+	if got, err := cat.UpdatePolicy(ctx, leasecore.RetentionPolicy{Name: policy + "-none"}, leasecore.Writer{}); got != nil || !isType[*leasecore.NotFoundError](err) {
 		t.Errorf("raw update of a missing policy = (%s, %v %T), want (nil, *NotFoundError)", showPolicy(got), err, err)
 	}
 }

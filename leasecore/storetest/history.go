@@ -404,7 +404,7 @@ func (s *suite) testPruneKeepFor(t *testing.T) {
 // pruning runs; a declared policy applies to its tasks only.
 func (s *suite) testPruneDefaultPolicy(t *testing.T) {
 	svc := leasecore.New(s.isolated(t))
-	if _, err := svc.UpdatePolicy(t.Context(), leasecore.RetentionPolicy{Name: leasecore.DefaultPolicy, KeepLast: 2}); err != nil {
+	if _, err := svc.UpdatePolicy(t.Context(), leasecore.RetentionPolicy{Name: leasecore.DefaultPolicy, KeepLast: 2}, leasecore.Writer{}); err != nil {
 		t.Fatalf("update the default policy: %v", err)
 	}
 	createPolicy(t, svc, leasecore.RetentionPolicy{Name: "last-three", KeepLast: 3})
@@ -419,7 +419,7 @@ func (s *suite) testPruneDefaultPolicy(t *testing.T) {
 	for _, task := range []string{undeclared, noPolicy, three, forever, forgotten} {
 		before[task] = fiveEvents(t, svc, task)
 	}
-	if ok, err := svc.DeleteTask(t.Context(), forgotten); !ok || err != nil {
+	if ok, err := svc.DeleteTask(t.Context(), forgotten, leasecore.Writer{}); !ok || err != nil {
 		t.Fatalf("delete %s = (%v, %v)", forgotten, ok, err)
 	}
 

@@ -52,7 +52,7 @@ func (d *memData) migrate(reseed bool) {
 	if !d.migrated || reseed {
 		now := memNow()
 		d.policies[leasecore.DefaultPolicy] = leasecore.RetentionPolicy{Name: leasecore.DefaultPolicy,
-			KeepFor: leasecore.DefaultKeepFor, KeepLast: leasecore.DefaultKeepLast, CreatedAt: now, UpdatedAt: now}
+			KeepFor: leasecore.DefaultKeepFor, KeepLast: leasecore.DefaultKeepLast, CreatedAt: now, UpdatedAt: now, ManagedBy: leasecore.ManagedByOperator}
 	}
 	d.migrated = true
 }
@@ -433,7 +433,25 @@ func (m *memStore) record(e leasecore.Event) {
 	m.data.history = append(m.data.history, e)
 }
 
-func (m *memStore) CreateTask(ctx context.Context, d leasecore.TaskDecl) (*leasecore.TaskDecl, error) {
+// managedBy is the manager a write by w records: mutant managerNotRecorded
+// records every write as an operator's.
+func (m *memStore) managedBy(w leasecore.Writer) leasecore.Manager {
+	if m.mutant == "managerNotRecorded" {
+		return leasecore.ManagedByOperator
+	}
+	return w.Manager()
+}
+
+// mayWrite refuses w's change of what m manages: mutant managerIgnored lets
+// every writer through.
+func (m *memStore) mayWrite(kind, name string, by leasecore.Manager, w leasecore.Writer) error {
+	if w.May(by) || m.mutant == "managerIgnored" {
+		return nil
+	}
+	return &leasecore.ManagedError{Kind: kind, Name: name, By: by}
+}
+
+func (m *memStore) CreateTask(ctx context.Context, d leasecore.TaskDecl, w leasecore.Writer) (*leasecore.TaskDecl, error) {
 	unlock, err := m.begin(ctx, "create_task")
 	if err != nil {
 		return nil, err
@@ -447,11 +465,12 @@ func (m *memStore) CreateTask(ctx context.Context, d leasecore.TaskDecl) (*lease
 	}
 	d.CreatedAt = memNow()
 	d.UpdatedAt = d.CreatedAt
+	d.ManagedBy = m.managedBy(w)
 	m.data.tasks[d.Name] = d
 	return &d, nil
 }
 
-func (m *memStore) UpdateTask(ctx context.Context, d leasecore.TaskDecl) (*leasecore.TaskDecl, error) {
+func (m *memStore) UpdateTask(ctx context.Context, d leasecore.TaskDecl, w leasecore.Writer) (*leasecore.TaskDecl, error) {
 	unlock, err := m.begin(ctx, "update_task")
 	if err != nil {
 		return nil, err
@@ -461,10 +480,13 @@ func (m *memStore) UpdateTask(ctx context.Context, d leasecore.TaskDecl) (*lease
 	if !ok {
 		return nil, &leasecore.NotFoundError{Kind: "task", Name: d.Name}
 	}
+	if err := m.mayWrite("task", d.Name, old.ManagedBy, w); err != nil {
+		return nil, err
+	}
 	if _, ok := m.data.policies[d.RetentionPolicy]; !ok {
 		return nil, &leasecore.NotFoundError{Kind: "retention policy", Name: d.RetentionPolicy}
 	}
-	d.CreatedAt, d.UpdatedAt = old.CreatedAt, memNow()
+	d.CreatedAt, d.UpdatedAt, d.ManagedBy = old.CreatedAt, memNow(), m.managedBy(w)
 	if m.mutant == "updateMovesCreated" {
 		d.CreatedAt = d.UpdatedAt
 	}
@@ -504,18 +526,23 @@ func (m *memStore) ListTasks(ctx context.Context, p leasecore.ListParams) ([]lea
 	return out, nil
 }
 
-func (m *memStore) DeleteTask(ctx context.Context, name string) (bool, error) {
+func (m *memStore) DeleteTask(ctx context.Context, name string, w leasecore.Writer) (bool, error) {
 	unlock, err := m.begin(ctx, "delete_task")
 	if err != nil {
 		return false, err
 	}
 	defer unlock()
-	_, ok := m.data.tasks[name]
+	old, ok := m.data.tasks[name]
+	if ok {
+		if err := m.mayWrite("task", name, old.ManagedBy, w); err != nil {
+			return false, err
+		}
+	}
 	delete(m.data.tasks, name)
 	return ok, nil
 }
 
-func (m *memStore) CreatePolicy(ctx context.Context, p leasecore.RetentionPolicy) (*leasecore.RetentionPolicy, error) {
+func (m *memStore) CreatePolicy(ctx context.Context, p leasecore.RetentionPolicy, w leasecore.Writer) (*leasecore.RetentionPolicy, error) {
 	unlock, err := m.begin(ctx, "create_policy")
 	if err != nil {
 		return nil, err
@@ -526,11 +553,12 @@ func (m *memStore) CreatePolicy(ctx context.Context, p leasecore.RetentionPolicy
 	}
 	p.CreatedAt = memNow()
 	p.UpdatedAt = p.CreatedAt
+	p.ManagedBy = m.managedBy(w)
 	m.data.policies[p.Name] = p
 	return &p, nil
 }
 
-func (m *memStore) UpdatePolicy(ctx context.Context, p leasecore.RetentionPolicy) (*leasecore.RetentionPolicy, error) {
+func (m *memStore) UpdatePolicy(ctx context.Context, p leasecore.RetentionPolicy, w leasecore.Writer) (*leasecore.RetentionPolicy, error) {
 	unlock, err := m.begin(ctx, "update_policy")
 	if err != nil {
 		return nil, err
@@ -540,7 +568,10 @@ func (m *memStore) UpdatePolicy(ctx context.Context, p leasecore.RetentionPolicy
 	if !ok {
 		return nil, &leasecore.NotFoundError{Kind: "retention policy", Name: p.Name}
 	}
-	p.CreatedAt, p.UpdatedAt = old.CreatedAt, memNow()
+	if err := m.mayWrite("retention policy", p.Name, old.ManagedBy, w); err != nil {
+		return nil, err
+	}
+	p.CreatedAt, p.UpdatedAt, p.ManagedBy = old.CreatedAt, memNow(), m.managedBy(w)
 	m.data.policies[p.Name] = p
 	return &p, nil
 }
@@ -572,7 +603,7 @@ func (m *memStore) ListPolicies(ctx context.Context) ([]leasecore.RetentionPolic
 	return out, nil
 }
 
-func (m *memStore) DeletePolicy(ctx context.Context, name string) (bool, error) {
+func (m *memStore) DeletePolicy(ctx context.Context, name string, w leasecore.Writer) (bool, error) {
 	unlock, err := m.begin(ctx, "delete_policy")
 	if err != nil {
 		return false, err
@@ -580,6 +611,11 @@ func (m *memStore) DeletePolicy(ctx context.Context, name string) (bool, error) 
 	defer unlock()
 	if name == leasecore.DefaultPolicy {
 		return false, &leasecore.InUseError{Policy: name}
+	}
+	if old, ok := m.data.policies[name]; ok {
+		if err := m.mayWrite("retention policy", name, old.ManagedBy, w); err != nil {
+			return false, err
+		}
 	}
 	var users []string
 	for _, d := range m.data.tasks {

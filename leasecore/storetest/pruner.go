@@ -29,10 +29,10 @@ func (s *suite) isolated(t *testing.T) leasecore.Store {
 // gives it four events (two leases, each acquired and released).
 func historyOf(t *testing.T, svc *leasecore.Service, task string) {
 	t.Helper()
-	if _, err := svc.CreatePolicy(t.Context(), leasecore.RetentionPolicy{Name: "newest-only", KeepLast: 1}); err != nil {
+	if _, err := svc.CreatePolicy(t.Context(), leasecore.RetentionPolicy{Name: "newest-only", KeepLast: 1}, leasecore.Writer{}); err != nil {
 		t.Fatalf("create policy: %v", err)
 	}
-	if _, err := svc.CreateTask(t.Context(), leasecore.TaskDecl{Name: task, TTL: time.Minute, RetentionPolicy: "newest-only"}); err != nil {
+	if _, err := svc.CreateTask(t.Context(), leasecore.TaskDecl{Name: task, TTL: time.Minute, RetentionPolicy: "newest-only"}, leasecore.Writer{}); err != nil {
 		t.Fatalf("declare %s: %v", task, err)
 	}
 	for range 2 {

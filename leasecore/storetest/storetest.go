@@ -44,6 +44,10 @@
 //     deletes); every input rule, naming the field, with nothing written;
 //     claims and renewals honouring declarations (declared ttl, max_ttl,
 //     required declarations); catalog operations unavailable like the rest;
+//   - who manages a declaration or policy (leasecore.Writer): the writer
+//     recorded and shown; an operator's change or removal of what Terraform
+//     manages refused with *ManagedError and nothing written, unless it
+//     takes it over; Terraform's write adopting an operator's;
 //   - the feed (leasecore.HistoryFeed, for a driver that has one): every
 //     event once, in id order, from any position or from now, also while
 //     writers race the reader; expiries recorded once by the sweep, as the
@@ -273,6 +277,15 @@ func (s *suite) groups() []group {
 			{"CreateExisting", s.testPolicyCreateExisting},
 			{"DeleteInUse", s.testPolicyDeleteInUse},
 			{"DeleteUnused", s.testPolicyDeleteUnused},
+		}},
+		{"Managed", []testCase{
+			{"Recorded", s.testManagedRecorded},
+			{"SameManagerUpdates", s.testManagedSameManagerUpdates},
+			{"OperatorRefused", s.testManagedOperatorRefused},
+			{"TakeOver", s.testManagedTakeOver},
+			{"TerraformAdopts", s.testManagedTerraformAdopts},
+			{"BadWriter", s.testManagedBadWriter},
+			{"Declare", s.testManagedDeclare},
 		}},
 		{"CatalogValidation", []testCase{
 			{"Refused", s.testCatalogValidationRefused},

@@ -95,6 +95,8 @@ func TestMutants(t *testing.T) {
 		"releaseByHolderCredential": {"Credential/EachEventKind", "Credential/ConcurrentEachItsOwn"},
 		"batchSharesCredential":     {"Credential/RenewBatchEachItsOwn"},
 		"releaseDropsDetail":        {"Release/Revoke"},
+		"managerNotRecorded":        {"Managed/Recorded", "Managed/TerraformAdopts"},
+		"managerIgnored":            {"Managed/OperatorRefused", "Managed/TerraformAdopts"},
 	} {
 		t.Run(mutant, func(t *testing.T) {
 			t.Parallel()

@@ -179,6 +179,24 @@ func (e KeepaliveReleasedReason) Valid() bool {
 	}
 }
 
+// Defines values for ManagedBy.
+const (
+	Operator  ManagedBy = "operator"
+	Terraform ManagedBy = "terraform"
+)
+
+// Valid indicates whether the value is a known member of the ManagedBy enum.
+func (e ManagedBy) Valid() bool {
+	switch e {
+	case Operator:
+		return true
+	case Terraform:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ReleaseUnavailableReason.
 const (
 	ReleaseUnavailableReasonUnavailable ReleaseUnavailableReason = "unavailable"
@@ -617,6 +635,11 @@ type LeaseState struct {
 	Lease *Lease `json:"lease,omitempty"`
 }
 
+// ManagedBy Who manages the declaration or policy: `terraform` (the provider declared it, or adopted
+// it after an import; only Terraform changes it) or `operator` (declared with the HTTP API,
+// `leasehold tasks declare`, or a Go program; anyone with the right may change it).
+type ManagedBy string
+
 // Note Free text shown to operators; at most 1024 bytes of UTF-8.
 //
 // Example: pruning entries
@@ -631,6 +654,20 @@ type Owner = string
 // PolicyList The retention policies, ordered by name.
 type PolicyList struct {
 	Policies []RetentionPolicy `json:"policies"`
+}
+
+// PolicyName 1 to 64 characters of `A-Z a-z 0-9 . _ : / @ -`.
+//
+// Example: audit
+type PolicyName = string
+
+// PolicyRequest A retention policy as an operator writes it; the name is the path's. An absent bound is 0, which does not apply.
+type PolicyRequest struct {
+	// KeepForMs Events older than this are deleted; whole seconds (a multiple of 1000); 0 means no age limit.
+	KeepForMs *int64 `json:"keep_for_ms,omitempty"`
+
+	// KeepLast Only each task's newest this many events are kept; 0 means no count limit.
+	KeepLast *int64 `json:"keep_last,omitempty"`
 }
 
 // Problem An RFC 9457 problem detail.
@@ -778,6 +815,11 @@ type RetentionPolicy struct {
 	// KeepLast Only the task's newest this many events are kept; 0 means no count limit.
 	KeepLast int64 `json:"keep_last"`
 
+	// ManagedBy Who manages the declaration or policy: `terraform` (the provider declared it, or adopted
+	// it after an import; only Terraform changes it) or `operator` (declared with the HTTP API,
+	// `leasehold tasks declare`, or a Go program; anyone with the right may change it).
+	ManagedBy ManagedBy `json:"managed_by"`
+
 	// Name Example: default
 	Name string `json:"name"`
 
@@ -880,6 +922,11 @@ type TaskDeclaration struct {
 	// Description Free text for operators; empty when none.
 	Description string `json:"description"`
 
+	// ManagedBy Who manages the declaration or policy: `terraform` (the provider declared it, or adopted
+	// it after an import; only Terraform changes it) or `operator` (declared with the HTTP API,
+	// `leasehold tasks declare`, or a Go program; anyone with the right may change it).
+	ManagedBy ManagedBy `json:"managed_by"`
+
 	// MaxTtlMs The largest `ttl_ms` a claim or renewal of the task may ask for. Present only when
 	// the task declares one; absent, the model's bound (24 h) applies.
 	//
@@ -906,6 +953,25 @@ type TaskDeclaration struct {
 	//
 	// Example: 2026-12-02T17:34:02.123Z
 	UpdatedAt Timestamp `json:"updated_at"`
+}
+
+// TaskDeclarationRequest A declaration as an operator writes it; the name is the path's.
+type TaskDeclarationRequest struct {
+	// Description Free text for operators (UTF-8, no NUL); absent, empty.
+	Description *string `json:"description,omitempty"`
+
+	// MaxTtlMs The largest `ttl_ms` a claim or renewal may ask for, at least `ttl_ms`; absent, no bound but the model's (24 h).
+	MaxTtlMs *int64 `json:"max_ttl_ms,omitempty"`
+
+	// RetentionPolicy 1 to 64 characters of `A-Z a-z 0-9 . _ : / @ -`.
+	//
+	// Example: audit
+	RetentionPolicy *PolicyName `json:"retention_policy,omitempty"`
+
+	// TtlMs Time to live in milliseconds, from 100 ms to 24 h.
+	//
+	// Example: 30000
+	TtlMs TTLMillis `json:"ttl_ms"`
 }
 
 // TaskList A page of the task declarations, ordered by name.
@@ -974,10 +1040,21 @@ type ListAfter = string
 // ListLimit defines model for ListLimit.
 type ListLimit = int
 
+// Policy 1 to 64 characters of `A-Z a-z 0-9 . _ : / @ -`.
+//
+// Example: audit
+type Policy = PolicyName
+
+// TakeOver defines model for TakeOver.
+type TakeOver = bool
+
 // Task 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`, with no empty, `.` or `..` segment between slashes.
 //
 // Example: telescope:prune
 type Task = TaskName
+
+// CatalogConflict An RFC 9457 problem detail.
+type CatalogConflict = Problem
 
 // Forbidden An RFC 9457 problem detail.
 type Forbidden = Problem
@@ -999,6 +1076,9 @@ type NotFound = Problem
 
 // PayloadTooLarge An RFC 9457 problem detail.
 type PayloadTooLarge = Problem
+
+// PolicyNotFound An RFC 9457 problem detail.
+type PolicyNotFound = Problem
 
 // RequestTimeout An RFC 9457 problem detail.
 type RequestTimeout = Problem
@@ -1046,6 +1126,22 @@ type KeepaliveLeaseParams struct {
 	WaitMs *int64 `form:"wait_ms,omitempty" json:"wait_ms,omitempty"`
 }
 
+// RemovePolicyParams defines parameters for RemovePolicy.
+type RemovePolicyParams struct {
+	// TakeOver `true`: change or remove a declaration or policy that the Terraform provider manages,
+	// making it the operator's. For one removed from the Terraform state (`terraform state
+	// rm`); otherwise the next `terraform apply` takes it back.
+	TakeOver *TakeOver `form:"take_over,omitempty" json:"take_over,omitempty"`
+}
+
+// DeclarePolicyParams defines parameters for DeclarePolicy.
+type DeclarePolicyParams struct {
+	// TakeOver `true`: change or remove a declaration or policy that the Terraform provider manages,
+	// making it the operator's. For one removed from the Terraform state (`terraform state
+	// rm`); otherwise the next `terraform apply` takes it back.
+	TakeOver *TakeOver `form:"take_over,omitempty" json:"take_over,omitempty"`
+}
+
 // ListTasksParams defines parameters for ListTasks.
 type ListTasksParams struct {
 	// Limit How many rows to answer at most, from 1 to 1000 (default 100).
@@ -1054,6 +1150,22 @@ type ListTasksParams struct {
 	// After Start the page after this name (exclusive; it need not exist): the previous page's
 	// `next_after`. Omitted, the list starts at its beginning.
 	After *ListAfter `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// RemoveTaskParams defines parameters for RemoveTask.
+type RemoveTaskParams struct {
+	// TakeOver `true`: change or remove a declaration or policy that the Terraform provider manages,
+	// making it the operator's. For one removed from the Terraform state (`terraform state
+	// rm`); otherwise the next `terraform apply` takes it back.
+	TakeOver *TakeOver `form:"take_over,omitempty" json:"take_over,omitempty"`
+}
+
+// DeclareTaskParams defines parameters for DeclareTask.
+type DeclareTaskParams struct {
+	// TakeOver `true`: change or remove a declaration or policy that the Terraform provider manages,
+	// making it the operator's. For one removed from the Terraform state (`terraform state
+	// rm`); otherwise the next `terraform apply` takes it back.
+	TakeOver *TakeOver `form:"take_over,omitempty" json:"take_over,omitempty"`
 }
 
 // WatchLeasesParams defines parameters for WatchLeases.
@@ -1079,6 +1191,12 @@ type RenewLeaseJSONRequestBody = RenewRequest
 
 // RevokeLeaseJSONRequestBody defines body for RevokeLease for application/json ContentType.
 type RevokeLeaseJSONRequestBody = RevokeRequest
+
+// DeclarePolicyJSONRequestBody defines body for DeclarePolicy for application/json ContentType.
+type DeclarePolicyJSONRequestBody = PolicyRequest
+
+// DeclareTaskJSONRequestBody defines body for DeclareTask for application/json ContentType.
+type DeclareTaskJSONRequestBody = TaskDeclarationRequest
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -1121,15 +1239,30 @@ type ServerInterface interface {
 	// ListPolicies List retention policies
 	// (GET /v1/policies)
 	ListPolicies(ctx echo.Context) error
+	// RemovePolicy Remove a retention policy (admin on every task)
+	// (DELETE /v1/policies/{policy})
+	RemovePolicy(ctx echo.Context, policy Policy, params RemovePolicyParams) error
+	// GetPolicy Get a retention policy
+	// (GET /v1/policies/{policy})
+	GetPolicy(ctx echo.Context, policy Policy) error
+	// DeclarePolicy Create or change a retention policy (admin on every task)
+	// (PUT /v1/policies/{policy})
+	DeclarePolicy(ctx echo.Context, policy Policy, params DeclarePolicyParams) error
 	// GetStatus The sidecar's status
 	// (GET /v1/status)
 	GetStatus(ctx echo.Context) error
 	// ListTasks List task declarations
 	// (GET /v1/tasks)
 	ListTasks(ctx echo.Context, params ListTasksParams) error
+	// RemoveTask Remove a task's declaration (admin)
+	// (DELETE /v1/tasks/{task})
+	RemoveTask(ctx echo.Context, task Task, params RemoveTaskParams) error
 	// GetTask Get a task's declaration
 	// (GET /v1/tasks/{task})
 	GetTask(ctx echo.Context, task Task) error
+	// DeclareTask Declare a task, or change its declaration (admin)
+	// (PUT /v1/tasks/{task})
+	DeclareTask(ctx echo.Context, task Task, params DeclareTaskParams) error
 	// WatchLeases Follow every change of holder, as it happens
 	// (GET /v1/watch)
 	WatchLeases(ctx echo.Context, params WatchLeasesParams) error
@@ -1361,6 +1494,72 @@ func (w *ServerInterfaceWrapper) ListPolicies(ctx echo.Context) error {
 	return err
 }
 
+// RemovePolicy converts echo context to params.
+func (w *ServerInterfaceWrapper) RemovePolicy(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "policy" -------------
+	var policy Policy
+
+	err = runtime.BindStyledParameterWithOptions("simple", "policy", ctx.Param("policy"), &policy, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter policy: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RemovePolicyParams
+	// ------------- Optional query parameter "take_over" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "take_over", ctx.QueryParams(), &params.TakeOver, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter take_over: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RemovePolicy(ctx, policy, params)
+	return err
+}
+
+// GetPolicy converts echo context to params.
+func (w *ServerInterfaceWrapper) GetPolicy(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "policy" -------------
+	var policy Policy
+
+	err = runtime.BindStyledParameterWithOptions("simple", "policy", ctx.Param("policy"), &policy, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter policy: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetPolicy(ctx, policy)
+	return err
+}
+
+// DeclarePolicy converts echo context to params.
+func (w *ServerInterfaceWrapper) DeclarePolicy(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "policy" -------------
+	var policy Policy
+
+	err = runtime.BindStyledParameterWithOptions("simple", "policy", ctx.Param("policy"), &policy, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter policy: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeclarePolicyParams
+	// ------------- Optional query parameter "take_over" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "take_over", ctx.QueryParams(), &params.TakeOver, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter take_over: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeclarePolicy(ctx, policy, params)
+	return err
+}
+
 // GetStatus converts echo context to params.
 func (w *ServerInterfaceWrapper) GetStatus(ctx echo.Context) error {
 	var err error
@@ -1395,6 +1594,31 @@ func (w *ServerInterfaceWrapper) ListTasks(ctx echo.Context) error {
 	return err
 }
 
+// RemoveTask converts echo context to params.
+func (w *ServerInterfaceWrapper) RemoveTask(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "task" -------------
+	var task Task
+
+	err = runtime.BindStyledParameterWithOptions("simple", "task", ctx.Param("task"), &task, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter task: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RemoveTaskParams
+	// ------------- Optional query parameter "take_over" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "take_over", ctx.QueryParams(), &params.TakeOver, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter take_over: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RemoveTask(ctx, task, params)
+	return err
+}
+
 // GetTask converts echo context to params.
 func (w *ServerInterfaceWrapper) GetTask(ctx echo.Context) error {
 	var err error
@@ -1408,6 +1632,31 @@ func (w *ServerInterfaceWrapper) GetTask(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetTask(ctx, task)
+	return err
+}
+
+// DeclareTask converts echo context to params.
+func (w *ServerInterfaceWrapper) DeclareTask(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "task" -------------
+	var task Task
+
+	err = runtime.BindStyledParameterWithOptions("simple", "task", ctx.Param("task"), &task, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter task: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeclareTaskParams
+	// ------------- Optional query parameter "take_over" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "take_over", ctx.QueryParams(), &params.TakeOver, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter take_over: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeclareTask(ctx, task, params)
 	return err
 }
 
@@ -1510,8 +1759,13 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/leases/:task/history", wrapper.GetLeaseHistory, options.OperationMiddlewares["getLeaseHistory"]...)
 	router.GET(options.BaseURL+"/v1/watch", wrapper.WatchLeases, options.OperationMiddlewares["watchLeases"]...)
 	router.GET(options.BaseURL+"/v1/tasks", wrapper.ListTasks, options.OperationMiddlewares["listTasks"]...)
+	router.DELETE(options.BaseURL+"/v1/tasks/:task", wrapper.RemoveTask, options.OperationMiddlewares["removeTask"]...)
 	router.GET(options.BaseURL+"/v1/tasks/:task", wrapper.GetTask, options.OperationMiddlewares["getTask"]...)
+	router.PUT(options.BaseURL+"/v1/tasks/:task", wrapper.DeclareTask, options.OperationMiddlewares["declareTask"]...)
 	router.GET(options.BaseURL+"/v1/policies", wrapper.ListPolicies, options.OperationMiddlewares["listPolicies"]...)
+	router.DELETE(options.BaseURL+"/v1/policies/:policy", wrapper.RemovePolicy, options.OperationMiddlewares["removePolicy"]...)
+	router.GET(options.BaseURL+"/v1/policies/:policy", wrapper.GetPolicy, options.OperationMiddlewares["getPolicy"]...)
+	router.PUT(options.BaseURL+"/v1/policies/:policy", wrapper.DeclarePolicy, options.OperationMiddlewares["declarePolicy"]...)
 	router.GET(options.BaseURL+"/v1/status", wrapper.GetStatus, options.OperationMiddlewares["getStatus"]...)
 	router.GET(options.BaseURL+"/healthz", wrapper.GetHealth, options.OperationMiddlewares["getHealth"]...)
 	router.GET(options.BaseURL+"/readyz", wrapper.GetReadiness, options.OperationMiddlewares["getReadiness"]...)

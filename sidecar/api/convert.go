@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -46,6 +47,7 @@ func FromTask(d *leasecore.TaskDecl) TaskDeclaration {
 		TtlMs:           d.TTL.Milliseconds(),
 		Description:     d.Description,
 		RetentionPolicy: d.RetentionPolicy,
+		ManagedBy:       managedBy(d.ManagedBy),
 		CreatedAt:       FormatTime(d.CreatedAt),
 		UpdatedAt:       FormatTime(d.UpdatedAt),
 	}
@@ -65,9 +67,49 @@ func FromPolicy(p *leasecore.RetentionPolicy) RetentionPolicy {
 		Name:      p.Name,
 		KeepForMs: Millis(p.KeepFor),
 		KeepLast:  max(p.KeepLast, 0),
+		ManagedBy: managedBy(p.ManagedBy),
 		CreatedAt: FormatTime(p.CreatedAt),
 		UpdatedAt: FormatTime(p.UpdatedAt),
 	}
+}
+
+// managedBy is a manager on the wire; a store always records one, and an
+// empty one (a value made in Go, never stored) is the zero Writer's.
+func managedBy(m leasecore.Manager) ManagedBy {
+	if m == "" {
+		return Operator
+	}
+	return ManagedBy(m)
+}
+
+// ToTask is a declaration read from the wire.
+func ToTask(d *TaskDeclaration) (leasecore.TaskDecl, error) {
+	created, err1 := ParseTime(d.CreatedAt)
+	updated, err2 := ParseTime(d.UpdatedAt)
+	if err := errors.Join(err1, err2); err != nil {
+		return leasecore.TaskDecl{}, fmt.Errorf("task declaration: %w", err)
+	}
+	out := leasecore.TaskDecl{
+		Name: d.Name, TTL: time.Duration(d.TtlMs) * time.Millisecond, Description: d.Description,
+		RetentionPolicy: d.RetentionPolicy, ManagedBy: leasecore.Manager(d.ManagedBy), CreatedAt: created, UpdatedAt: updated,
+	}
+	if d.MaxTtlMs != nil {
+		out.MaxTTL = time.Duration(*d.MaxTtlMs) * time.Millisecond
+	}
+	return out, nil
+}
+
+// ToPolicy is a retention policy read from the wire.
+func ToPolicy(p *RetentionPolicy) (leasecore.RetentionPolicy, error) {
+	created, err1 := ParseTime(p.CreatedAt)
+	updated, err2 := ParseTime(p.UpdatedAt)
+	if err := errors.Join(err1, err2); err != nil {
+		return leasecore.RetentionPolicy{}, fmt.Errorf("retention policy: %w", err)
+	}
+	return leasecore.RetentionPolicy{
+		Name: p.Name, KeepFor: time.Duration(p.KeepForMs) * time.Millisecond, KeepLast: p.KeepLast,
+		ManagedBy: leasecore.Manager(p.ManagedBy), CreatedAt: created, UpdatedAt: updated,
+	}, nil
 }
 
 // FromEvent is a history event on the wire.

@@ -25,12 +25,16 @@ const (
 	// ProblemHostNotAllowed (421): the Host header names a host the
 	// sidecar does not answer for.
 	ProblemHostNotAllowed = "urn:leasehold:problem:host-not-allowed"
-	// ProblemNotFound (404), ProblemExists (409) and ProblemInUse (409) are
-	// catalog outcomes the read-only sidecar does not produce today; they
-	// are mapped so that one never turns into a 500.
+	// ProblemNotFound (404): the retention policy does not exist.
 	ProblemNotFound = "urn:leasehold:problem:not-found"
-	ProblemExists   = "urn:leasehold:problem:exists"
-	ProblemInUse    = "urn:leasehold:problem:in-use"
+	// ProblemExists (409): a create named what exists (no route creates
+	// without replacing today; mapped so that one never turns into a 500).
+	ProblemExists = "urn:leasehold:problem:exists"
+	// ProblemInUse (409): the policy is the default, or tasks name it.
+	ProblemInUse = "urn:leasehold:problem:in-use"
+	// ProblemManaged (409): the declaration or policy is managed by
+	// Terraform, and the operator's write did not take it over.
+	ProblemManaged = "urn:leasehold:problem:managed-by-terraform"
 	// ProblemBlank is the type of problems whose status says it all (401,
 	// 404 of no route, 405, 408, 413, 415, 500), as RFC 9457 recommends.
 	ProblemBlank = "about:blank"
