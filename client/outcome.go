@@ -38,8 +38,12 @@ func (e *ProblemError) Error() string {
 	if detail == "" {
 		detail = e.Title
 	}
+	// The sidecar's detail names its invalid params already; a param it
+	// does not name (another server's problem) is added.
 	for _, ip := range e.InvalidParams {
-		detail += fmt.Sprintf("; %s %s", ip.Name, ip.Reason)
+		if !strings.Contains(detail, ip.Reason) {
+			detail += fmt.Sprintf("; %s %s", ip.Name, ip.Reason)
+		}
 	}
 	return fmt.Sprintf("%d %s: %s", e.Status, http.StatusText(e.Status), detail)
 }

@@ -223,3 +223,19 @@ func TestProblemOutcomes(t *testing.T) {
 		}
 	}
 }
+
+// A problem's text says each invalid param once: the sidecar's detail names
+// them already, and a param it does not name is added.
+func TestProblemTextSaysEachParamOnce(t *testing.T) {
+	rule := `must be at most 3600000, the max_ttl of task "t1"`
+	p := &ProblemError{Status: 422, Detail: "invalid request: ttl_ms: " + rule,
+		InvalidParams: []api.InvalidParam{{Name: "ttl_ms", Reason: rule}}}
+	if got := p.Error(); strings.Count(got, rule) != 1 {
+		t.Errorf("problem text %q says the rule %d times, want once", got, strings.Count(got, rule))
+	}
+	p = &ProblemError{Status: 422, Detail: "bad input",
+		InvalidParams: []api.InvalidParam{{Name: "owner", Reason: "must not be empty"}}}
+	if got := p.Error(); !strings.Contains(got, "owner must not be empty") {
+		t.Errorf("problem text %q lost the param its detail does not name", got)
+	}
+}
