@@ -450,8 +450,10 @@ func notifications(t *testing.T, url string) (first string) {
 	if _, err := listener.Exec(t.Context(), "LISTEN leasehold_history"); err != nil {
 		t.Fatalf("listen: %v", err)
 	}
-	l := mustClaim(t, st, "n", "a", leasecore.MinTTL)
-	if _, err := st.Renew(t.Context(), leasecore.RenewParams{Task: "n", Owner: "a", TTL: leasecore.MinTTL, Token: l.Token}); err != nil {
+	// A minute, so that on a busy machine the lease is still live when it
+	// is renewed.
+	l := mustClaim(t, st, "n", "a", time.Minute)
+	if _, err := st.Renew(t.Context(), leasecore.RenewParams{Task: "n", Owner: "a", TTL: time.Minute, Token: l.Token}); err != nil {
 		t.Fatalf("renew: %v", err)
 	}
 	if _, err := st.Release(t.Context(), leasecore.ReleaseParams{Task: "n", Owner: "a", Token: l.Token}); err != nil {
