@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar/api"
@@ -34,18 +33,7 @@ func withTakeOver(path string, takeOver bool) string {
 // ListTasks returns one page of the declarations the credential may read,
 // by name, and the name to continue after ("" on the last page).
 func (c *Client) ListTasks(ctx context.Context, p ListParams) ([]leasecore.TaskDecl, string, error) {
-	q := url.Values{}
-	if p.Limit > 0 {
-		q.Set("limit", strconv.Itoa(p.Limit))
-	}
-	if p.After != "" {
-		q.Set("after", p.After)
-	}
-	path := "/v1/tasks"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	x, err := c.do(ctx, "list_tasks", http.MethodGet, "/v1/tasks", path, nil)
+	x, err := c.do(ctx, "list_tasks", http.MethodGet, "/v1/tasks", p.path("/v1/tasks"), nil)
 	if err != nil {
 		return nil, "", err
 	}
@@ -56,11 +44,9 @@ func (c *Client) ListTasks(ctx context.Context, p ListParams) ([]leasecore.TaskD
 	if err := c.decode("list_tasks", x, &l); err != nil {
 		return nil, "", err
 	}
-	next := ""
-	if l.NextAfter != nil {
-		if next = *l.NextAfter; next <= p.After {
-			return nil, "", c.notSidecar("list_tasks", x, &notTheAPI{fmt.Sprintf("next_after %q does not come after %q", next, p.After)})
-		}
+	next, err := c.nextAfter("list_tasks", x, l.NextAfter, p.After)
+	if err != nil {
+		return nil, "", err
 	}
 	decls := make([]leasecore.TaskDecl, len(l.Tasks))
 	for i := range l.Tasks {

@@ -207,9 +207,8 @@ type ListParams struct {
 	Limit int
 }
 
-// List returns one page of live leases, by task, and the task to continue
-// after ("" on the last page).
-func (c *Client) List(ctx context.Context, p ListParams) ([]leasecore.Lease, string, error) {
+// path is base with p's page as its query.
+func (p ListParams) path(base string) string {
 	q := url.Values{}
 	if p.Limit > 0 {
 		q.Set("limit", strconv.Itoa(p.Limit))
@@ -217,11 +216,29 @@ func (c *Client) List(ctx context.Context, p ListParams) ([]leasecore.Lease, str
 	if p.After != "" {
 		q.Set("after", p.After)
 	}
-	path := "/v1/leases"
 	if len(q) > 0 {
-		path += "?" + q.Encode()
+		return base + "?" + q.Encode()
 	}
-	x, err := c.do(ctx, "list", http.MethodGet, "/v1/leases", path, nil)
+	return base
+}
+
+// nextAfter checks a page's next_after (nil on the last page) against the
+// after it was asked for: pages walk forward by name, and a next_after
+// that does not would have a caller ask for the same page for ever.
+func (c *Client) nextAfter(op string, x *exchange, next *string, after string) (string, error) {
+	if next == nil {
+		return "", nil
+	}
+	if *next <= after {
+		return "", c.notSidecar(op, x, &notTheAPI{fmt.Sprintf("next_after %q does not come after %q", *next, after)})
+	}
+	return *next, nil
+}
+
+// List returns one page of live leases, by task, and the task to continue
+// after ("" on the last page).
+func (c *Client) List(ctx context.Context, p ListParams) ([]leasecore.Lease, string, error) {
+	x, err := c.do(ctx, "list", http.MethodGet, "/v1/leases", p.path("/v1/leases"), nil)
 	if err != nil {
 		return nil, "", err
 	}
@@ -232,14 +249,9 @@ func (c *Client) List(ctx context.Context, p ListParams) ([]leasecore.Lease, str
 	if err := c.decode("list", x, &l); err != nil {
 		return nil, "", err
 	}
-	next := ""
-	if l.NextAfter != nil {
-		next = *l.NextAfter
-		// Pages walk forward by task: a next_after that does not would
-		// have a caller ask for the same page for ever.
-		if next <= p.After {
-			return nil, "", c.notSidecar("list", x, &notTheAPI{fmt.Sprintf("next_after %q does not come after %q", next, p.After)})
-		}
+	next, err := c.nextAfter("list", x, l.NextAfter, p.After)
+	if err != nil {
+		return nil, "", err
 	}
 	leases := make([]leasecore.Lease, len(l.Leases))
 	for i := range l.Leases {
