@@ -27,7 +27,7 @@ func TestParse(t *testing.T) {
 		{"v0.1 " + a + " 2026-12-04", "must be vMAJOR.MINOR.PATCH"},
 		{"v0.1.0-rc.1 " + a + " 2026-12-04", "must be vMAJOR.MINOR.PATCH"},
 		{"v0.1.0 " + a[:12] + " 2026-12-04", "40 lower-case hex"},
-		{"v0.1.0 " + a + " 4 Dec 2026", "YYYY-MM-DD"},
+		{"v0.1.0 " + a + " 04-12-2026", "YYYY-MM-DD"},
 		{"v0.2.0 " + a + " 2026-12-04\nv0.1.10 " + b + " 2026-12-05", "must be newer than v0.2.0"},
 		{"v0.1.0 " + a + " 2026-12-04\nv0.1.0 " + b + " 2026-12-05", "must be newer than v0.1.0"},
 	} {
