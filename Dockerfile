@@ -11,13 +11,14 @@ ENV GOWORK=off
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 # The version `leasehold version` and the sidecar's status report, stamped as `make build`
-# stamps it: `docker build --build-arg VERSION=$(git describe --tags --always --dirty) .`
-# (make image does). .git stays out of the build context, so without it the binary says devel.
+# stamps it: `docker build --build-arg VERSION=$(scripts/version.sh) --build-arg COMMIT=$(scripts/version.sh --commit) .`
+# (make image does). .git stays out of the build context, so without them the binary says devel.
 ARG VERSION=
+ARG COMMIT=
 # Pure Go (the SQLite driver needs no cgo), so the binary runs on any base image.
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 go build -trimpath \
-      -ldflags="-s -w -X github.com/leasehold/leasehold/internal/version.version=${VERSION}" \
+      -ldflags="-s -w -X github.com/leasehold/leasehold/internal/version.version=${VERSION} -X github.com/leasehold/leasehold/internal/version.commit=${COMMIT}" \
       -o /out/leasehold ./cmd/leasehold
 
 # Alpine rather than distroless because the compose healthcheck needs an HTTP client

@@ -17,10 +17,15 @@ WATCH_DURATION ?= 20s
 WATCH_RATE ?= 100
 FUZZTIME  ?= 30s
 WITH_PG   := scripts/with-postgres.sh
-# What leasehold --version and /healthz say: the checkout's git description (tag or revision,
-# -dirty for a changed tree), or devel outside git.
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
-VERSION_VAR := github.com/leasehold/leasehold/internal/version.version
+# What leasehold version, /healthz and the provider say: from RELEASES and git
+# (scripts/version.sh): the release's version at its recorded commit, else the next patch's
+# pre-release (v0.1.1-dev.3+0123456789ab), or devel outside git. COMMIT is the full commit.
+VERSION   ?= $(shell scripts/version.sh)
+COMMIT    ?= $(shell scripts/version.sh --commit)
+VERSION_PKG := github.com/leasehold/leasehold/internal/version
+LDFLAGS   := -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).commit=$(COMMIT)
+# The provider's version is the same without the leading v: Terraform's own form.
+PROVIDER_LDFLAGS := -X main.version=$(patsubst v%,%,$(VERSION))
 # The provider's version in a filesystem mirror (make mirror); Terraform needs a semver.
 PROVIDER_VERSION ?= 0.1.0
 
@@ -30,23 +35,24 @@ help: ## Show this help
 
 .PHONY: build
 build: build-leasehold ## Build bin/leasehold and bin/terraform-provider-leasehold
-	$(GO) build -o $(BIN)/terraform-provider-leasehold ./cmd/terraform-provider-leasehold
+	$(GO) build -ldflags "$(PROVIDER_LDFLAGS)" -o $(BIN)/terraform-provider-leasehold ./cmd/terraform-provider-leasehold
 
 .PHONY: build-leasehold
 build-leasehold: ## Build bin/leasehold only (what run needs)
-	$(GO) build -ldflags "-X $(VERSION_VAR)=$(VERSION)" -o $(BIN)/leasehold ./cmd/leasehold
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/leasehold ./cmd/leasehold
 
 .PHONY: image
 image: ## Build the container image leasehold:dev, stamped with VERSION
-	docker build --build-arg VERSION=$(VERSION) -t leasehold:dev .
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t leasehold:dev .
 
 .PHONY: compose-up
 compose-up: ## docker compose up --build, the image stamped with VERSION
 	LEASEHOLD_VERSION=$(VERSION) docker compose up --build
 
 .PHONY: install
-install: ## go install leasehold and terraform-provider-leasehold into GOBIN (default: GOPATH/bin)
-	$(GO) install ./cmd/leasehold ./cmd/terraform-provider-leasehold
+install: ## go install leasehold and terraform-provider-leasehold into GOBIN (default: GOPATH/bin), stamped with VERSION
+	$(GO) install -ldflags "$(LDFLAGS)" ./cmd/leasehold
+	$(GO) install -ldflags "$(PROVIDER_LDFLAGS)" ./cmd/terraform-provider-leasehold
 	@dir="$$($(GO) env GOBIN)"; dir="$${dir:-$$($(GO) env GOPATH)/bin}"; \
 	  echo "installed leasehold and terraform-provider-leasehold in $$dir"; \
 	  case ":$$PATH:" in *":$$dir:"*) ;; *) echo "$$dir is not on PATH: add it (export PATH=\"$$dir:\$$PATH\")";; esac

@@ -10,7 +10,7 @@
 //	                  [--wait 0s] [--grace 10s] -- COMMAND [ARG...]
 //	leasehold status | get TASK | list | history TASK | claim TASK | release TASK | watch
 //	                  [--addr URL | --store URL] [--token-file PATH] [--json]
-//	leasehold version
+//	leasehold version [--json]
 //
 // --addr is the sidecar's base URL (http://127.0.0.1:7411 by default), or
 // unix:PATH for a sidecar serving on a Unix socket (serve --listen unix:PATH).
@@ -37,7 +37,6 @@ import (
 	"github.com/leasehold/leasehold/client/opcli"
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/exitcode"
-	"github.com/leasehold/leasehold/internal/version"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar"
 )
@@ -68,7 +67,9 @@ human-readable, or the API's JSON with --json:
 ` + opcli.Usage + `
   leasehold credentials new --name N --prefix P --right read|hold|admin [--file PATH]
                     make a named, scoped token for --credentials-file (leasehold credentials -h)
-  leasehold version print the version (also leasehold --version)
+  leasehold version [--json]
+                    print the version, commit, Go and API versions and the store schema
+                    versions this build needs and knows (also leasehold --version)
   leasehold help    print this help
 
 Stores: sqlite:PATH (the default, sqlite:./leasehold.db) or postgres://USER@HOST:PORT/DB.
@@ -97,8 +98,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		fmt.Fprint(stdout, usage)
 		return exitcode.OK
 	case "version", "--version", "-version":
-		fmt.Fprintf(stdout, "leasehold %s\n", version.String())
-		return exitcode.OK
+		return printVersion(rest, stdout, stderr)
 	case "serve":
 		return serve(rest, getenv, stderr)
 	case "migrate":

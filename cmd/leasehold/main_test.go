@@ -32,8 +32,10 @@ func TestCommandLine(t *testing.T) {
 	}{
 		{name: "no args", args: nil, code: exitcode.Usage, stderr: "Usage:"},
 		{name: "help", args: []string{"help"}, code: 0, stdout: "leasehold migrate"},
-		{name: "version", args: []string{"version"}, code: 0, stdout: "leasehold " + version.String() + "\n"},
-		{name: "--version", args: []string{"--version"}, code: 0, stdout: "leasehold " + version.String() + "\n"},
+		{name: "version", args: []string{"version"}, code: 0, stdout: "leasehold " + version.String() + "\n  commit"},
+		{name: "--version", args: []string{"--version"}, code: 0, stdout: "leasehold " + version.String() + "\n  commit"},
+		{name: "version -h", args: []string{"version", "-h"}, code: 0, stdout: "Usage: leasehold version [--json]"},
+		{name: "version stray argument", args: []string{"version", "now"}, code: exitcode.Usage, stderr: `unexpected argument "now"`},
 		{name: "unknown verb", args: []string{"frobnicate"}, code: exitcode.Usage, stderr: `unknown command "frobnicate"`},
 		{name: "unknown flag", args: []string{"serve", "--bogus"}, code: exitcode.Usage, stderr: "flag provided but not defined"},
 		{name: "stray argument", args: []string{"serve", "extra"}, code: exitcode.Usage, stderr: `unexpected argument "extra"`},
@@ -151,13 +153,14 @@ func TestServeProcess(t *testing.T) {
 	if err != nil {
 		gobin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 	}
-	const stamp = "v0.0.0-stamped"
-	build := exec.Command(gobin, "build", "-ldflags", "-X github.com/leasehold/leasehold/internal/version.version="+stamp, "-o", exe, ".")
+	const stamp, commit = "v0.0.0-stamped", "0123456789abcdef0123456789abcdef01234567"
+	build := exec.Command(gobin, "build", "-ldflags", "-X github.com/leasehold/leasehold/internal/version.version="+stamp+
+		" -X github.com/leasehold/leasehold/internal/version.commit="+commit, "-o", exe, ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	if out, err := exec.Command(exe, "--version").Output(); err != nil || string(out) != "leasehold "+stamp+"\n" {
-		t.Fatalf("leasehold --version: %q, %v; want the stamp %s", out, err, stamp)
+	if out, err := exec.Command(exe, "--version").Output(); err != nil || !strings.HasPrefix(string(out), "leasehold "+stamp+"\n  commit    "+commit+"\n") {
+		t.Fatalf("leasehold --version: %q, %v; want the stamps %s and %s", out, err, stamp, commit)
 	}
 	store := "sqlite:" + filepath.Join(dir, "leasehold.db")
 

@@ -10,10 +10,14 @@
 // from a checkout, else "devel".
 package version
 
-import "runtime/debug"
+import (
+	"runtime"
+	"runtime/debug"
+)
 
-// version is set by the linker (-ldflags -X); empty in an unstamped build.
-var version string
+// version and commit are set by the linker (-ldflags -X); empty in an
+// unstamped build. make build, make install and make dist stamp both.
+var version, commit string
 
 // String returns the running build's version; never empty.
 func String() string {
@@ -55,3 +59,40 @@ func fromBuildInfo(info *debug.BuildInfo) string {
 	}
 	return revision
 }
+
+// Commit returns the full commit the running build was made from: the
+// linker's stamp, else the VCS revision the Go toolchain embedded (with
+// "+modified" for a changed tree), else "unknown".
+func Commit() string {
+	if commit != "" {
+		return commit
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	return commitFromBuildInfo(info)
+}
+
+func commitFromBuildInfo(info *debug.BuildInfo) string {
+	var revision string
+	var modified bool
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			revision = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	switch {
+	case revision == "":
+		return "unknown"
+	case modified:
+		return revision + "+modified"
+	}
+	return revision
+}
+
+// Go returns the Go release the running build was compiled with.
+func Go() string { return runtime.Version() }

@@ -44,3 +44,21 @@ func TestStamped(t *testing.T) {
 		t.Error("String() is empty in an unstamped build")
 	}
 }
+
+func TestCommitFromBuildInfo(t *testing.T) {
+	t.Parallel()
+	const rev = "0123456789abcdef0123456789abcdef01234567"
+	for _, tc := range []struct {
+		name     string
+		settings []debug.BuildSetting
+		want     string
+	}{
+		{"clean", []debug.BuildSetting{{Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: "false"}}, rev},
+		{"modified", []debug.BuildSetting{{Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: "true"}}, rev + "+modified"},
+		{"no vcs", nil, "unknown"},
+	} {
+		if got := commitFromBuildInfo(&debug.BuildInfo{Settings: tc.settings}); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
