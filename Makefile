@@ -195,6 +195,10 @@ lint: ## gofmt, go vet and staticcheck
 	$(GO) vet $(PKGS)
 	$(GO) tool staticcheck $(PKGS)
 
+.PHONY: check-api
+check-api: ## Fail when openapi.yaml breaks the latest release's HTTP API (oasdiff; docs/compatibility.md)
+	GO=$(GO) scripts/check-api.sh
+
 .PHONY: generate
 generate: ## Regenerate code from openapi.yaml
 	$(GO) generate ./...
