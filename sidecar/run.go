@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/internal/version"
 	"github.com/leasehold/leasehold/leasecore"
@@ -112,6 +113,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	switch {
 	case migrated:
 		log.Info("store migrated", "store", storeName)
+		cli.LogNewerSchema(ctx, store, storeName, log)
 	case ctx.Err() != nil:
 		log.Info("stopped before serving")
 		return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/internal/exitcode"
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/migration"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 )
 
@@ -220,7 +221,9 @@ func acquire(ctx context.Context, cfg *Config, log *slog.Logger) (hold, int) {
 			"expires_in", held.Holder.TTLRemaining.Round(time.Millisecond).String())
 	case code == exitcode.Usage:
 		log.Error("refused", "task", cfg.Task, "err", err)
-	case code == exitcode.Undeclared:
+	case errors.As(err, new(*migration.TooNewError)):
+		log.Error("store too new", "task", cfg.Task, "err", err)
+	case errors.Is(err, leasecore.ErrUndeclared):
 		log.Error("undeclared", "task", cfg.Task, "err", err)
 	case errors.Is(err, lhclient.ErrUnauthorized):
 		log.Error("unauthorized", "addr", cli.RedactAddr(cfg.Addr), "err", err, "hint", cli.TokenHint(cfg.BearerToken != ""))

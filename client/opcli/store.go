@@ -40,6 +40,11 @@ func openStore(ctx context.Context, raw string, write bool) (*storeBackend, erro
 		store, err = cli.OpenMigrated(ctx, name) // its errors name the store
 	} else if store, err = storeurl.Open(ctx, name); err != nil {
 		err = fmt.Errorf("store %s: %w", name, err)
+	} else if err = cli.RefuseTooNew(ctx, store); err != nil {
+		// A reading verb migrates nothing, so it refuses here what
+		// Migrate would: a store contracted past this build.
+		store.Close()
+		err = fmt.Errorf("store %s: %w", name, err)
 	}
 	if err != nil {
 		return nil, leasecore.Unavailable("open", err)

@@ -5,6 +5,7 @@
 //	                  [--require-declared] [--prune-interval 10m]
 //	                  [--token-file PATH] [--log-format text|json] [--allow-host NAME]
 //	leasehold migrate [--store URL] [--grant-runtime ROLE,…] [--log-format text|json]
+//	leasehold migrate --status [--json] [--store URL]
 //	leasehold prune   [--store URL] [--log-format text|json]
 //	leasehold run     [--addr URL | --store URL] --task T [--ttl 30s] [--owner O]
 //	                  [--wait 0s] [--grace 10s] -- COMMAND [ARG...]
@@ -24,6 +25,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -37,6 +39,7 @@ import (
 	"github.com/leasehold/leasehold/client/opcli"
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/exitcode"
+	"github.com/leasehold/leasehold/internal/version"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar"
 )
@@ -55,6 +58,8 @@ Usage:
   leasehold migrate [--store URL] [--grant-runtime ROLE,…] [--log-format text|json]
                     create or upgrade the store's schema, then exit; with --grant-runtime
                     (PostgreSQL, run as the owner) give those roles the runtime privileges
+  leasehold migrate --status [--json] [--store URL]
+                    show where the store's schema stands against this leasehold; change nothing
   leasehold prune   [--store URL] [--log-format text|json]
                     delete lease history beyond the retention policies (one pass), then exit;
                     refuses a store that does not exist (no SQLite file, no schema)
@@ -102,7 +107,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	case "serve":
 		return serve(rest, getenv, stderr)
 	case "migrate":
-		return migrate(rest, getenv, stderr)
+		return migrate(rest, getenv, stdout, stderr)
 	case "prune":
 		return storeCommand("prune", nil, cli.Prune, rest, getenv, stderr)
 	case "credentials":
@@ -149,18 +154,56 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) int {
 
 // migrate runs `leasehold migrate`: storeCommand's flags, and
 // --grant-runtime.
-func migrate(args []string, getenv func(string) string, stderr io.Writer) int {
-	var grant string
+func migrate(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	var (
+		grant          string
+		status, asJSON bool
+	)
 	return storeCommand("migrate", func(fs *flag.FlagSet) {
 		fs.StringVar(&grant, "grant-runtime", "", "PostgreSQL: give these `roles` (comma-separated) exactly the privileges a runtime role needs "+
 			"(read and write leasehold's rows, no DDL), in the migration's transaction; run as the owner of leasehold's tables (docs/store-roles.md)")
+		fs.BoolVar(&status, "status", false, "show where the store's schema stands against this leasehold and change nothing "+
+			"(exit 78 when this leasehold cannot serve it)")
+		fs.BoolVar(&asJSON, "json", false, "with --status: print it as one JSON object")
 	}, func(ctx context.Context, store string, log *slog.Logger) error {
 		roles, err := cli.ParseRoles(grant)
 		if err != nil {
 			return exitcode.With(exitcode.Usage, err)
 		}
+		switch {
+		case asJSON && !status:
+			return exitcode.With(exitcode.Usage, errors.New("--json goes with --status"))
+		case status && len(roles) > 0:
+			return exitcode.With(exitcode.Usage, errors.New("--status changes nothing, so it takes no --grant-runtime"))
+		case status:
+			return printSchemaStatus(ctx, store, asJSON, stdout)
+		}
 		return cli.MigrateGranting(ctx, store, roles, log)
 	}, args, getenv, stderr)
+}
+
+// printSchemaStatus prints `leasehold migrate --status`. Its error is the
+// store's, or, for a store this build cannot serve, the refusal Migrate
+// would give (exit 78), after the status is printed.
+func printSchemaStatus(ctx context.Context, store string, asJSON bool, stdout io.Writer) error {
+	st, err := cli.SchemaStatus(ctx, store)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(st); err != nil {
+			return err
+		}
+	} else {
+		name := storeurl.MustParse(store)
+		fmt.Fprintf(stdout, "store     %s\n", name)
+		fmt.Fprintf(stdout, "schema    version %d, floor %d (binaries that know schema %d or newer may serve it)\n", st.Version, st.Floor, max(st.Floor, 1))
+		fmt.Fprintf(stdout, "leasehold %s needs schema %d, knows up to %d\n", version.String(), st.Needs, st.Knows)
+		fmt.Fprintf(stdout, "verdict   %s\n", st.Describe())
+	}
+	return st.Err()
 }
 
 // storeCommand runs a one-shot command on a store: migrate or prune.

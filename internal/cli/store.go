@@ -66,8 +66,9 @@ func MigrateGranting(ctx context.Context, storeURL string, runtimeRoles []string
 		if err != nil {
 			return err
 		}
-		store.Close()
+		defer store.Close()
 		log.Info("store migrated", "store", storeName)
+		LogNewerSchema(ctx, store, storeName, log)
 		return nil
 	}
 	noRoles := func(kind string) error {
@@ -187,6 +188,12 @@ func openExisting(ctx context.Context, storeName storeurl.URL, verb string) (lea
 	if _, err := store.Get(ctx, leasecore.PruneTask); errors.Is(err, leasecore.ErrSchemaMissing) {
 		store.Close()
 		return nil, fmt.Errorf("store %s has no leasehold schema; %s works on an existing store: %s", storeName, verb, noStoreHint)
+	}
+	// A verb that only reads migrates nothing, so it checks here what
+	// Migrate would: a store contracted past this build is refused.
+	if err := RefuseTooNew(ctx, store); err != nil {
+		store.Close()
+		return nil, fmt.Errorf("store %s: %w", storeName, err)
 	}
 	return store, nil
 }

@@ -19,6 +19,7 @@ import (
 
 	lhclient "github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/migration"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
 
@@ -49,6 +50,10 @@ const (
 	// Undeclared: the task is not declared and the sidecar requires
 	// declared tasks (EX_CONFIG).
 	Undeclared = 78
+	// SchemaTooNew: the store's schema is newer than this leasehold can
+	// serve; a newer leasehold is needed (EX_CONFIG, as Undeclared: the
+	// deployment pairs this binary with the wrong store).
+	SchemaTooNew = 78
 	// CannotExec: `run`: the command was found but could not be executed.
 	CannotExec = 126
 	// NotFound: `run`: the command was not found.
@@ -75,7 +80,7 @@ var Table = []Row{
 	{"70", "`run`: the lease was lost while the command ran, and it was stopped; `release`: that owner (and token) held no live lease, so nothing was released (`release --force`: no live lease, or none under `--token`)"},
 	{"75", "`run`, `claim`: another owner holds the task (`run`: after `--wait`; the command did not run)"},
 	{"77", "the sidecar refused the credentials, or the caller may not act on the task (reserved `leasehold:…`, or outside its scope; `release --force`: no admin right); `tasks`, `policies`: Terraform manages the declaration"},
-	{"78", "`run`, `claim`: the task is not declared and the sidecar requires declared tasks (`serve --require-declared`)"},
+	{"78", "`run`, `claim`: the task is not declared and the sidecar requires declared tasks (`serve --require-declared`); `serve`, `migrate` and the verbs with `--store`: the store's schema is newer than this leasehold can serve (`migrate --status`: it says so)"},
 	{"126 / 127", "`run`: the command could not be executed / was not found (looked up before the lease is claimed: no fencing token is taken, no history written)"},
 	{"128+N", "`run`: the command was killed by signal N, or `run` got signal N before the command started"},
 	{"the command's", "`run`: the command ran to the end, and this is its own status"},
@@ -104,9 +109,10 @@ func With(code int, err error) error {
 // outcome).
 func Of(err error) int {
 	var (
-		c  *coded
-		ns *lhclient.NotSidecarError
-		pe *lhclient.ProblemError
+		c      *coded
+		ns     *lhclient.NotSidecarError
+		pe     *lhclient.ProblemError
+		tooNew *migration.TooNewError
 	)
 	switch {
 	case err == nil:
@@ -123,6 +129,8 @@ func Of(err error) int {
 		return Held
 	case errors.Is(err, leasecore.ErrUndeclared):
 		return Undeclared
+	case errors.As(err, &tooNew):
+		return SchemaTooNew
 	case errors.Is(err, leasecore.ErrLost):
 		return Lost
 	case errors.Is(err, leasecore.ErrInvalid):

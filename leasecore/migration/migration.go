@@ -10,12 +10,37 @@
 // PostgreSQL only and would add a dependency tree for a few dozen lines.
 //
 // Files are named NNNN_description.sql; versions start at 1 and have no gaps.
+//
+// # Expand, then contract
+//
+// A store is migrated while sidecars of the previous release still serve it
+// (docs/compatibility.md), so a migration is one of two kinds:
+//
+//   - expand: it only adds (a table, a column with a default, an index). A
+//     binary that does not know it still serves the store. Every migration
+//     so far is one.
+//
+//   - contract: it drops or changes what older binaries use, and it comes
+//     one minor release after the binaries stopped using it. Its file says
+//     which binaries may still serve a store after it, with a line among its
+//     leading comments:
+//
+//     -- floor: 12
+//
+//     meaning "a binary that knows schema 12 or newer can serve this store".
+//     The floor is at most the migration's own version.
+//
+// The store records each applied migration's floor (the schema_floor
+// migration adds the column), and its floor is the highest of them. A binary
+// serves a store whose schema is newer than it knows when the store's floor
+// is within what it knows, and refuses it otherwise (TooNewError).
 package migration
 
 import (
 	"fmt"
 	"io/fs"
 	"path"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,7 +51,20 @@ type Migration struct {
 	Version int
 	Name    string
 	SQL     string
+	// Floor is what a contract migration declares (its "-- floor: N"
+	// line): the oldest schema version whose binaries can serve a store
+	// after it. Zero for an expand migration.
+	Floor int
 }
+
+// FloorMigration is the name of the migration that adds the column a store
+// keeps each applied migration's floor in; a floor may be declared only
+// after it.
+const FloorMigration = "schema_floor"
+
+// floorLine is a contract migration's declaration, among its leading
+// comment lines.
+var floorLine = regexp.MustCompile(`^--\s*floor:\s*([0-9]+)\s*$`)
 
 // Load reads every *.sql file in dir of fsys, ordered by version.
 func Load(fsys fs.FS, dir string) ([]Migration, error) {
@@ -49,7 +87,14 @@ func Load(fsys fs.FS, dir string) ([]Migration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read migration %q: %w", e.Name(), err)
 		}
-		out = append(out, Migration{Version: v, Name: name, SQL: string(body)})
+		floor, err := declaredFloor(string(body))
+		if err != nil {
+			return nil, fmt.Errorf("migration %q: %w", e.Name(), err)
+		}
+		if floor > v {
+			return nil, fmt.Errorf("migration %q: floor %d is above its own version %d", e.Name(), floor, v)
+		}
+		out = append(out, Migration{Version: v, Name: name, SQL: string(body), Floor: floor})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	for i, m := range out {
@@ -57,7 +102,38 @@ func Load(fsys fs.FS, dir string) ([]Migration, error) {
 			return nil, fmt.Errorf("migration versions must run 1, 2, 3… without gaps or repeats; found %d at position %d", m.Version, i+1)
 		}
 	}
+	floorAt := 0
+	for _, m := range out {
+		if m.Name == FloorMigration {
+			floorAt = m.Version
+		}
+		if m.Floor > 0 && (floorAt == 0 || m.Version <= floorAt) {
+			return nil, fmt.Errorf("migration %04d_%s declares a floor before %s records floors", m.Version, m.Name, FloorMigration)
+		}
+	}
 	return out, nil
+}
+
+// declaredFloor reads the "-- floor: N" line among a migration's leading
+// comments; 0 when there is none.
+func declaredFloor(sql string) (int, error) {
+	for _, line := range strings.Split(sql, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if !strings.HasPrefix(line, "--") {
+			return 0, nil
+		}
+		if m := floorLine.FindStringSubmatch(line); m != nil {
+			n, err := strconv.Atoi(m[1])
+			if err != nil || n < 1 {
+				return 0, fmt.Errorf("floor %q must be a schema version from 1", m[1])
+			}
+			return n, nil
+		}
+	}
+	return 0, nil
 }
 
 // Pending returns the migrations after version current.

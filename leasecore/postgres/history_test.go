@@ -279,10 +279,14 @@ func TestHistoryUnderRace(t *testing.T) {
 
 	first := raceClaim(t, pools, 16, task)
 	// The winner refreshes from every pool at once while others are refused.
+	// Its ttl outlasts the race even on a loaded machine (with MinTTL, a
+	// latecomer could find the lease already expired and win it), and is
+	// short enough to wait out below.
+	const refreshTTL = 2 * time.Second
 	var wg sync.WaitGroup
 	for i, st := range pools {
 		wg.Go(func() {
-			_, err := st.Claim(t.Context(), leasecore.ClaimParams{Task: task, Owner: first.Owner, TTL: leasecore.MinTTL})
+			_, err := st.Claim(t.Context(), leasecore.ClaimParams{Task: task, Owner: first.Owner, TTL: refreshTTL})
 			if err != nil {
 				t.Errorf("refresh from pool %d: %v", i, err)
 			}

@@ -82,7 +82,13 @@ func (s *Store) MigrateGranting(ctx context.Context, runtimeRoles []string) erro
 	var current int
 	if len(runtimeRoles) == 0 {
 		if err := s.pool.QueryRow(ctx, schemaVersionSQL).Scan(&current); err == nil && current >= len(all) {
-			return nil
+			// A store newer than this build is served only within its
+			// floor (leasecore/migration, "Expand, then contract").
+			floor, err := readFloor(ctx, s.pool, all, current)
+			if err != nil {
+				return interpretError(op, err)
+			}
+			return migration.StatusOf(all, current, floor).Err()
 		}
 	}
 	// READ COMMITTED whatever the server's default: every statement takes a
@@ -109,13 +115,26 @@ func (s *Store) MigrateGranting(ctx context.Context, runtimeRoles []string) erro
 		if err := tx.QueryRow(ctx, schemaVersionSQL).Scan(&current); err != nil {
 			return err
 		}
+		if current > len(all) {
+			floor, err := readFloor(ctx, tx, all, current)
+			if err != nil {
+				return err
+			}
+			if err := migration.StatusOf(all, current, floor).Err(); err != nil {
+				return err
+			}
+		}
 		for _, m := range migration.Pending(all, current) {
 			// No arguments: pgx sends it with the simple protocol, so a file
 			// may hold several statements.
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return &behindError{current: current, want: len(all), err: &stepError{step: fmt.Sprintf("migration %04d_%s", m.Version, m.Name), err: err}}
 			}
-			if _, err := tx.Exec(ctx, `INSERT INTO leasehold_schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+			record, args := `INSERT INTO leasehold_schema_migrations (version, name) VALUES ($1, $2)`, []any{m.Version, m.Name}
+			if m.Floor > 0 {
+				record, args = `INSERT INTO leasehold_schema_migrations (version, name, floor_version) VALUES ($1, $2, $3)`, append(args, m.Floor)
+			}
+			if _, err := tx.Exec(ctx, record, args...); err != nil {
 				return &behindError{current: current, want: len(all), err: &stepError{step: fmt.Sprintf("recording migration %04d_%s", m.Version, m.Name), err: err}}
 			}
 		}
@@ -126,11 +145,68 @@ func (s *Store) MigrateGranting(ctx context.Context, runtimeRoles []string) erro
 		}
 		return nil
 	})
+	if tooNew := (*migration.TooNewError)(nil); errors.As(err, &tooNew) {
+		return tooNew // a refusal, not an unavailable store: waiting does not heal it
+	}
 	if err != nil {
 		s.noteReadOnly(err)
 		return interpretError(op, s.explainCannotMigrate(ctx, err))
 	}
 	return nil
+}
+
+// rowQuerier is what readFloor and SchemaStatus read with: the pool or a
+// transaction.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// readFloor returns the floor of a store at schema version: the highest
+// floor its applied migrations declared, or 0 when it predates the column
+// that records them (FloorMigration), and so every binary may serve it.
+func readFloor(ctx context.Context, q rowQuerier, all []migration.Migration, version int) (int, error) {
+	if version < floorColumnVersion(all) {
+		return 0, nil
+	}
+	var floor int
+	err := q.QueryRow(ctx, `SELECT coalesce(max(floor_version), 0) FROM leasehold_schema_migrations`).Scan(&floor)
+	return floor, err
+}
+
+// floorColumnVersion is the version of the migration that adds
+// floor_version.
+func floorColumnVersion(all []migration.Migration) int {
+	for _, m := range all {
+		if m.Name == migration.FloorMigration {
+			return m.Version
+		}
+	}
+	panic("postgres: no " + migration.FloorMigration + " migration is embedded")
+}
+
+// SchemaStatus reports where the database's schema stands against this
+// build's migrations, reading only (`leasehold migrate --status`): a
+// database without leasehold's tables is at version 0.
+func (s *Store) SchemaStatus(ctx context.Context) (migration.Status, error) {
+	const op = "schema status"
+	all, err := loadMigrations()
+	if err != nil {
+		return migration.Status{}, interpretError(op, err)
+	}
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass('leasehold_schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+		return migration.Status{}, interpretError(op, err)
+	}
+	var version, floor int
+	if exists {
+		if err := s.pool.QueryRow(ctx, schemaVersionSQL).Scan(&version); err != nil {
+			return migration.Status{}, interpretError(op, err)
+		}
+		if floor, err = readFloor(ctx, s.pool, all, version); err != nil {
+			return migration.Status{}, interpretError(op, err)
+		}
+	}
+	return migration.StatusOf(all, version, floor), nil
 }
 
 // behindError is a failure to bring the schema from version current to

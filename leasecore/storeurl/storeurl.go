@@ -28,6 +28,7 @@ import (
 
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/internal/redact"
+	"github.com/leasehold/leasehold/leasecore/migration"
 	"github.com/leasehold/leasehold/leasecore/postgres"
 	"github.com/leasehold/leasehold/leasecore/sqlite"
 )
@@ -253,8 +254,13 @@ func RedactError(err error) error { return redact.Error(err) }
 // Unrecoverable reports whether err, from a store's Migrate or Ping, is a
 // failure that waiting does not heal (an SQLite file that cannot be opened
 // or written, is not a database, or was deleted or replaced while open), as
-// opposed to a store that is down for now. See sqlite.Unrecoverable.
-func Unrecoverable(err error) bool { return sqlite.Unrecoverable(err) }
+// opposed to a store that is down for now. See sqlite.Unrecoverable. A
+// store whose schema is newer than this build may serve
+// (*migration.TooNewError) is one too: only a newer leasehold heals it.
+func Unrecoverable(err error) bool {
+	var tooNew *migration.TooNewError
+	return sqlite.Unrecoverable(err) || errors.As(err, &tooNew)
+}
 
 // RedactAttr is a slog.HandlerOptions.ReplaceAttr that passes every string
 // and error value through Redact, so that no log line holds a credential,
