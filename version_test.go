@@ -2,11 +2,14 @@ package leasehold_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/leasehold/leasehold/internal/release"
 )
 
 // git runs git in dir with a fixed identity and fails the test on error.
@@ -109,6 +112,41 @@ func TestMakeStampsVersion(t *testing.T) {
 		}
 		if got.Version != strings.TrimSpace(string(want)) || got.Commit != strings.TrimSpace(string(commit)) {
 			t.Errorf("%s says version %q commit %q; scripts/version.sh says %q and %q", bin, got.Version, got.Commit, strings.TrimSpace(string(want)), strings.TrimSpace(string(commit)))
+		}
+	}
+}
+
+// TestReleasesRecord holds RELEASES to the history and the changelog: each
+// release's commit is in the clone, CHANGELOG.md has its entry with its
+// date, and the commit it was cut from already carried that entry.
+func TestReleasesRecord(t *testing.T) {
+	t.Parallel()
+	all, err := release.Load(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) == 0 {
+		t.Fatal("RELEASES records no release")
+	}
+	changelog, err := os.ReadFile("CHANGELOG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range all {
+		heading := "\n## " + r.Version + " - " + r.Date.Format("2006-01-02") + "\n"
+		if !strings.Contains(string(changelog), heading) {
+			t.Errorf("CHANGELOG.md has no heading %q for %s", strings.TrimSpace(heading), r.Version)
+		}
+		cut, err := exec.Command("git", "show", r.Commit+":CHANGELOG.md").Output()
+		if err != nil {
+			msg := fmt.Sprintf("%s's commit %s is not in this clone (a shallow clone? git fetch --unshallow): %v", r.Version, r.Commit, err)
+			if os.Getenv("CI") != "" {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+		if !strings.Contains(string(cut), heading) {
+			t.Errorf("%s was cut from %s, whose CHANGELOG.md has no entry for it", r.Version, r.Commit[:12])
 		}
 	}
 }
