@@ -80,9 +80,15 @@ func launchSidecar(t *testing.T, store string, extra ...string) (*sidecar, error
 // a command and its first arguments, to which leasehold's path and
 // arguments are appended, and which runs them (say, after setting a limit).
 func launchWrapped(t *testing.T, wrapper []string, store string, extra ...string) (*sidecar, error) {
+	return launchBin(t, leaseholdBin, wrapper, store, extra...)
+}
+
+// launchBin is launchWrapped running the leasehold binary bin: an earlier
+// release's, in the rolling upgrade.
+func launchBin(t *testing.T, bin string, wrapper []string, store string, extra ...string) (*sidecar, error) {
 	logs := &lockedbuf.Buffer{}
 	p, err := serveproc.Start(serveproc.Options{
-		Bin: leaseholdBin, Args: append([]string{"--store", store}, extra...),
+		Bin: bin, Args: append([]string{"--store", store}, extra...),
 		Wrapper: wrapper, Env: cleanEnv(), Output: logs,
 	})
 	if err != nil {

@@ -48,6 +48,7 @@ func (r *policyResource) Metadata(_ context.Context, req resource.MetadataReques
 
 func (r *policyResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
+		Version: policySchemaVersion,
 		MarkdownDescription: "A retention policy: how much lease history the pruner keeps for each task that names it. " +
 			"An event is deleted when it is older than `keep_for` or not among the task's newest `keep_last` events. " +
 			"Every store has a policy named `" + leasecore.DefaultPolicy + "` (keep_for `720h`, keep_last `1000`) for tasks that name none " +

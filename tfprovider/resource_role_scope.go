@@ -52,6 +52,7 @@ func (r *roleScopeResource) Metadata(_ context.Context, req resource.MetadataReq
 
 func (r *roleScopeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
+		Version: roleScopeSchemaVersion,
 		MarkdownDescription: "Limits a PostgreSQL role to the tasks whose names start with one of `prefixes`, with row-level " +
 			"security in the store itself: a sidecar (or any program) connecting as that role can neither claim, renew, " +
 			"release nor read another team's leases and history, even with SQL of its own. leasehold's own tasks " +

@@ -50,6 +50,7 @@ func (r *taskResource) Metadata(_ context.Context, req resource.MetadataRequest,
 
 func (r *taskResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
+		Version: taskSchemaVersion,
 		MarkdownDescription: "Declares a task: the ttl a claim of it gets when it asks for none, the longest ttl " +
 			"a claim or renewal may ask for, and the retention policy of its lease history. Sidecars apply " +
 			"declarations to claims within a few seconds of a change; with `--require-declared` they refuse " +
