@@ -58,10 +58,10 @@ func RuntimeGrants(schema, role string) []string {
 	return out
 }
 
-// RuntimeGrantsSQL is RuntimeGrants as a script, one statement a line,
+// runtimeGrantsSQL is RuntimeGrants as a script, one statement a line,
 // with a comment per table saying why: what `leasehold migrate
 // --grant-runtime ROLE` runs, for an operator who grants by hand.
-func RuntimeGrantsSQL(schema, role string) string {
+func runtimeGrantsSQL(schema, role string) string {
 	stmts := RuntimeGrants(schema, role)
 	var b strings.Builder
 	b.WriteString(stmts[0] + ";\n")

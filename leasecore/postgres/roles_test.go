@@ -191,7 +191,7 @@ func TestRuntimePrivilegesCoverTheSchema(t *testing.T) {
 	}
 }
 
-// The SQL in docs/store-roles.md is what RuntimeGrantsSQL generates, so
+// The SQL in docs/store-roles.md is what runtimeGrantsSQL generates, so
 // that an operator who grants by hand grants what the command would.
 func TestStoreRolesDocGrants(t *testing.T) {
 	t.Parallel()
@@ -199,9 +199,9 @@ func TestStoreRolesDocGrants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "```sql\n" + RuntimeGrantsSQL("public", "leasehold_runtime") + "```"
+	want := "```sql\n" + runtimeGrantsSQL("public", "leasehold_runtime") + "```"
 	if !strings.Contains(string(doc), want) {
-		t.Errorf("docs/store-roles.md does not hold the runtime grants as RuntimeGrantsSQL writes them; paste:\n%s", want)
+		t.Errorf("docs/store-roles.md does not hold the runtime grants as runtimeGrantsSQL writes them; paste:\n%s", want)
 	}
 }
 

@@ -247,9 +247,6 @@ func SQLitePath(raw string) (string, bool) {
 // the process (a log handler, a printed error).
 func Redact(s string) string { return redact.String(s) }
 
-// RedactError is err with its text passed through Redact (the last net, as
-// Redact); errors.Is and errors.As still see its causes.
-func RedactError(err error) error { return redact.Error(err) }
 
 // Unrecoverable reports whether err, from a store's Migrate or Ping, is a
 // failure that waiting does not heal (an SQLite file that cannot be opened

@@ -23,10 +23,10 @@ const (
 // Option configures a Hub.
 type Option func(*Hub)
 
-// WithBuffer sets the size of the ring of recent events that live
+// withBuffer sets the size of the ring of recent events that live
 // watchers read from: how many events a watcher may fall behind before it
 // is cut (default DefaultBuffer). n of 0 or less keeps the default.
-func WithBuffer(n int) Option {
+func withBuffer(n int) Option {
 	return func(h *Hub) {
 		if n > 0 {
 			h.buffer = n

@@ -347,7 +347,7 @@ func TestWatchPrefix(t *testing.T) {
 // what it holds meanwhile is bounded.
 func TestWatchSlowWatcherIsCut(t *testing.T) {
 	f := newFeedStore()
-	hub := newHub(f, WithBuffer(8))
+	hub := newHub(f, withBuffer(8))
 	slow, err := hub.Watch(t.Context(), Params{Since: FromNow})
 	if err != nil {
 		t.Fatal(err)
