@@ -64,6 +64,10 @@ mirror: ## Lay the provider out as a Terraform filesystem mirror in bin/mirror (
 	  mkdir -p "$$dir" && cp $(BIN)/terraform-provider-leasehold "$$dir/terraform-provider-leasehold_v$(PROVIDER_VERSION)" && \
 	  echo "provider $(PROVIDER_VERSION) mirrored in $$(cd $(BIN)/mirror && pwd)"
 
+.PHONY: dist
+dist: ## Build a release into dist/: binaries for linux and darwin (amd64, arm64), provider zips and mirror, npm tarball, wheel, SBOMs, SHA256SUMS
+	GO=$(GO) scripts/dist.sh $(VERSION) $(COMMIT) dist
+
 .PHONY: run
 run: build-leasehold ## Build and serve the API on 127.0.0.1:7411 with the embedded SQLite store
 	$(BIN)/leasehold serve --listen $(LISTEN) --store $(STORE)
@@ -100,6 +104,12 @@ chaos: ## Run only the chaos test, DURATION of load per store (default 10m); sum
 	@secs=$$(( $$(echo '$(DURATION)' | sed -E 's/([0-9]+)h/\1*3600+/; s/([0-9]+)m/\1*60+/; s/([0-9]+)s/\1+/; s/\+$$//') )) && \
 	  echo "chaos: $(DURATION) of load per store, test timeout $$((2 * secs + 600))s" && \
 	  LEASEHOLD_CHAOS_DURATION=$(DURATION) $(WITH_PG) $(GO) test -race -count=1 -v -timeout $$((2 * secs + 600))s -run '^TestChaos$$' ./e2e/
+
+.PHONY: chaos-upgrade
+chaos-upgrade: ## Run only the rolling upgrade under load (TestRollingUpgrade), DURATION per store (default 10m), its steps repeated; summary lines start with CHAOS and UPGRADE
+	@secs=$$(( $$(echo '$(DURATION)' | sed -E 's/([0-9]+)h/\1*3600+/; s/([0-9]+)m/\1*60+/; s/([0-9]+)s/\1+/; s/\+$$//') )) && \
+	  echo "chaos-upgrade: $(DURATION) of load per store, test timeout $$((2 * secs + 900))s" && \
+	  LEASEHOLD_UPGRADE_DURATION=$(DURATION) $(WITH_PG) $(GO) test -race -count=1 -v -timeout $$((2 * secs + 900))s -run '^TestRollingUpgrade$$' ./e2e/
 
 .PHONY: bench
 bench: bench-go bench-streams bench-http ## Run every benchmark: bench-go, bench-streams, then bench-http
@@ -222,4 +232,4 @@ check-docs: docs ## Fail when tfprovider/docs differs from what is committed
 
 .PHONY: clean
 clean: ## Remove build output
-	rm -rf $(BIN) bench.txt bench-streams.txt bench-watch.txt bench-http.txt bench-fleet.txt bench-fleet-sim.txt
+	rm -rf $(BIN) dist bench.txt bench-streams.txt bench-watch.txt bench-http.txt bench-fleet.txt bench-fleet-sim.txt
