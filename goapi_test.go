@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"go/ast"
+	"go/build"
 	"go/doc"
 	"go/parser"
 	"go/printer"
@@ -81,57 +82,65 @@ func TestGoAPI(t *testing.T) {
 // without bodies or comments, sorted.
 func exportedAPI(dir string) ([]string, error) {
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	// go/build picks the package's files as a build for this platform
+	// would, build tags included.
+	bp, err := build.ImportDir(dir, 0)
 	if err != nil {
 		return nil, err
 	}
+	var files []*ast.File
+	for _, name := range bp.GoFiles {
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, 0)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+	}
 	var lines []string
-	for name, pkg := range pkgs {
-		if strings.HasSuffix(name, "_test") {
-			continue
-		}
-		d := doc.New(pkg, filepath.ToSlash(dir), 0)
-		node := func(n any) string {
-			var buf bytes.Buffer
-			_ = printer.Fprint(&buf, fset, n)
-			return strings.Join(strings.Fields(buf.String()), " ")
-		}
-		values := func(vs []*doc.Value) {
-			for _, v := range vs {
-				for _, spec := range v.Decl.Specs {
-					vs := spec.(*ast.ValueSpec)
-					for _, n := range vs.Names {
-						if n.IsExported() {
-							line := v.Decl.Tok.String() + " " + n.Name
-							if vs.Type != nil {
-								line += " " + node(vs.Type)
-							}
-							lines = append(lines, line)
+	d, err := doc.NewFromFiles(fset, files, filepath.ToSlash(dir))
+	if err != nil {
+		return nil, err
+	}
+	node := func(n any) string {
+		var buf bytes.Buffer
+		_ = printer.Fprint(&buf, fset, n)
+		return strings.Join(strings.Fields(buf.String()), " ")
+	}
+	values := func(vs []*doc.Value) {
+		for _, v := range vs {
+			for _, spec := range v.Decl.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for _, n := range vs.Names {
+					if n.IsExported() {
+						line := v.Decl.Tok.String() + " " + n.Name
+						if vs.Type != nil {
+							line += " " + node(vs.Type)
 						}
+						lines = append(lines, line)
 					}
 				}
 			}
 		}
-		funcs := func(fs []*doc.Func) {
-			for _, f := range fs {
-				decl := *f.Decl
-				decl.Body, decl.Doc = nil, nil
-				lines = append(lines, node(&decl))
-			}
+	}
+	funcs := func(fs []*doc.Func) {
+		for _, f := range fs {
+			decl := *f.Decl
+			decl.Body, decl.Doc = nil, nil
+			lines = append(lines, node(&decl))
 		}
-		values(d.Consts)
-		values(d.Vars)
-		funcs(d.Funcs)
-		for _, typ := range d.Types {
-			for _, spec := range typ.Decl.Specs {
-				ts := spec.(*ast.TypeSpec)
-				lines = append(lines, "type "+ts.Name.Name+" "+typeShape(ts.Type, node))
-			}
-			values(typ.Consts)
-			values(typ.Vars)
-			funcs(typ.Funcs)
-			funcs(typ.Methods)
+	}
+	values(d.Consts)
+	values(d.Vars)
+	funcs(d.Funcs)
+	for _, typ := range d.Types {
+		for _, spec := range typ.Decl.Specs {
+			ts := spec.(*ast.TypeSpec)
+			lines = append(lines, "type "+ts.Name.Name+" "+typeShape(ts.Type, node))
 		}
+		values(typ.Consts)
+		values(typ.Vars)
+		funcs(typ.Funcs)
+		funcs(typ.Methods)
 	}
 	slices.Sort(lines)
 	return lines, nil

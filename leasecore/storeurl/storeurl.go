@@ -247,7 +247,6 @@ func SQLitePath(raw string) (string, bool) {
 // the process (a log handler, a printed error).
 func Redact(s string) string { return redact.String(s) }
 
-
 // Unrecoverable reports whether err, from a store's Migrate or Ping, is a
 // failure that waiting does not heal (an SQLite file that cannot be opened
 // or written, is not a database, or was deleted or replaced while open), as
