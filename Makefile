@@ -72,9 +72,11 @@ dist: ## Build a release into dist/: binaries for linux and darwin (amd64, arm64
 run: build-leasehold ## Build and serve the API on 127.0.0.1:7411 with the embedded SQLite store
 	$(BIN)/leasehold serve --listen $(LISTEN) --store $(STORE)
 
+# -timeout: a package's own bound (go test's default is 10m), above what the slowest package
+# (leasecore/storetest's mutants, e2e) takes on a loaded 2-core machine.
 .PHONY: test
 test: ## Run every test on both stores (starts a throwaway PostgreSQL when none is given)
-	$(WITH_PG) $(GO) test -race -count=1 $(PKGS)
+	$(WITH_PG) $(GO) test -race -count=1 -timeout 25m $(PKGS)
 
 .PHONY: e2e
 e2e: ## Run only the end-to-end tests (real processes, both stores)
