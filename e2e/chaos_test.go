@@ -282,35 +282,45 @@ func (f *fleet) proc(i int) *sidecar {
 }
 
 // killRestart is the fault "sidecar i dies (SIGKILL) and is started again at
-// its address". While it is dead, its port is free, and the kernel may give
-// it to another socket (a client's connection takes its local port from the
-// same range as the :0 the sidecar first listened on); the restart is tried
-// again until that socket is gone, for up to 30 s.
+// its address" (relaunch).
 func (f *fleet) killRestart(i int) chaos.Fault {
 	return chaos.NewFault("sidecar-kill-restart", func(context.Context) error {
 		old := f.proc(i)
 		_ = old.proc.Signal(syscall.SIGKILL)
 		<-old.proc.Done()
-		deadline := time.Now().Add(30 * time.Second)
-		var (
-			s   *sidecar
-			err error
-		)
-		for {
-			s, err = launchSidecar(f.t, f.stores[i], "--listen", f.addrs[i])
-			if err == nil || !strings.Contains(err.Error(), "address already in use") || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(200 * time.Millisecond) // polling for the port, with a deadline
-		}
-		if err != nil {
+		if err := f.relaunch(i, leaseholdBin); err != nil {
 			return fmt.Errorf("restart sidecar %d: %w", i, err)
 		}
-		f.mu.Lock()
-		f.procs[i] = s
-		f.mu.Unlock()
-		return awaitReady(s.base, 30*time.Second)
+		return nil
 	})
+}
+
+// relaunch starts bin as sidecar i at its address, once the one before it
+// has exited, and waits until it is ready. While no sidecar listens there,
+// the kernel may give the port to another socket (a client's connection
+// takes its local port from the same range as the :0 the sidecar first
+// listened on); the start is tried again until that socket is gone, for up
+// to 30 s.
+func (f *fleet) relaunch(i int, bin string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	var (
+		s   *sidecar
+		err error
+	)
+	for {
+		s, err = launchBin(f.t, bin, nil, f.stores[i], "--listen", f.addrs[i])
+		if err == nil || !strings.Contains(err.Error(), "address already in use") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond) // polling for the port, with a deadline
+	}
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.procs[i] = s
+	f.mu.Unlock()
+	return awaitReady(s.base, 30*time.Second)
 }
 
 // freeze is the fault "sidecar i stops (SIGSTOP) for longer than the

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -151,12 +150,7 @@ func TestInstallRelease(t *testing.T) {
 
 	t.Run("provider", func(t *testing.T) {
 		t.Parallel()
-		tf := terraformBin(t)
-		dir := t.TempDir()
-		rc := strings.Replace(providerInstallation(t), `"/path/to/leasehold/bin/mirror"`, strconv.Quote(filepath.Join(dist, "mirror")), 1)
-		if err := os.WriteFile(filepath.Join(dir, "terraformrc"), []byte(rc), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		w := newMirrorWorkspace(t, filepath.Join(dist, "mirror"), store)
 		cfg := fmt.Sprintf(`terraform {
   required_providers {
     leasehold = {
@@ -173,12 +167,9 @@ resource "leasehold_task" "installed" {
   ttl  = "45s"
 }
 `, v)
-		if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cfg), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(w.dir, "main.tf"), []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		w := &workspace{t: t, bin: tf, dir: dir, store: store, env: append(cleanEnv(),
-			"TF_CLI_CONFIG_FILE="+filepath.Join(dir, "terraformrc"),
-			"CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1", "TF_INPUT=0", "LEASEHOLD_STORE="+store)}
 		w.run([]int{0}, "init")
 		w.run([]int{0}, "apply", "-auto-approve")
 		resp, err := http.Get(s.base + "/v1/tasks/install%2Fprovider")

@@ -53,13 +53,20 @@ type workspace struct {
 
 func newWorkspace(t *testing.T, store string) *workspace {
 	t.Helper()
-	bin := terraformBin(t)
 	mirrorDir, err := mirror()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newMirrorWorkspace(t, mirrorDir, store)
+}
+
+// newMirrorWorkspace is a Terraform working directory whose CLI
+// configuration is docs/provider.md's provider_installation block with
+// mirrorDir as the filesystem mirror, on store.
+func newMirrorWorkspace(t *testing.T, mirrorDir, store string) *workspace {
+	t.Helper()
+	bin := terraformBin(t)
 	dir := t.TempDir()
-	// docs/provider.md's provider_installation block, with the mirror's path.
 	rc := strings.Replace(providerInstallation(t), `"/path/to/leasehold/bin/mirror"`, strconv.Quote(mirrorDir), 1)
 	if err := os.WriteFile(filepath.Join(dir, "terraformrc"), []byte(rc), 0o600); err != nil {
 		t.Fatal(err)

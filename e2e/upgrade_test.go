@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -139,25 +138,10 @@ func (u upgradeFleet) replace(i int, bin, name string) chaos.Fault {
 		case <-time.After(30 * time.Second):
 			return fmt.Errorf("sidecar %d did not stop within 30s of SIGTERM", i)
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		var (
-			s   *sidecar
-			err error
-		)
-		for {
-			s, err = launchBin(u.t, bin, nil, u.stores[i], "--listen", u.addrs[i])
-			if err == nil || !strings.Contains(err.Error(), "address already in use") || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(200 * time.Millisecond) // polling for the port, with a deadline
-		}
-		if err != nil {
+		if err := u.relaunch(i, bin); err != nil {
 			return fmt.Errorf("start %s as sidecar %d: %w", filepath.Base(bin), i, err)
 		}
-		u.mu.Lock()
-		u.procs[i] = s
-		u.mu.Unlock()
-		return awaitReady(s.base, 30*time.Second)
+		return nil
 	})
 }
 

@@ -38,16 +38,7 @@ func fromBuildInfo(info *debug.BuildInfo) string {
 	if v := info.Main.Version; v != "" && v != "(devel)" {
 		return v
 	}
-	var revision string
-	var modified bool
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			revision = s.Value
-		case "vcs.modified":
-			modified = s.Value == "true"
-		}
-	}
+	revision, modified := vcs(info)
 	if revision == "" {
 		return "devel"
 	}
@@ -75,8 +66,19 @@ func Commit() string {
 }
 
 func commitFromBuildInfo(info *debug.BuildInfo) string {
-	var revision string
-	var modified bool
+	revision, modified := vcs(info)
+	switch {
+	case revision == "":
+		return "unknown"
+	case modified:
+		return revision + "+modified"
+	}
+	return revision
+}
+
+// vcs reads the VCS revision the Go toolchain embedded, and whether the
+// tree had changes.
+func vcs(info *debug.BuildInfo) (revision string, modified bool) {
 	for _, s := range info.Settings {
 		switch s.Key {
 		case "vcs.revision":
@@ -85,13 +87,7 @@ func commitFromBuildInfo(info *debug.BuildInfo) string {
 			modified = s.Value == "true"
 		}
 	}
-	switch {
-	case revision == "":
-		return "unknown"
-	case modified:
-		return revision + "+modified"
-	}
-	return revision
+	return revision, modified
 }
 
 // Go returns the Go release the running build was compiled with.

@@ -102,11 +102,8 @@ func Load(fsys fs.FS, dir string) ([]Migration, error) {
 			return nil, fmt.Errorf("migration versions must run 1, 2, 3… without gaps or repeats; found %d at position %d", m.Version, i+1)
 		}
 	}
-	floorAt := 0
+	floorAt := FloorRecordedFrom(out)
 	for _, m := range out {
-		if m.Name == FloorMigration {
-			floorAt = m.Version
-		}
 		if m.Floor > 0 && (floorAt == 0 || m.Version <= floorAt) {
 			return nil, fmt.Errorf("migration %04d_%s declares a floor before %s records floors", m.Version, m.Name, FloorMigration)
 		}

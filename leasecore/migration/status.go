@@ -40,19 +40,38 @@ const (
 	TooNew Verdict = "too-new"
 )
 
+// Versions returns the schema versions of a build whose migrations are all:
+// the oldest its queries run on (needs), and the newest its migrations
+// reach (knows). Today a build needs what it knows: serve and migrate bring
+// a store up to it first.
+func Versions(all []Migration) (needs, knows int) { return len(all), len(all) }
+
+// FloorRecordedFrom is the schema version from which a store records floors
+// (the FloorMigration's); below it a store's floor is 0. 0 when all has no
+// such migration.
+func FloorRecordedFrom(all []Migration) int {
+	for _, m := range all {
+		if m.Name == FloorMigration {
+			return m.Version
+		}
+	}
+	return 0
+}
+
 // StatusOf judges a store at schema version with floor against all, this
 // build's migrations.
 func StatusOf(all []Migration, version, floor int) Status {
-	st := Status{Version: version, Floor: floor, Needs: len(all), Knows: len(all), Pending: []string{}}
+	needs, knows := Versions(all)
+	st := Status{Version: version, Floor: floor, Needs: needs, Knows: knows, Pending: []string{}}
 	for _, m := range Pending(all, version) {
 		st.Pending = append(st.Pending, fmt.Sprintf("%04d_%s", m.Version, m.Name))
 	}
 	switch {
-	case floor > len(all):
+	case floor > knows:
 		st.Verdict = TooNew
-	case version > len(all):
+	case version > knows:
 		st.Verdict = Newer
-	case version < len(all):
+	case version < knows:
 		st.Verdict = Behind
 	default:
 		st.Verdict = Current

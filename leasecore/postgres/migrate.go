@@ -82,6 +82,9 @@ func (s *Store) MigrateGranting(ctx context.Context, runtimeRoles []string) erro
 	var current int
 	if len(runtimeRoles) == 0 {
 		if err := s.pool.QueryRow(ctx, schemaVersionSQL).Scan(&current); err == nil && current >= len(all) {
+			if current == len(all) {
+				return nil
+			}
 			// A store newer than this build is served only within its
 			// floor (leasecore/migration, "Expand, then contract").
 			floor, err := readFloor(ctx, s.pool, all, current)
@@ -165,23 +168,16 @@ type rowQuerier interface {
 // floor its applied migrations declared, or 0 when it predates the column
 // that records them (FloorMigration), and so every binary may serve it.
 func readFloor(ctx context.Context, q rowQuerier, all []migration.Migration, version int) (int, error) {
-	if version < floorColumnVersion(all) {
+	at := migration.FloorRecordedFrom(all)
+	if at == 0 {
+		panic("postgres: no " + migration.FloorMigration + " migration is embedded")
+	}
+	if version < at {
 		return 0, nil
 	}
 	var floor int
 	err := q.QueryRow(ctx, `SELECT coalesce(max(floor_version), 0) FROM leasehold_schema_migrations`).Scan(&floor)
 	return floor, err
-}
-
-// floorColumnVersion is the version of the migration that adds
-// floor_version.
-func floorColumnVersion(all []migration.Migration) int {
-	for _, m := range all {
-		if m.Name == migration.FloorMigration {
-			return m.Version
-		}
-	}
-	panic("postgres: no " + migration.FloorMigration + " migration is embedded")
 }
 
 // SchemaStatus reports where the database's schema stands against this

@@ -74,12 +74,7 @@ type rowQuerier interface {
 // its applied migrations declared, or 0 when it predates the column that
 // records them (migration.FloorMigration), and so every binary may serve it.
 func (s *Store) readFloor(ctx context.Context, q rowQuerier, version int) (int, error) {
-	at := 0
-	for _, m := range s.migrations {
-		if m.Name == migration.FloorMigration {
-			at = m.Version
-		}
-	}
+	at := migration.FloorRecordedFrom(s.migrations)
 	if at == 0 {
 		panic("sqlite: no " + migration.FloorMigration + " migration is embedded")
 	}

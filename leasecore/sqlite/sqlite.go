@@ -121,7 +121,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("sqlite: empty database path")
 	}
-	migrations, err := migration.Load(migrationFiles, "migrations")
+	migrations, err := loadMigrations()
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}

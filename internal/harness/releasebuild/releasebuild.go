@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,12 +48,18 @@ type Command struct {
 // Root returns the repository's top directory, the one holding RELEASES.
 func Root(tb testing.TB) string {
 	tb.Helper()
-	out, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	root, err := findRoot()
 	if err != nil {
 		tb.Fatalf("releasebuild: find the repository root with git rev-parse: %v", err)
 	}
-	return strings.TrimSpace(string(out))
+	return root
 }
+
+// findRoot asks git once per test binary.
+var findRoot = sync.OnceValues(func() (string, error) {
+	out, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	return strings.TrimSpace(string(out)), err
+})
 
 // Latest returns the newest release RELEASES records; a record with none
 // fails the test.
