@@ -41,12 +41,25 @@ var (
 	ErrSchemaBehind = errors.New("the leasehold schema is older than this build")
 )
 
-// Holder describes the owner of a live lease, as seen by a refused claimant.
+// Holder describes the owner of a live lease, as seen by a refused claimant,
+// or of the lease whose minimum hold keeps the task resting.
 type Holder struct {
-	Owner     string
+	Owner string
+	// ExpiresAt is when the task may next be granted, as far as the
+	// store knows now: the live lease's expiry, or, when the task rests
+	// (Resting), the end of its minimum hold.
 	ExpiresAt time.Time
-	// TTLRemaining is measured by the store's clock.
+	// TTLRemaining is ExpiresAt minus the store's clock.
 	TTLRemaining time.Duration
+	// AcquiredAt is when the holder's lease was granted (zero from a
+	// store that does not say).
+	AcquiredAt time.Time
+	// HoldUntil, when not zero, is the end of the lease's minimum hold
+	// (ClaimParams.MinHold): the task is not granted before it.
+	HoldUntil time.Time
+	// Resting: the holder's lease has ended (released, or expired), and
+	// its minimum hold keeps the task from every claimant until HoldUntil.
+	Resting bool
 }
 
 // HeldError is returned by Claim when another owner holds a live lease.
@@ -56,6 +69,10 @@ type HeldError struct {
 }
 
 func (e *HeldError) Error() string {
+	if e.Holder.Resting {
+		return fmt.Sprintf("task %q rests for another %s: the minimum hold of %q's lease, acquired at %s, has not passed",
+			e.Task, e.Holder.TTLRemaining.Round(time.Millisecond), e.Holder.Owner, e.Holder.AcquiredAt.Format(time.RFC3339Nano))
+	}
 	return fmt.Sprintf("task %q is held by %q for another %s", e.Task, e.Holder.Owner, e.Holder.TTLRemaining.Round(time.Millisecond))
 }
 

@@ -74,7 +74,7 @@ type storeCall struct {
 	renew    RenewParams
 	release  ReleaseParams
 	lease    *Lease
-	released bool
+	released ReleaseResult
 }
 
 // advance runs the next interceptor, or the store call after the last.
@@ -119,6 +119,10 @@ func doRenew(c *storeCall, ctx context.Context) (err error) {
 }
 
 func doRelease(c *storeCall, ctx context.Context) (err error) {
-	c.released, err = c.s.store.Release(ctx, c.release)
+	if hr, ok := c.s.store.(HoldReleaser); ok {
+		c.released, err = hr.ReleaseHold(ctx, c.release)
+		return err
+	}
+	c.released.Released, err = c.s.store.Release(ctx, c.release)
 	return err
 }

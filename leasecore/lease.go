@@ -27,16 +27,22 @@ type Lease struct {
 	// RenewCount counts renewals and same-owner refresh claims since acquisition.
 	RenewCount int64
 	Note       string
+	// HoldUntil, when not zero, is the end of the lease's minimum hold
+	// (ClaimParams.MinHold): the task is not granted to anyone before it,
+	// even after the lease is released or expires.
+	HoldUntil time.Time
 }
 
 // Bounds of the lease model (docs/design.md, "Input rules").
 const (
-	MinTTL         = 100 * time.Millisecond
-	MaxTTL         = 24 * time.Hour
-	DefaultTTL     = 30 * time.Second
-	MaxTaskLen     = 200
-	MaxOwnerLen    = 256
-	MaxNoteBytes   = 1024
+	MinTTL       = 100 * time.Millisecond
+	MaxTTL       = 24 * time.Hour
+	DefaultTTL   = 30 * time.Second
+	MaxTaskLen   = 200
+	MaxOwnerLen  = 256
+	MaxNoteBytes = 1024
+	// MaxMinHold bounds a minimum hold: a monthly job's period.
+	MaxMinHold     = 31 * 24 * time.Hour
 	taskCharsetMsg = "A-Z a-z 0-9 . _ : / @ -"
 )
 
@@ -47,6 +53,17 @@ type ClaimParams struct {
 	// TTL of the lease; zero means DefaultTTL. Whole milliseconds are kept.
 	TTL  time.Duration
 	Note string
+	// MinHold, when not zero, is the claim's minimum hold: a grant keeps
+	// the task from every claimant, its own owner included, until
+	// AcquiredAt + MinHold, even when the lease is released or expires
+	// before then (the task "rests"). A job that runs once per period
+	// claims with one, so that the replicas whose schedulers fire a little
+	// later in the same period are refused although the job took a second.
+	// A refresh of the owner's live lease keeps the later of the two
+	// ends. Zero: none. Whole
+	// milliseconds are kept; at most MaxMinHold. A store that keeps
+	// minimum holds implements HoldReleaser.
+	MinHold time.Duration
 	// Credential names the credential the claim acts for (a sidecar's
 	// named credential; see ValidateCredential). The history events the
 	// claim records carry it. Empty: none, as for a Go program calling
@@ -144,6 +161,15 @@ func ValidateOwner(owner string) error {
 // ownerRule is the owner rule as ValidateOwner states it.
 var ownerRule = fmt.Sprintf("must be 1 to %d printable characters", MaxOwnerLen)
 
+// ValidateMinHold checks a minimum hold: zero (none, or the task's
+// declared one), or 1 ms to MaxMinHold.
+func ValidateMinHold(d time.Duration) error {
+	if d != 0 && (d < time.Millisecond || d > MaxMinHold) {
+		return &ValidationError{Field: "MinHold", Rule: fmt.Sprintf("must be between 1 and %d milliseconds when given", MaxMinHold.Milliseconds())}
+	}
+	return nil
+}
+
 // ValidateTTL checks a TTL against the model's bounds (100 ms to 24 h).
 // Zero is allowed: it stands for the default.
 func ValidateTTL(ttl time.Duration) error {
@@ -212,7 +238,7 @@ func validateToken(token int64) error {
 
 // Validate checks every input rule of a claim; nil means the store may be asked.
 func (p ClaimParams) Validate() error {
-	return firstError(ValidateTask(p.Task), ValidateOwner(p.Owner), ValidateTTL(p.TTL), validateNote(p.Note), validateActor(p.Credential))
+	return firstError(ValidateTask(p.Task), ValidateOwner(p.Owner), ValidateTTL(p.TTL), validateNote(p.Note), ValidateMinHold(p.MinHold), validateActor(p.Credential))
 }
 
 // Validate checks every input rule of a renewal.

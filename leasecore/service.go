@@ -63,11 +63,15 @@ func (s *Service) Claim(ctx context.Context, p ClaimParams) (*Lease, error) {
 		return nil, err
 	}
 	p.TTL = p.TTL.Truncate(time.Millisecond)
+	p.MinHold = p.MinHold.Truncate(time.Millisecond)
 	if err := s.applyClaimDecl(ctx, p.Task, &p.TTL); err != nil {
 		return nil, err
 	}
 	if p.TTL == 0 {
 		p.TTL = DefaultTTL
+	}
+	if _, ok := s.store.(HoldReleaser); p.MinHold != 0 && !ok {
+		return nil, &ValidationError{Field: "MinHold", Rule: "is not kept by this store: it does not implement leasecore.HoldReleaser"}
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -176,14 +180,21 @@ func renewResult(lease *Lease, err error) RenewResult {
 
 // Release ends the owner's live lease; see Store.Release.
 func (s *Service) Release(ctx context.Context, p ReleaseParams) (bool, error) {
+	res, err := s.ReleaseHold(ctx, p)
+	return res.Released, err
+}
+
+// ReleaseHold ends the owner's live lease as Release does, and says until
+// when the lease's minimum hold keeps the task from others (HoldReleaser).
+func (s *Service) ReleaseHold(ctx context.Context, p ReleaseParams) (ReleaseResult, error) {
 	if err := p.Validate(); err != nil {
-		return false, err
+		return ReleaseResult{}, err
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	c := &storeCall{s: s, op: OpRelease, do: doRelease, release: p}
 	if err := c.run(ctx); err != nil {
-		return false, outcome(OpRelease, err)
+		return ReleaseResult{}, outcome(OpRelease, err)
 	}
 	return c.released, nil
 }

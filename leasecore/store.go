@@ -1,6 +1,9 @@
 package leasecore
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Store is the seam between the lease model and a database. A driver
 // (leasecore/postgres, leasecore/sqlite) implements it; everything above it
@@ -71,6 +74,28 @@ type Store interface {
 // is not nil (an *UnavailableError), none of the results is known.
 type BatchRenewer interface {
 	RenewBatch(ctx context.Context, ps []RenewParams) ([]RenewResult, error)
+}
+
+// HoldReleaser is implemented by a Store that keeps minimum holds
+// (ClaimParams.MinHold); both drivers do. A Service refuses a claim that
+// asks for a minimum hold from a store without it, so no hold is dropped
+// silently. A claim with a minimum hold sets the lease's HoldUntil; a claim
+// of a task whose lease ended (released or expired) before its HoldUntil is
+// refused with a *HeldError whose Holder is Resting, whoever asks.
+type HoldReleaser interface {
+	// ReleaseHold is Release, answering also until when the lease's
+	// minimum hold keeps the task from others.
+	ReleaseHold(ctx context.Context, p ReleaseParams) (ReleaseResult, error)
+}
+
+// ReleaseResult is what a release did.
+type ReleaseResult struct {
+	// Released: the owner's live lease was ended.
+	Released bool
+	// HoldUntil, when not zero, is the end of the released lease's
+	// minimum hold, which had not passed: the task rests, refused to
+	// every claimant, until then.
+	HoldUntil time.Time
 }
 
 // RenewResult is one lease's answer in a batch renewal: the renewed lease,

@@ -31,14 +31,23 @@ const remainingUS = `(extract(epoch FROM l.expires_at - ` + rowNow + `) * 100000
 // leaseColumns are the columns scanLease reads, in its order, for a row
 // aliased l. As the output of a CTE, they are named as leaseNames lists them.
 const leaseColumns = `l.task, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at,
-       l.ttl_ms, l.renew_count, l.note, ` + remainingUS + ` AS remaining_us`
+       l.ttl_ms, l.renew_count, l.note, ` + remainingUS + ` AS remaining_us, l.hold_until`
 
 // leaseNames are leaseColumns' names, to read them back from a CTE.
 const leaseNames = `task, owner, token, acquired_at, renewed_at, expires_at,
-       ttl_ms, renew_count, note, remaining_us`
+       ttl_ms, renew_count, note, remaining_us, hold_until`
 
 // ownLive: in a claim, the locked row is the claimant's own live lease.
 const ownLive = `(l.owner = excluded.owner AND ` + live + `)`
+
+// resting: row l's lease has ended (released or expired) before its
+// minimum hold (hold_until) did; the task is granted to nobody until then.
+const resting = `(NOT ` + live + ` AND l.hold_until > ` + rowNow + `)`
+
+// claimMinHold is a claim's minimum hold as an interval, in a claim's DO
+// UPDATE: the proposed row's hold_until is now() plus the minimum hold
+// (NULL for none), and now() is one instant in a transaction.
+const claimMinHold = `(excluded.hold_until - now())`
 
 // claimConflictSQL is the decision every claim statement shares: what a
 // claim does to the task's existing row, locked by ON CONFLICT DO UPDATE.
@@ -49,6 +58,11 @@ const ownLive = `(l.owner = excluded.owner AND ` + live + `)`
 // renewal; anything else that passes the WHERE clause is a new grant. A row
 // whose WHERE clause fails is not changed and not returned: the claim was
 // refused, by another owner's live lease.
+//
+// A claim's minimum hold comes in the proposed row's hold_until (see
+// claimMinHold): a grant's hold ends that long after its acquisition, a
+// refresh keeps the later of the two ends (GREATEST ignores NULL). A
+// resting row is refused to everyone, its own owner included.
 //
 // A new grant also records, in replaced_owner and replaced_token, the lease
 // it replaced when that lease had expired unreleased and its end was not
@@ -68,9 +82,11 @@ ON CONFLICT (task) DO UPDATE SET
        released_at    = NULL,
        replaced_owner = CASE WHEN ` + ownLive + ` THEN l.replaced_owner WHEN ` + endUnrecordedOnClaim + ` THEN l.owner END,
        replaced_token = CASE WHEN ` + ownLive + ` THEN l.replaced_token WHEN ` + endUnrecordedOnClaim + ` THEN l.token END,
-       lost_at        = NULL
- WHERE NOT ` + live + ` -- released or expired: free
-    OR l.owner = excluded.owner -- live and the caller's: refresh
+       lost_at        = NULL,
+       hold_until     = CASE WHEN ` + ownLive + ` THEN GREATEST(l.hold_until, l.acquired_at + ` + claimMinHold + `)
+                             ELSE ` + rowNow + ` + ` + claimMinHold + ` END
+ WHERE (NOT ` + live + ` AND NOT coalesce(` + resting + `, false)) -- released or expired, and not resting: free
+    OR ` + ownLive + ` -- live and the caller's: refresh
 RETURNING ` + leaseColumns + `, l.replaced_owner, l.replaced_token`
 
 // endUnrecordedOnClaim: in a claim's DO UPDATE, the locked row is not the
@@ -113,7 +129,8 @@ SELECT ` + leaseNames + `
 
 // LoneClaimSQL returns the statement this driver sends for a claim that
 // goes out alone ($1 task, $2 owner, $3 ttl in ms, $4 note, $5 credential,
-// empty for none; it returns the lease row when granted). Benchmarks outside
+// empty for none, $6 minimum hold in ms, 0 for none; it returns the lease
+// row when granted). Benchmarks outside
 // the package compare the store against this very statement rather than a
 // copy of it.
 func LoneClaimSQL() string { return claimSQL }
@@ -121,7 +138,8 @@ func LoneClaimSQL() string { return claimSQL }
 // claimSQL is one claim on its own: it acquires a free task, re-acquires a
 // released or expired one with the next token, or refreshes the caller's own
 // live lease; it returns no row when another owner holds a live lease.
-// $1 task, $2 owner, $3 ttl in ms, $4 note, $5 credential (empty for none). It
+// $1 task, $2 owner, $3 ttl in ms, $4 note, $5 credential (empty for none),
+// $6 minimum hold in ms (0 for none). It
 // is claimBatchSQL for a batch of one claim, which it decides the same way
 // at a lower cost (no arrays to unnest, no sort), so a lone claim is as fast
 // as before batching. A new grant writes its history in the same statement
@@ -130,14 +148,14 @@ const claimSQL = `
 WITH actors AS (SELECT $1::text AS task, $5::text AS credential),
 claimed AS (
 INSERT INTO leasehold_leases AS l
-       (task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note, released_at)
+       (task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note, released_at, hold_until)
 VALUES ($1, $2, 1, now(), now(), now() + $3::bigint * interval '1 millisecond', $3::bigint, 0,
-        $4::text, NULL)` + claimConflictSQL + `
+        $4::text, NULL, now() + nullif($6::bigint, 0) * interval '1 millisecond')` + claimConflictSQL + `
 )` + claimEventsSQL
 
 // claimBatchSQL is claimSQL for many claims of distinct tasks at once, in one
 // transaction: $1 tasks, $2 owners, $3 ttls in ms, $4 notes, $5 credentials,
-// element i of each array being claim i. It returns a row for each claim
+// $6 minimum holds in ms (0 for none), element i of each array being claim i. It returns a row for each claim
 // that acquired, none for a refused one.
 //
 // The rows are inserted in task order (bytewise, as the primary key sorts),
@@ -151,19 +169,22 @@ const claimBatchSQL = `
 WITH actors AS (SELECT * FROM unnest($1::text[], $5::text[]) AS a(task, credential)),
 claimed AS (
 INSERT INTO leasehold_leases AS l
-       (task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note, released_at)
+       (task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note, released_at, hold_until)
 SELECT r.task, r.owner, 1, now(), now(), now() + r.ttl_ms * interval '1 millisecond', r.ttl_ms, 0,
-       r.note, NULL
-  FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) AS r(task, owner, ttl_ms, note)
+       r.note, NULL, now() + nullif(r.min_hold_ms, 0) * interval '1 millisecond'
+  FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $6::bigint[]) AS r(task, owner, ttl_ms, note, min_hold_ms)
  ORDER BY r.task COLLATE "C"` + claimConflictSQL + `
 )` + claimEventsSQL
 
-// holderSQL reads the live lease that refused a claim: a new statement, so a
-// new snapshot that sees the transaction that won. $1 task.
+// holderSQL reads the live lease, or the resting one, that refused a claim:
+// a new statement, so a new snapshot that sees the transaction that won.
+// A resting lease's expiry is the end of its minimum hold. $1 task.
 const holderSQL = `
-SELECT l.owner, l.expires_at, ` + remainingUS + `
+SELECT l.owner, CASE WHEN ` + live + ` THEN l.expires_at ELSE l.hold_until END,
+       (extract(epoch FROM CASE WHEN ` + live + ` THEN l.expires_at ELSE l.hold_until END - ` + rowNow + `) * 1000000)::bigint,
+       l.acquired_at, l.hold_until, NOT ` + live + `
   FROM leasehold_leases AS l
- WHERE l.task = $1 AND ` + live
+ WHERE l.task = $1 AND (` + live + ` OR ` + resting + `)`
 
 // renewSQL extends the owner's live lease, checking the token when one is
 // given ($4 > 0). A TTL of 0 ($3) keeps the lease's TTL. An expired or
@@ -285,7 +306,8 @@ const lostEventSQL = `
 // releaseSQL ends the owner's live lease, checking the token when one is
 // given ($3 > 0), and records a "released" event in the same statement, at
 // the release's instant, with the release's credential. The row stays,
-// with its token. $1 task, $2 owner, $3 token or 0, $4 credential (empty
+// with its token and its minimum hold, whose end it answers when that has
+// not passed (NULL otherwise). $1 task, $2 owner, $3 token or 0, $4 credential (empty
 // for none), $5 the event's detail (empty for none). Its command tag counts the leases it ended (one event each). It is
 // releaseBatchSQL for a batch of one release.
 const releaseSQL = `
@@ -295,17 +317,20 @@ UPDATE leasehold_leases AS l
        expires_at  = LEAST(l.expires_at, ` + rowNow + `)
  WHERE l.task = $1 AND l.owner = $2 AND ` + live + `
    AND ($3::bigint = 0 OR l.token = $3::bigint)
-RETURNING l.task, l.owner, l.token, l.released_at
-)
+RETURNING l.task, l.owner, l.token, l.released_at, CASE WHEN l.hold_until > l.released_at THEN l.hold_until END AS hold_until
+), recorded AS (
 INSERT INTO leasehold_history (task, kind, owner, token, at, credential, detail)
 SELECT task, 'released', owner, token, released_at, $4::text, $5::text
-  FROM released`
+  FROM released
+)
+SELECT hold_until FROM released`
 
 // releaseBatchSQL ends the owners' live leases of distinct tasks, in one
 // transaction, checking each one's token when given (> 0): $1 tasks,
 // $2 owners, $3 tokens or 0, $4 credentials, $5 the events' details. The rows stay, with their
 // tokens. It records a "released" event for each lease it ended, with its
-// release's credential, and returns its task. Rows are locked in task
+// release's credential, and returns its task and the end of its minimum
+// hold when that has not passed (NULL otherwise). Rows are locked in task
 // order, as in renewBatchSQL.
 const releaseBatchSQL = `
 WITH locked AS MATERIALIZED (
@@ -321,13 +346,15 @@ UPDATE leasehold_leases AS l
   FROM locked AS r
  WHERE l.task = r.task AND l.owner = r.owner AND ` + live + `
    AND (r.token = 0 OR l.token = r.token)
-RETURNING l.task, l.owner, l.token, l.released_at, r.credential, r.detail
-)
+RETURNING l.task, l.owner, l.token, l.released_at, r.credential, r.detail,
+          CASE WHEN l.hold_until > l.released_at THEN l.hold_until END AS hold_until
+), recorded AS (
 INSERT INTO leasehold_history (task, kind, owner, token, at, credential, detail)
 SELECT task, 'released', owner, token, released_at, credential, detail
   FROM released
  ORDER BY task
-RETURNING task`
+)
+SELECT task, hold_until FROM released`
 
 // getSQL reads a task's live lease. $1 task.
 const getSQL = `

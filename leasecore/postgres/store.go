@@ -170,7 +170,7 @@ type Store struct {
 	// (batch.go). A nil answer from claims or renewals is a refusal.
 	claims   *batcher[claimReq, *leasecore.Lease]
 	renewals *batcher[renewReq, *leasecore.Lease]
-	releases *batcher[releaseReq, bool]
+	releases *batcher[releaseReq, leasecore.ReleaseResult]
 
 	// readOnly is the last read-only answer that emptied the pool (nil if
 	// none); for readOnlyBackoff after it, writes are refused with its
@@ -213,7 +213,7 @@ const defaultReadOnlyBackoff = time.Second
 type (
 	claimReq struct {
 		task, owner      string
-		ttlMS            int64
+		ttlMS, minHoldMS int64
 		note, credential string
 	}
 	renewReq struct {
@@ -357,7 +357,7 @@ func (s *Store) Claim(ctx context.Context, p leasecore.ClaimParams) (*leasecore.
 	if err := s.checkScope(ctx, op, leasecore.RightHold, p.Task); err != nil {
 		return nil, err
 	}
-	req := claimReq{task: p.Task, owner: p.Owner, ttlMS: ttlMS, note: p.Note, credential: p.Credential}
+	req := claimReq{task: p.Task, owner: p.Owner, ttlMS: ttlMS, minHoldMS: p.MinHold.Milliseconds(), note: p.Note, credential: p.Credential}
 	for range maxClaimAttempts {
 		lease, err := s.claims.do(ctx, req)
 		if err != nil {
@@ -367,13 +367,18 @@ func (s *Store) Claim(ctx context.Context, p leasecore.ClaimParams) (*leasecore.
 			return lease, nil
 		}
 		// Refused: another owner's lease was live when the claim locked the
-		// row. Read who holds it now, in a new statement that sees the winner.
+		// row, or a lease rested. Read who holds it now, in a new statement
+		// that sees the winner.
 		var h leasecore.Holder
 		var remainingUS int64
-		err = s.pool.QueryRow(ctx, holderSQL, p.Task).Scan(&h.Owner, &h.ExpiresAt, &remainingUS)
+		var hold *time.Time
+		err = s.pool.QueryRow(ctx, holderSQL, p.Task).Scan(&h.Owner, &h.ExpiresAt, &remainingUS, &h.AcquiredAt, &hold, &h.Resting)
 		switch {
-		case err == nil && h.Owner != p.Owner:
-			h.ExpiresAt = h.ExpiresAt.UTC()
+		case err == nil && (h.Owner != p.Owner || h.Resting):
+			h.ExpiresAt, h.AcquiredAt = h.ExpiresAt.UTC(), h.AcquiredAt.UTC()
+			if hold != nil {
+				h.HoldUntil = hold.UTC()
+			}
 			h.TTLRemaining = time.Duration(remainingUS) * time.Microsecond
 			return nil, &leasecore.HeldError{Task: p.Task, Holder: h}
 		case err == nil, errors.Is(err, pgx.ErrNoRows):
@@ -394,23 +399,23 @@ func (s *Store) Claim(ctx context.Context, p leasecore.ClaimParams) (*leasecore.
 func granted(l *leasecore.Lease) bool { return l != nil }
 
 // released: a release that ended a lease, and wrote its history.
-func released(ended bool) bool { return ended }
+func released(r leasecore.ReleaseResult) bool { return r.Released }
 
 // sendClaims runs one batch of claims of distinct tasks; a nil lease is a
 // refused claim.
 func (s *Store) sendClaims(ctx context.Context, reqs []claimReq) ([]*leasecore.Lease, error) {
 	if len(reqs) == 1 {
 		r := reqs[0]
-		lease, err := refusedIfNoRow(scanLease(s.pool.QueryRow(ctx, claimSQL, r.task, r.owner, r.ttlMS, r.note, r.credential)))
+		lease, err := refusedIfNoRow(scanLease(s.pool.QueryRow(ctx, claimSQL, r.task, r.owner, r.ttlMS, r.note, r.credential, r.minHoldMS)))
 		return []*leasecore.Lease{lease}, err
 	}
 	tasks, owners := make([]string, len(reqs)), make([]string, len(reqs))
 	ttls, notes := make([]int64, len(reqs)), make([]string, len(reqs))
-	credentials := make([]string, len(reqs))
+	credentials, minHolds := make([]string, len(reqs)), make([]int64, len(reqs))
 	for i, r := range reqs {
-		tasks[i], owners[i], ttls[i], notes[i], credentials[i] = r.task, r.owner, r.ttlMS, r.note, r.credential
+		tasks[i], owners[i], ttls[i], notes[i], credentials[i], minHolds[i] = r.task, r.owner, r.ttlMS, r.note, r.credential, r.minHoldMS
 	}
-	rows, err := s.pool.Query(ctx, claimBatchSQL, tasks, owners, ttls, notes, credentials)
+	rows, err := s.pool.Query(ctx, claimBatchSQL, tasks, owners, ttls, notes, credentials, minHolds)
 	if err != nil {
 		return nil, err
 	}
@@ -656,26 +661,37 @@ func leasesByTask(rows pgx.Rows, tasks []string) ([]*leasecore.Lease, error) {
 // reports whether it did, recording "released" in the task's history in the
 // same statement. Not holding it is (false, nil).
 func (s *Store) Release(ctx context.Context, p leasecore.ReleaseParams) (bool, error) {
+	res, err := s.ReleaseHold(ctx, p)
+	return res.Released, err
+}
+
+// ReleaseHold is Release, answering also the end of the released lease's
+// minimum hold when it has not passed. It is leasecore.HoldReleaser.
+func (s *Store) ReleaseHold(ctx context.Context, p leasecore.ReleaseParams) (leasecore.ReleaseResult, error) {
 	const op = "release"
 	if s.closed.Load() {
-		return false, interpretError(op, errClosed)
+		return leasecore.ReleaseResult{}, interpretError(op, errClosed)
 	}
 	if err := s.checkScope(ctx, op, leasecore.RightHold, p.Task); err != nil {
-		return false, err
+		return leasecore.ReleaseResult{}, err
 	}
 	return s.releases.do(ctx, releaseReq{task: p.Task, owner: p.Owner, token: p.Token, credential: p.Credential, detail: p.Detail})
 }
 
 // sendReleases runs one batch of releases of distinct tasks and reports which
-// ended a lease.
-func (s *Store) sendReleases(ctx context.Context, reqs []releaseReq) ([]bool, error) {
+// ended a lease, and until when each one's minimum hold rests its task.
+func (s *Store) sendReleases(ctx context.Context, reqs []releaseReq) ([]leasecore.ReleaseResult, error) {
 	if len(reqs) == 1 {
 		r := reqs[0]
-		tag, err := s.pool.Exec(ctx, releaseSQL, r.task, r.owner, r.token, r.credential, r.detail)
+		rows, err := s.pool.Query(ctx, releaseSQL, r.task, r.owner, r.token, r.credential, r.detail)
 		if err != nil {
 			return nil, err
 		}
-		return []bool{tag.RowsAffected() == 1}, nil
+		holds, err := pgx.CollectRows(rows, pgx.RowTo[*time.Time])
+		if err != nil || len(holds) == 0 {
+			return []leasecore.ReleaseResult{{}}, err
+		}
+		return []leasecore.ReleaseResult{releaseResult(holds[0])}, nil
 	}
 	tasks, owners, tokens := make([]string, len(reqs)), make([]string, len(reqs)), make([]int64, len(reqs))
 	credentials, details := make([]string, len(reqs)), make([]string, len(reqs))
@@ -687,22 +703,33 @@ func (s *Store) sendReleases(ctx context.Context, reqs []releaseReq) ([]bool, er
 		return nil, err
 	}
 	defer rows.Close()
-	ended := make(map[string]bool, len(reqs))
+	ended := make(map[string]leasecore.ReleaseResult, len(reqs))
 	for rows.Next() {
 		var task string
-		if err := rows.Scan(&task); err != nil {
+		var hold *time.Time
+		if err := rows.Scan(&task, &hold); err != nil {
 			return nil, err
 		}
-		ended[task] = true
+		ended[task] = releaseResult(hold)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	released := make([]bool, len(reqs))
+	released := make([]leasecore.ReleaseResult, len(reqs))
 	for i, t := range tasks {
 		released[i] = ended[t]
 	}
 	return released, nil
+}
+
+// releaseResult is a release that ended a lease, whose minimum hold rests
+// the task until hold (nil: it does not).
+func releaseResult(hold *time.Time) leasecore.ReleaseResult {
+	r := leasecore.ReleaseResult{Released: true}
+	if hold != nil {
+		r.HoldUntil = hold.UTC()
+	}
+	return r
 }
 
 // Get returns the task's live lease, or nil when there is none.
@@ -889,11 +916,15 @@ func scanLease(row pgx.Row) (*leasecore.Lease, error) {
 	var (
 		l                  leasecore.Lease
 		ttlMS, remainingUS int64
+		hold               *time.Time
 	)
 	err := row.Scan(&l.Task, &l.Owner, &l.Token, &l.AcquiredAt, &l.RenewedAt, &l.ExpiresAt,
-		&ttlMS, &l.RenewCount, &l.Note, &remainingUS)
+		&ttlMS, &l.RenewCount, &l.Note, &remainingUS, &hold)
 	if err != nil {
 		return nil, err
+	}
+	if hold != nil {
+		l.HoldUntil = hold.UTC()
 	}
 	l.AcquiredAt, l.RenewedAt, l.ExpiresAt = l.AcquiredAt.UTC(), l.RenewedAt.UTC(), l.ExpiresAt.UTC()
 	l.TTL = time.Duration(ttlMS) * time.Millisecond

@@ -48,7 +48,7 @@ type request struct {
 // answer is what a caller is told.
 type answer struct {
 	lease    *leasecore.Lease        // Claim and Renew, when err is nil
-	released bool                    // Release
+	released leasecore.ReleaseResult // Release
 	batch    []leasecore.RenewResult // RenewBatch: one result per renewal
 
 	task    *leasecore.TaskDecl        // CreateTask, UpdateTask
@@ -409,7 +409,7 @@ func (st *txStmts) flushRows(ctx context.Context) error {
 		c := st.rows[task]
 		c.unwritten = false
 		st.rows[task] = c
-		return append(args, task, c.owner, c.acquiredAt, c.renewedAt, c.expiresAt, c.ttlMS, c.note, c.lastEvent)
+		return append(args, task, c.owner, c.acquiredAt, c.renewedAt, c.expiresAt, c.ttlMS, c.note, c.lastEvent, nullMS(c.holdUntil))
 	})
 	st.newRows = st.newRows[:0]
 	return err

@@ -25,7 +25,7 @@ const nowMS = `CAST(ROUND(unixepoch('subsec') * 1000) AS INTEGER)`
 // these rows and the one instant (see txStmts.rows).
 const rowsSQL = `
 SELECT n.ms, n.next_event, l.task, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at, l.ttl_ms, l.renew_count,
-       l.note, l.released_at, l.end_recorded, l.last_event
+       l.note, l.released_at, l.end_recorded, l.last_event, l.hold_until
 FROM (SELECT ` + nowMS + ` AS ms, ` + nextEventExpr + ` AS next_event) AS n
 LEFT JOIN leasehold_leases AS l ON l.task IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:tasks))`
 
@@ -49,7 +49,7 @@ func hexList(tasks []string) string {
 }
 
 // leaseColumns are the columns rawLease.dest reads, in its order.
-const leaseColumns = `task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note`
+const leaseColumns = `task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note, hold_until`
 
 // grantSQL hands a task that has a row to a new holder with :token, the
 // next token: the caller read the row's token as :token - 1 in the same
@@ -57,13 +57,15 @@ const leaseColumns = `task, owner, token, acquired_at, renewed_at, expires_at, t
 // acquired event (:event) is now the task's newest. The caller has seen that
 // no lease is live; the WHERE repeats the checks, so that the statement
 // alone can never take a live lease away from its holder nor skip or repeat
-// a token: it changes no row then, which the caller reports as errVanished.
+// a token, nor end a minimum hold early: it changes no row then, which the
+// caller reports as errVanished. :hold is the grant's hold_until, NULL for
+// none.
 // The caller knows every column it writes, so the statement returns none (a
 // RETURNING clause costs SQLite a temporary table per statement).
 const grantSQL = `
 INSERT INTO leasehold_leases AS l
-       (task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note, released_at, end_recorded, last_event)
-VALUES (:task, :owner, :token, :now, :now, :now + :ttl, :ttl, 0, :note, NULL, 0, :event)
+       (task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note, released_at, end_recorded, last_event, hold_until)
+VALUES (:task, :owner, :token, :now, :now, :now + :ttl, :ttl, 0, :note, NULL, 0, :event, :hold)
 ON CONFLICT (task) DO UPDATE SET
        owner = excluded.owner,
        token = excluded.token,
@@ -75,19 +77,24 @@ ON CONFLICT (task) DO UPDATE SET
        note = excluded.note,
        released_at = NULL,
        end_recorded = 0,
-       last_event = excluded.last_event
-WHERE (l.released_at IS NOT NULL OR l.expires_at <= :now) AND l.token = excluded.token - 1`
+       last_event = excluded.last_event,
+       hold_until = excluded.hold_until
+WHERE (l.released_at IS NOT NULL OR l.expires_at <= :now) AND coalesce(l.hold_until, 0) <= :now
+  AND l.token = excluded.token - 1`
 
 // extendSQL extends the owner's live lease under the given token: a
 // same-owner claim (which also replaces the note) or a renewal (which keeps
-// it). Like grantSQL, it returns nothing: the caller knows the row.
+// it). Like grantSQL, it returns nothing: the caller knows the row. :hold
+// is the lease's hold_until after it (NULL for none): a refresh may move it
+// later, never earlier.
 const extendSQL = `
 UPDATE leasehold_leases
 SET expires_at = :now + :ttl,
     renewed_at = :now,
     ttl_ms = :ttl,
     renew_count = renew_count + 1,
-    note = :note
+    note = :note,
+    hold_until = :hold
 WHERE task = :task AND owner = :owner AND token = :token
   AND released_at IS NULL AND expires_at > :now`
 
@@ -116,14 +123,15 @@ func insertEventsSQL(n int) string {
 }
 
 // insertLeasesSQL writes the first rows of n tasks, each its first lease
-// (token 1), in one statement: eight parameters per row (task, owner,
-// acquired_at, renewed_at, expires_at, ttl_ms, note, last_event). The caller
+// (token 1), in one statement: nine parameters per row (task, owner,
+// acquired_at, renewed_at, expires_at, ttl_ms, note, last_event,
+// hold_until). The caller
 // has read, in the same transaction, that the tasks have no row; if one had,
 // the primary key would fail the statement, and the batch.
 func insertLeasesSQL(n int) string {
 	return multiRow(`INSERT INTO leasehold_leases
-       (task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note, released_at, end_recorded, last_event)
-VALUES `, `(?, ?, 1, ?, ?, ?, ?, 0, ?, NULL, 0, ?)`, n)
+       (task, owner, token, acquired_at, renewed_at, expires_at, ttl_ms, renew_count, note, released_at, end_recorded, last_event, hold_until)
+VALUES `, `(?, ?, 1, ?, ?, ?, ?, 0, ?, NULL, 0, ?, ?)`, n)
 }
 
 // multiRow is head followed by n copies of row, separated by commas.
@@ -168,6 +176,8 @@ type current struct {
 	endRecorded bool
 	// lastEvent is the id of the task's newest event, 0 when it has none.
 	lastEvent int64
+	// holdUntil is the end of the lease's minimum hold, 0 for none.
+	holdUntil int64
 	// unwritten: the row is the task's first, not yet in the table (see
 	// txStmts.newRows).
 	unwritten bool
@@ -181,14 +191,38 @@ func (c current) endUnrecorded() bool {
 
 func (c current) live() bool { return c.exists && !c.released && c.expiresAt > c.now }
 
+// resting reports whether the row's lease has ended (released or expired)
+// before its minimum hold did: the task is granted to nobody until then.
+func (c current) resting() bool { return c.exists && !c.live() && c.holdUntil > c.now }
+
+// holder is the row's lease as a refused claimant sees it.
+func (c current) holder() leasecore.Holder {
+	h := leasecore.Holder{Owner: c.owner, ExpiresAt: fromMS(c.expiresAt), AcquiredAt: fromMS(c.acquiredAt), Resting: c.resting()}
+	if c.holdUntil != 0 {
+		h.HoldUntil = fromMS(c.holdUntil)
+	}
+	if h.Resting {
+		h.ExpiresAt = h.HoldUntil
+	}
+	h.TTLRemaining = h.ExpiresAt.Sub(fromMS(c.now))
+	return h
+}
+
+// nullMS is a time in ms for a column where 0 is NULL.
+func nullMS(ms int64) sql.NullInt64 { return sql.NullInt64{Int64: ms, Valid: ms != 0} }
+
 // lease is the row's lease on task, as the store answers it.
 func (c current) lease(task string) *leasecore.Lease {
-	return &leasecore.Lease{
+	l := &leasecore.Lease{
 		Task: task, Owner: c.owner, Token: c.token, Note: c.note, RenewCount: c.renewCount,
 		AcquiredAt: fromMS(c.acquiredAt), RenewedAt: fromMS(c.renewedAt), ExpiresAt: fromMS(c.expiresAt),
 		TTL:          time.Duration(c.ttlMS) * time.Millisecond,
 		TTLRemaining: time.Duration(c.expiresAt-c.now) * time.Millisecond,
 	}
+	if c.holdUntil != 0 {
+		l.HoldUntil = fromMS(c.holdUntil)
+	}
+	return l
 }
 
 // readCurrent is the task's row as the batch knows it. The first lease
@@ -234,9 +268,9 @@ func (st *txStmts) load(ctx context.Context, tasks []string) error {
 			ms                                     int64
 			task, owner, note                      sql.NullString
 			token, acq, ren, exp, ttl, count, last sql.NullInt64
-			release, ended                         sql.NullInt64
+			release, ended, hold                   sql.NullInt64
 		)
-		if err := rows.Scan(&ms, &next, &task, &owner, &token, &acq, &ren, &exp, &ttl, &count, &note, &release, &ended, &last); err != nil {
+		if err := rows.Scan(&ms, &next, &task, &owner, &token, &acq, &ren, &exp, &ttl, &count, &note, &release, &ended, &last, &hold); err != nil {
 			return err
 		}
 		now = ms
@@ -249,6 +283,7 @@ func (st *txStmts) load(ctx context.Context, tasks []string) error {
 		c.released = release.Valid
 		c.endRecorded = ended.Int64 != 0
 		c.lastEvent = last.Int64
+		c.holdUntil = hold.Int64
 		st.rows[task.String] = c
 	}
 	if err := rows.Err(); err != nil {
@@ -307,16 +342,20 @@ func claim(ctx context.Context, st *txStmts, p leasecore.ClaimParams) (answer, e
 	if err != nil {
 		return answer{}, err
 	}
-	ttl := p.TTL.Milliseconds()
+	ttl, minHold := p.TTL.Milliseconds(), p.MinHold.Milliseconds()
 	switch {
-	case cur.live() && cur.owner != p.Owner:
-		return answer{err: &leasecore.HeldError{Task: p.Task, Holder: leasecore.Holder{
-			Owner:        cur.owner,
-			ExpiresAt:    fromMS(cur.expiresAt),
-			TTLRemaining: time.Duration(cur.expiresAt-cur.now) * time.Millisecond,
-		}}}, nil
+	case cur.live() && cur.owner != p.Owner, cur.resting():
+		return answer{err: &leasecore.HeldError{Task: p.Task, Holder: cur.holder()}}, nil
 	case cur.live():
-		return extend(ctx, st, p.Task, p.Owner, cur, ttl, p.Note)
+		hold := cur.holdUntil
+		if minHold > 0 {
+			hold = max(hold, cur.acquiredAt+minHold)
+		}
+		return extend(ctx, st, p.Task, p.Owner, cur, ttl, p.Note, hold)
+	}
+	var hold int64 // the grant's hold_until, 0 for none
+	if minHold > 0 {
+		hold = cur.now + minHold
 	}
 	newest := cur.lastEvent
 	if cur.endUnrecorded() {
@@ -338,7 +377,7 @@ func claim(ctx context.Context, st *txStmts, p leasecore.ClaimParams) (answer, e
 	c := current{
 		now: cur.now, exists: true, owner: p.Owner, token: token,
 		acquiredAt: cur.now, renewedAt: cur.now, expiresAt: cur.now + ttl, ttlMS: ttl, note: p.Note,
-		lastEvent: newest,
+		lastEvent: newest, holdUntil: hold,
 	}
 	if !cur.exists {
 		// The task's first row goes in with the batch's other first rows
@@ -353,7 +392,8 @@ func claim(ctx context.Context, st *txStmts, p leasecore.ClaimParams) (answer, e
 	}
 	res, err := st.grant.ExecContext(ctx,
 		sql.Named("task", p.Task), sql.Named("owner", p.Owner), sql.Named("token", token),
-		sql.Named("now", cur.now), sql.Named("ttl", ttl), sql.Named("note", p.Note), sql.Named("event", newest))
+		sql.Named("now", cur.now), sql.Named("ttl", ttl), sql.Named("note", p.Note), sql.Named("event", newest),
+		sql.Named("hold", nullMS(hold)))
 	if err != nil {
 		return answer{}, err
 	}
@@ -364,15 +404,15 @@ func claim(ctx context.Context, st *txStmts, p leasecore.ClaimParams) (answer, e
 	return answer{lease: c.lease(p.Task)}, nil
 }
 
-// extend extends the owner's live lease cur by ttl (ms), with note, and
-// answers it.
-func extend(ctx context.Context, st *txStmts, task, owner string, cur current, ttl int64, note string) (answer, error) {
+// extend extends the owner's live lease cur by ttl (ms), with note and the
+// minimum hold's end hold (ms, 0 for none), and answers it.
+func extend(ctx context.Context, st *txStmts, task, owner string, cur current, ttl int64, note string, hold int64) (answer, error) {
 	if err := st.written(ctx, &cur); err != nil {
 		return answer{}, err
 	}
 	res, err := st.extend.ExecContext(ctx,
 		sql.Named("task", task), sql.Named("owner", owner), sql.Named("token", cur.token),
-		sql.Named("now", cur.now), sql.Named("ttl", ttl), sql.Named("note", note))
+		sql.Named("now", cur.now), sql.Named("ttl", ttl), sql.Named("note", note), sql.Named("hold", nullMS(hold)))
 	if err != nil {
 		return answer{}, err
 	}
@@ -380,6 +420,7 @@ func extend(ctx context.Context, st *txStmts, task, owner string, cur current, t
 		return answer{}, cmp.Or(err, errVanished)
 	}
 	cur.expiresAt, cur.renewedAt, cur.ttlMS, cur.renewCount, cur.note = cur.now+ttl, cur.now, ttl, cur.renewCount+1, note
+	cur.holdUntil = hold
 	st.rows[task] = cur
 	return answer{lease: cur.lease(task)}, nil
 }
@@ -456,13 +497,20 @@ func renew(ctx context.Context, st *txStmts, p leasecore.RenewParams) (answer, e
 	if ttl == 0 {
 		ttl = cur.ttlMS
 	}
-	return extend(ctx, st, p.Task, p.Owner, cur, ttl, cur.note)
+	return extend(ctx, st, p.Task, p.Owner, cur, ttl, cur.note, cur.holdUntil)
 }
 
 // Release ends the owner's live lease (checking the token when given) and
 // reports whether it did. What is not held is left alone: (false, nil).
 // Like Claim, it runs in one of the writer's batches.
 func (s *Store) Release(ctx context.Context, p leasecore.ReleaseParams) (bool, error) {
+	res, err := s.ReleaseHold(ctx, p)
+	return res.Released, err
+}
+
+// ReleaseHold is Release, answering also the end of the released lease's
+// minimum hold when it has not passed. It is leasecore.HoldReleaser.
+func (s *Store) ReleaseHold(ctx context.Context, p leasecore.ReleaseParams) (leasecore.ReleaseResult, error) {
 	res := s.submit(ctx, "release", func(ctx context.Context, st *txStmts) (answer, error) {
 		return release(ctx, st, p)
 	}, p.Task)
@@ -478,7 +526,7 @@ func release(ctx context.Context, st *txStmts, p leasecore.ReleaseParams) (answe
 		return answer{}, err
 	}
 	if !cur.live() || cur.owner != p.Owner || (p.Token != 0 && p.Token != cur.token) {
-		return answer{released: false}, nil
+		return answer{}, nil
 	}
 	end := leasecore.Event{Task: p.Task, Kind: leasecore.EventReleased, Owner: cur.owner, Token: cur.token, Credential: p.Credential, Detail: p.Detail}
 	event, err := record(ctx, st, end, cur.now, cur.lastEvent)
@@ -497,7 +545,11 @@ func release(ctx context.Context, st *txStmts, p leasecore.ReleaseParams) (answe
 	}
 	cur.released, cur.expiresAt, cur.lastEvent = true, min(cur.expiresAt, cur.now), event
 	st.rows[p.Task] = cur
-	return answer{released: true}, nil
+	a := answer{released: leasecore.ReleaseResult{Released: true}}
+	if cur.resting() {
+		a.released.HoldUntil = fromMS(cur.holdUntil)
+	}
+	return a, nil
 }
 
 // setNewest makes event the task's newest; ended notes that the end of its
@@ -598,11 +650,12 @@ SELECT (SELECT coalesce(max(version), 0) FROM leasehold_schema_migrations),
 // rawLease holds the integer columns of leaseColumns while they are scanned.
 type rawLease struct {
 	acquiredAt, renewedAt, expiresAt, ttlMS int64
+	holdUntil                               sql.NullInt64
 }
 
 // dest returns scan destinations for leaseColumns, in order.
 func (r *rawLease) dest(l *leasecore.Lease) []any {
-	return []any{&l.Task, &l.Owner, &l.Token, &r.acquiredAt, &r.renewedAt, &r.expiresAt, &r.ttlMS, &l.RenewCount, &l.Note}
+	return []any{&l.Task, &l.Owner, &l.Token, &r.acquiredAt, &r.renewedAt, &r.expiresAt, &r.ttlMS, &l.RenewCount, &l.Note, &r.holdUntil}
 }
 
 // lease completes l with the times, measured against the store's now.
@@ -610,6 +663,9 @@ func (r *rawLease) lease(l leasecore.Lease, now int64) leasecore.Lease {
 	l.AcquiredAt, l.RenewedAt, l.ExpiresAt = fromMS(r.acquiredAt), fromMS(r.renewedAt), fromMS(r.expiresAt)
 	l.TTL = time.Duration(r.ttlMS) * time.Millisecond
 	l.TTLRemaining = time.Duration(r.expiresAt-now) * time.Millisecond
+	if r.holdUntil.Valid {
+		l.HoldUntil = fromMS(r.holdUntil.Int64)
+	}
 	return l
 }
 

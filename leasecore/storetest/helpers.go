@@ -82,6 +82,17 @@ func (s *suite) open(t *testing.T, open func(*testing.T) leasecore.Store) leasec
 // unwrap is the driver's store under the wrapper, for messages.
 func (c *closeOnce) unwrap() leasecore.Store { return c.Store }
 
+// ReleaseHold keeps the driver's minimum holds visible to the Service: the
+// driver's own when it is a leasecore.HoldReleaser, else its Release. The
+// MinHold cases ask the driver's store itself whether it keeps them.
+func (c *closeOnce) ReleaseHold(ctx context.Context, p leasecore.ReleaseParams) (leasecore.ReleaseResult, error) {
+	if hr, ok := c.Store.(leasecore.HoldReleaser); ok {
+		return hr.ReleaseHold(ctx, p)
+	}
+	released, err := c.Store.Release(ctx, p)
+	return leasecore.ReleaseResult{Released: released}, err
+}
+
 // batchCloseOnce is closeOnce for a driver that is a BatchRenewer.
 type batchCloseOnce struct {
 	*closeOnce

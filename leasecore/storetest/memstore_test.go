@@ -72,7 +72,12 @@ type memRow struct {
 	// which the history never records again (the endByHolderCredential and
 	// releaseByHolderCredential mutants do).
 	credential string
+	// holdUntil is the end of the lease's minimum hold (zero: none).
+	holdUntil time.Time
 }
+
+// resting: the row's lease ended before its minimum hold did.
+func (r *memRow) resting(now time.Time) bool { return !r.live(now) && r.holdUntil.After(now) }
 
 var (
 	_ leasecore.Store        = (*memStore)(nil)
@@ -133,7 +138,7 @@ func (m *memStore) lease(task string, r *memRow, now time.Time) *leasecore.Lease
 		rem = r.ttl
 	}
 	return &leasecore.Lease{Task: task, Owner: r.owner, Token: r.token, AcquiredAt: r.acquired, RenewedAt: r.renewed,
-		ExpiresAt: r.expires, TTL: r.ttl, TTLRemaining: rem, RenewCount: r.renewCount, Note: r.note}
+		ExpiresAt: r.expires, TTL: r.ttl, TTLRemaining: rem, RenewCount: r.renewCount, Note: r.note, HoldUntil: r.holdUntil}
 }
 
 func (m *memStore) Claim(ctx context.Context, p leasecore.ClaimParams) (*leasecore.Lease, error) {
@@ -156,6 +161,14 @@ func (m *memStore) Claim(ctx context.Context, p leasecore.ClaimParams) (*leaseco
 		r.expires, r.renewed, r.renewCount, r.note, r.ttl = now.Add(p.TTL), now, r.renewCount+1, p.Note, p.TTL
 		return m.lease(p.Task, r, now), nil
 	}
+	if r != nil && r.resting(now) && m.mutant != "minHoldIgnored" && (r.owner != p.Owner || m.mutant != "minHoldOwnerExempt") {
+		return nil, &leasecore.HeldError{Task: p.Task, Holder: leasecore.Holder{Owner: r.owner, ExpiresAt: r.holdUntil,
+			TTLRemaining: r.holdUntil.Sub(now), AcquiredAt: r.acquired, HoldUntil: r.holdUntil, Resting: true}}
+	}
+	var hold time.Time
+	if p.MinHold > 0 {
+		hold = now.Add(p.MinHold)
+	}
 	switch {
 	case r == nil || !r.live(now):
 		token := int64(1)
@@ -170,7 +183,10 @@ func (m *memStore) Claim(ctx context.Context, p leasecore.ClaimParams) (*leaseco
 					Credential: m.endCredential(p.Credential, r)})
 			}
 		}
-		nr := &memRow{owner: p.Owner, token: token, acquired: now, renewed: now, expires: now.Add(p.TTL), ttl: p.TTL, note: p.Note, credential: p.Credential}
+		nr := &memRow{owner: p.Owner, token: token, acquired: now, renewed: now, expires: now.Add(p.TTL), ttl: p.TTL, note: p.Note, credential: p.Credential, holdUntil: hold}
+		if m.mutant == "grantKeepsHold" && r != nil && hold.IsZero() {
+			nr.holdUntil = r.holdUntil
+		}
 		m.data.rows[p.Task] = nr
 		m.record(leasecore.Event{Task: p.Task, Kind: leasecore.EventAcquired, Owner: p.Owner, Token: token, At: now, Credential: p.Credential})
 		return m.lease(p.Task, nr, now), nil
@@ -182,6 +198,9 @@ func (m *memStore) Claim(ctx context.Context, p leasecore.ClaimParams) (*leaseco
 			r.acquired = now
 		case "refreshRecordsAcquired":
 			m.record(leasecore.Event{Task: p.Task, Kind: leasecore.EventAcquired, Owner: p.Owner, Token: r.token, At: now})
+		}
+		if until := r.acquired.Add(p.MinHold); p.MinHold > 0 && (until.After(r.holdUntil) || m.mutant == "refreshResetsHold") {
+			r.holdUntil = until
 		}
 		oldNote := r.note
 		r.expires, r.renewed, r.renewCount, r.note, r.ttl = now.Add(p.TTL), now, r.renewCount+1, p.Note, p.TTL
@@ -196,7 +215,8 @@ func (m *memStore) Claim(ctx context.Context, p leasecore.ClaimParams) (*leaseco
 		if m.mutant == "heldTouches" {
 			r.expires = now.Add(p.TTL)
 		}
-		return nil, &leasecore.HeldError{Task: p.Task, Holder: leasecore.Holder{Owner: r.owner, ExpiresAt: r.expires, TTLRemaining: r.expires.Sub(now)}}
+		return nil, &leasecore.HeldError{Task: p.Task, Holder: leasecore.Holder{Owner: r.owner, ExpiresAt: r.expires, TTLRemaining: r.expires.Sub(now),
+			AcquiredAt: r.acquired, HoldUntil: r.holdUntil}}
 	}
 }
 
@@ -251,6 +271,25 @@ func (m *memStore) Renew(ctx context.Context, p leasecore.RenewParams) (*leaseco
 }
 
 func (m *memStore) Release(ctx context.Context, p leasecore.ReleaseParams) (bool, error) {
+	res, err := m.ReleaseHold(ctx, p)
+	return res.Released, err
+}
+
+func (m *memStore) ReleaseHold(ctx context.Context, p leasecore.ReleaseParams) (leasecore.ReleaseResult, error) {
+	released, err := m.release(ctx, p)
+	if err != nil || !released {
+		return leasecore.ReleaseResult{}, err
+	}
+	res := leasecore.ReleaseResult{Released: true}
+	m.data.mu.Lock()
+	defer m.data.mu.Unlock()
+	if r := m.data.rows[p.Task]; r != nil && r.holdUntil.After(r.releasedAt) {
+		res.HoldUntil = r.holdUntil
+	}
+	return res, nil
+}
+
+func (m *memStore) release(ctx context.Context, p leasecore.ReleaseParams) (bool, error) {
 	unlock, err := m.begin(ctx, "release")
 	if err != nil {
 		return false, err

@@ -157,7 +157,7 @@ func Exercise(t *testing.T, d Driver) {
 	s.store = s.open(t, d.Open)
 	s.svc = leasecore.New(s.store, leasecore.WithOpTimeout(sharedOpTimeout))
 
-	groups := s.groups()
+	groups := append(s.groups(), group{"MinHold", s.minHoldCases()})
 	if feed := s.feedCases(); len(feed) > 0 {
 		groups = append(groups, group{"Feed", feed})
 	}

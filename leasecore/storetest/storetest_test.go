@@ -97,6 +97,10 @@ func TestMutants(t *testing.T) {
 		"releaseDropsDetail":        {"Release/Revoke"},
 		"managerNotRecorded":        {"Managed/Recorded", "Managed/TerraformAdopts"},
 		"managerIgnored":            {"Managed/OperatorRefused", "Managed/TerraformAdopts"},
+		"minHoldIgnored":            {"MinHold/ReleaseRestsTheTask", "MinHold/ExpiryRestsTheTask"},
+		"minHoldOwnerExempt":        {"MinHold/ReleaseRestsTheTask", "MinHold/ExpiryRestsTheTask"},
+		"refreshResetsHold":         {"MinHold/RefreshKeepsTheLaterEnd"},
+		"grantKeepsHold":            {"MinHold/GrantWithoutHoldClearsIt"},
 	} {
 		t.Run(mutant, func(t *testing.T) {
 			t.Parallel()

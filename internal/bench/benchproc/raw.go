@@ -173,7 +173,7 @@ func rawClaim(ctx context.Context, pool *pgxpool.Pool, sql, task, owner string) 
 		token, ttl, n, remain int64
 		acq, ren, exp         time.Time
 	)
-	err := pool.QueryRow(ctx, sql, task, owner, int64(60000), "", "").
+	err := pool.QueryRow(ctx, sql, task, owner, int64(60000), "", "", int64(0)).
 		Scan(&tsk, &own, &token, &acq, &ren, &exp, &ttl, &n, &note, &remain)
 	if err != nil {
 		return fmt.Errorf("claim %s: %w", task, err)

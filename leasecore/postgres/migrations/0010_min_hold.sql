@@ -1,0 +1,6 @@
+-- A lease's minimum hold (leasecore.ClaimParams.MinHold): until hold_until (the store's clock)
+-- the task is granted to nobody, even after the lease is released or expires. NULL: none. An
+-- expand step: a binary that does not know it never reads the column and leaves it NULL on the
+-- rows it inserts; it would grant a resting task, so a fleet asks for minimum holds only once
+-- every binary knows this migration (docs/compatibility.md).
+ALTER TABLE leasehold_leases ADD COLUMN hold_until timestamptz;
