@@ -44,7 +44,8 @@ func (h *handlers) ClaimLease(c echo.Context, task api.Task) error {
 		return err
 	}
 	lease, err := h.svc.Claim(c.Request().Context(), leasecore.ClaimParams{
-		Task: task, Owner: req.Owner, TTL: duration(req.TtlMs), Note: deref(req.Note), Credential: credentialName(c),
+		Task: task, Owner: req.Owner, TTL: duration(req.TtlMs), Note: deref(req.Note), MinHold: duration(req.MinHoldMs),
+		Credential: credentialName(c),
 	})
 	h.metrics.claimed(lease, err)
 	return respondClaim(c, lease, err)
@@ -75,10 +76,10 @@ func (h *handlers) ReleaseLease(c echo.Context, task api.Task) error {
 	if err != nil {
 		return err
 	}
-	released, err := h.svc.Release(c.Request().Context(), leasecore.ReleaseParams{
+	released, err := h.svc.ReleaseHold(c.Request().Context(), leasecore.ReleaseParams{
 		Task: task, Owner: req.Owner, Token: deref(req.Token), Credential: credentialName(c),
 	})
-	h.metrics.released(released, err)
+	h.metrics.released(released.Released, err)
 	return respondRelease(c, released, err)
 }
 
@@ -295,7 +296,7 @@ func (h *handlers) GetOpenAPI(c echo.Context) error {
 
 func claimRequest(c echo.Context) (api.ClaimRequest, error) {
 	b := bodyFields(c)
-	req := api.ClaimRequest{Owner: b.str("owner"), TtlMs: b.optInt("ttl_ms"), Note: b.optStr("note")}
+	req := api.ClaimRequest{Owner: b.str("owner"), TtlMs: b.optInt("ttl_ms"), Note: b.optStr("note"), MinHoldMs: b.optInt("min_hold_ms")}
 	return req, b.err()
 }
 

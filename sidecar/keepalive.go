@@ -35,7 +35,7 @@ func (h *handlers) KeepaliveLease(c echo.Context, task api.Task, params api.Keep
 		owner = leasecore.NewOwner()
 	}
 	cred := credentialName(c)
-	p := leasecore.ClaimParams{Task: task, Owner: owner, TTL: duration(params.TtlMs), Note: deref(params.Note), Credential: cred}
+	p := leasecore.ClaimParams{Task: task, Owner: owner, TTL: duration(params.TtlMs), Note: deref(params.Note), MinHold: duration(params.MinHoldMs), Credential: cred}
 	lease, err := h.claimWaiting(c.Request().Context(), p, duration(params.WaitMs))
 	h.metrics.claimed(lease, err)
 	if err != nil {

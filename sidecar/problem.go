@@ -264,11 +264,7 @@ func respondClaim(c echo.Context, lease *leasecore.Lease, err error) error {
 		return writeJSON(c, http.StatusConflict, api.ClaimHeld{
 			Acquired: api.ClaimHeldAcquiredFalse,
 			Reason:   api.Held,
-			Holder: api.Holder{
-				Owner:          held.Holder.Owner,
-				ExpiresAt:      api.FormatTime(held.Holder.ExpiresAt),
-				TtlRemainingMs: api.Millis(held.Holder.TTLRemaining),
-			},
+			Holder:   api.FromHolder(&held.Holder),
 			Detail: err.Error(),
 		})
 	case errors.Is(err, leasecore.ErrUnavailable):
@@ -304,10 +300,10 @@ func respondRenew(c echo.Context, lease *leasecore.Lease, err error) error {
 	}
 }
 
-func respondRelease(c echo.Context, released bool, err error) error {
+func respondRelease(c echo.Context, released leasecore.ReleaseResult, err error) error {
 	switch {
 	case err == nil:
-		return writeJSON(c, http.StatusOK, api.ReleaseResult{Released: released})
+		return writeJSON(c, http.StatusOK, api.FromRelease(released))
 	case errors.Is(err, leasecore.ErrUnavailable):
 		return writeJSON(c, http.StatusServiceUnavailable, api.ReleaseUnavailable{
 			Released: api.ReleaseUnavailableReleasedFalse,
@@ -322,7 +318,7 @@ func respondRelease(c echo.Context, released bool, err error) error {
 // respondRevoke answers a revoke: the lease it ended, or none.
 func respondRevoke(c echo.Context, ended *leasecore.Lease, err error) error {
 	if err != nil {
-		return respondRelease(c, false, err)
+		return respondRelease(c, leasecore.ReleaseResult{}, err)
 	}
 	res := api.RevokeResult{Released: ended != nil}
 	if ended != nil {

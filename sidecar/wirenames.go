@@ -7,13 +7,14 @@ package sidecar
 // of the declarations and policies operators write. A declaration's or
 // policy's Name is the path's, which the validator checks first.
 var wireNames = map[string]string{
-	"Task":  "task",
-	"Owner": "owner",
-	"TTL":   "ttl_ms",
-	"Note":  "note",
-	"Token": "token",
-	"Limit": "limit",
-	"After": "after",
+	"Task":    "task",
+	"Owner":   "owner",
+	"TTL":     "ttl_ms",
+	"Note":    "note",
+	"Token":   "token",
+	"MinHold": "min_hold_ms",
+	"Limit":   "limit",
+	"After":   "after",
 	// Declarations' and policies'.
 	"MaxTTL":          "max_ttl_ms",
 	"Description":     "description",

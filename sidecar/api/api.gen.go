@@ -398,7 +398,9 @@ type ClaimHeld struct {
 	// Detail A human-readable summary.
 	Detail string `json:"detail"`
 
-	// Holder The owner of a live lease, as seen by a refused claimant.
+	// Holder The owner of a live lease, as seen by a refused claimant; or, with `resting: true`, the
+	// owner of the lease that ended (released or expired) before its minimum hold did, which
+	// keeps the task from every claimant until `hold_until`.
 	Holder Holder          `json:"holder"`
 	Reason ClaimHeldReason `json:"reason"`
 }
@@ -411,6 +413,17 @@ type ClaimHeldReason string
 
 // ClaimRequest Who claims, for how long, and why.
 type ClaimRequest struct {
+	// MinHoldMs A minimum hold in milliseconds, from 1 ms to 31 days: the task is granted to nobody,
+	// the holder included, until the lease's `acquired_at` plus this, even when the lease is
+	// released or expires before then (the task "rests"). A job that runs once per period
+	// claims with one, so that replicas whose schedulers fire later in the same period are
+	// refused although the job took a second. A refresh of the owner's own live lease keeps
+	// the later of the two ends.
+	//
+	//
+	// Example: 1800000
+	MinHoldMs *MinHoldMillis `json:"min_hold_ms,omitempty"`
+
 	// Note Free text shown to operators; at most 1024 bytes of UTF-8.
 	//
 	// Example: pruning entries
@@ -521,12 +534,24 @@ type EventList struct {
 	Events []Event `json:"events"`
 }
 
-// Holder The owner of a live lease, as seen by a refused claimant.
+// Holder The owner of a live lease, as seen by a refused claimant; or, with `resting: true`, the
+// owner of the lease that ended (released or expired) before its minimum hold did, which
+// keeps the task from every claimant until `hold_until`.
 type Holder struct {
+	// AcquiredAt RFC 3339 in UTC with exactly millisecond precision.
+	//
+	// Example: 2026-12-02T17:34:02.123Z
+	AcquiredAt *Timestamp `json:"acquired_at,omitempty"`
+
 	// ExpiresAt RFC 3339 in UTC with exactly millisecond precision.
 	//
 	// Example: 2026-12-02T17:34:02.123Z
 	ExpiresAt Timestamp `json:"expires_at"`
+
+	// HoldUntil RFC 3339 in UTC with exactly millisecond precision.
+	//
+	// Example: 2026-12-02T17:34:02.123Z
+	HoldUntil *Timestamp `json:"hold_until,omitempty"`
 
 	// Owner An opaque identity chosen by the client, stable for its process and distinct between
 	// replicas, e.g. `<hostname>#<pid>#<random>`. 1 to 256 printable characters.
@@ -535,7 +560,10 @@ type Holder struct {
 	// Example: web-1#4242#k3j9
 	Owner Owner `json:"owner"`
 
-	// TtlRemainingMs Milliseconds until the holder's lease expires, by the store's clock.
+	// Resting The holder's lease has ended (released or expired) and its minimum hold keeps the task resting until `hold_until`. For a scheduled job, the job of this period has run, or ran and died.
+	Resting *bool `json:"resting,omitempty"`
+
+	// TtlRemainingMs Milliseconds until `expires_at`, by the store's clock.
 	TtlRemainingMs int64 `json:"ttl_remaining_ms"`
 }
 
@@ -578,6 +606,11 @@ type Lease struct {
 	//
 	// Example: 2026-12-02T17:34:02.123Z
 	ExpiresAt Timestamp `json:"expires_at"`
+
+	// HoldUntil RFC 3339 in UTC with exactly millisecond precision.
+	//
+	// Example: 2026-12-02T17:34:02.123Z
+	HoldUntil *Timestamp `json:"hold_until,omitempty"`
 
 	// Note The note of the last claim; empty when none was given.
 	Note string `json:"note"`
@@ -639,6 +672,16 @@ type LeaseState struct {
 // it after an import; only Terraform changes it) or `operator` (declared with the HTTP API,
 // `leasehold tasks declare`, or a Go program; anyone with the right may change it).
 type ManagedBy string
+
+// MinHoldMillis A minimum hold in milliseconds, from 1 ms to 31 days: the task is granted to nobody,
+// the holder included, until the lease's `acquired_at` plus this, even when the lease is
+// released or expires before then (the task "rests"). A job that runs once per period
+// claims with one, so that replicas whose schedulers fire later in the same period are
+// refused although the job took a second. A refresh of the owner's own live lease keeps
+// the later of the two ends.
+//
+// Example: 1800000
+type MinHoldMillis = int64
 
 // Note Free text shown to operators; at most 1024 bytes of UTF-8.
 //
@@ -713,7 +756,11 @@ type ReleaseRequest struct {
 
 // ReleaseResult `released` is true when this call ended the owner's live lease, false when there was nothing to release.
 type ReleaseResult struct {
-	Released bool `json:"released"`
+	// HoldUntil RFC 3339 in UTC with exactly millisecond precision.
+	//
+	// Example: 2026-12-02T17:34:02.123Z
+	HoldUntil *Timestamp `json:"hold_until,omitempty"`
+	Released  bool       `json:"released"`
 }
 
 // ReleaseUnavailable The store failed; the lease may still be held until it expires.
@@ -1122,6 +1169,9 @@ type KeepaliveLeaseParams struct {
 	// Note Free text stored with the lease.
 	Note *Note `form:"note,omitempty" json:"note,omitempty"`
 
+	// MinHoldMs The lease's minimum hold, as in a claim; when the stream ends early (released, or the client gone) the task rests until it passes.
+	MinHoldMs *MinHoldMillis `form:"min_hold_ms,omitempty" json:"min_hold_ms,omitempty"`
+
 	// WaitMs How long to wait for a held task before answering 409 (0 to 3600000; default 0, no wait).
 	WaitMs *int64 `form:"wait_ms,omitempty" json:"wait_ms,omitempty"`
 }
@@ -1423,6 +1473,13 @@ func (w *ServerInterfaceWrapper) KeepaliveLease(ctx echo.Context) error {
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "note", ctx.QueryParams(), &params.Note, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter note: %s", err))
+	}
+
+	// ------------- Optional query parameter "min_hold_ms" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "min_hold_ms", ctx.QueryParams(), &params.MinHoldMs, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter min_hold_ms: %s", err))
 	}
 
 	// ------------- Optional query parameter "wait_ms" -------------

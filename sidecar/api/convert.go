@@ -36,7 +36,33 @@ func FromLease(l *leasecore.Lease) Lease {
 		TtlRemainingMs: Millis(l.TTLRemaining),
 		RenewCount:     l.RenewCount,
 		Note:           l.Note,
+		HoldUntil:      optTime(l.HoldUntil),
 	}
+}
+
+// optTime is t on the wire, or nil (absent) when it is zero.
+func optTime(t time.Time) *Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	ts := FormatTime(t)
+	return &ts
+}
+
+// FromHolder is the holder of a refused claim on the wire; resting is
+// said only when true.
+func FromHolder(h *leasecore.Holder) Holder {
+	out := Holder{
+		Owner:          h.Owner,
+		ExpiresAt:      FormatTime(h.ExpiresAt),
+		TtlRemainingMs: Millis(h.TTLRemaining),
+		AcquiredAt:     optTime(h.AcquiredAt),
+		HoldUntil:      optTime(h.HoldUntil),
+	}
+	if h.Resting {
+		out.Resting = &h.Resting
+	}
+	return out
 }
 
 // FromTask is a declaration on the wire; max_ttl_ms is left out when the
@@ -142,22 +168,53 @@ func ToLease(a *Lease) (leasecore.Lease, error) {
 		}
 		times[i] = t
 	}
+	hold, err := parseOptTime(a.HoldUntil)
+	if err != nil {
+		return leasecore.Lease{}, fmt.Errorf("lease: %w", err)
+	}
 	return leasecore.Lease{
 		Task: a.Task, Owner: a.Owner, Token: a.Token,
 		AcquiredAt: times[0], RenewedAt: times[1], ExpiresAt: times[2],
 		TTL:          time.Duration(a.TtlMs) * time.Millisecond,
 		TTLRemaining: time.Duration(a.TtlRemainingMs) * time.Millisecond,
-		RenewCount:   a.RenewCount, Note: a.Note,
+		RenewCount:   a.RenewCount, Note: a.Note, HoldUntil: hold,
 	}, nil
+}
+
+// parseOptTime reads an optional Timestamp: zero when absent.
+func parseOptTime(ts *Timestamp) (time.Time, error) {
+	if ts == nil {
+		return time.Time{}, nil
+	}
+	return ParseTime(*ts)
 }
 
 // ToHolder is the holder of a refused claim read from the wire.
 func ToHolder(h *Holder) (leasecore.Holder, error) {
-	expires, err := ParseTime(h.ExpiresAt)
-	if err != nil {
+	expires, err1 := ParseTime(h.ExpiresAt)
+	acquired, err2 := parseOptTime(h.AcquiredAt)
+	hold, err3 := parseOptTime(h.HoldUntil)
+	if err := errors.Join(err1, err2, err3); err != nil {
 		return leasecore.Holder{}, fmt.Errorf("holder: %w", err)
 	}
-	return leasecore.Holder{Owner: h.Owner, ExpiresAt: expires, TTLRemaining: time.Duration(h.TtlRemainingMs) * time.Millisecond}, nil
+	return leasecore.Holder{
+		Owner: h.Owner, ExpiresAt: expires, TTLRemaining: time.Duration(h.TtlRemainingMs) * time.Millisecond,
+		AcquiredAt: acquired, HoldUntil: hold, Resting: h.Resting != nil && *h.Resting,
+	}, nil
+}
+
+// ToRelease is a release's answer read from the wire.
+func ToRelease(r *ReleaseResult) (leasecore.ReleaseResult, error) {
+	hold, err := parseOptTime(r.HoldUntil)
+	if err != nil {
+		return leasecore.ReleaseResult{}, fmt.Errorf("release: %w", err)
+	}
+	return leasecore.ReleaseResult{Released: r.Released, HoldUntil: hold}, nil
+}
+
+// FromRelease is a release's answer on the wire.
+func FromRelease(r leasecore.ReleaseResult) ReleaseResult {
+	return ReleaseResult{Released: r.Released, HoldUntil: optTime(r.HoldUntil)}
 }
 
 // ToEvent is a history event read from the wire.
