@@ -46,6 +46,10 @@ type KeepaliveParams struct {
 	// Wait, when the task is held, is how long the sidecar waits for it
 	// before answering held (at most MaxWait); zero answers at once.
 	Wait time.Duration
+	// MinHold, when not zero, is the lease's minimum hold, as in
+	// ClaimParams: when the stream ends before it, the task rests until
+	// then.
+	MinHold time.Duration
 }
 
 // Holder is a lease the sidecar keeps alive over a keepalive stream: it
@@ -91,6 +95,9 @@ func (c *Client) Keepalive(ctx context.Context, p KeepaliveParams) (*Holder, err
 	}
 	if p.Note != "" {
 		q.Set("note", p.Note)
+	}
+	if p.MinHold > 0 {
+		q.Set("min_hold_ms", strconv.FormatInt(p.MinHold.Milliseconds(), 10))
 	}
 	wait := min(p.Wait, MaxWait)
 	if wait > 0 {

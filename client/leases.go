@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -21,6 +22,10 @@ type ClaimParams struct {
 	// ttl, else the sidecar's default (leasecore.DefaultTTL).
 	TTL  time.Duration
 	Note string
+	// MinHold, when not zero, keeps the task from every claimant until the
+	// lease's acquisition plus MinHold, even after a release or an expiry
+	// (leasecore.ClaimParams.MinHold). Whole milliseconds.
+	MinHold time.Duration
 }
 
 // RenewParams are the inputs of a renewal.
@@ -64,7 +69,7 @@ func millis(d time.Duration) *int64 {
 // sidecar or the network failed: never reported as held), or another
 // refusal of the table (undeclared, reserved, forbidden, invalid).
 func (c *Client) Claim(ctx context.Context, p ClaimParams) (*leasecore.Lease, error) {
-	req := api.ClaimRequest{Owner: c.ownerOr(p.Owner), TtlMs: millis(p.TTL)}
+	req := api.ClaimRequest{Owner: c.ownerOr(p.Owner), TtlMs: millis(p.TTL), MinHoldMs: millis(p.MinHold)}
 	if p.Note != "" {
 		req.Note = &p.Note
 	}
@@ -108,16 +113,35 @@ func (c *Client) Renew(ctx context.Context, p RenewParams) (*leasecore.Lease, er
 // reports whether there was one to end; releasing a lease not held is no
 // error.
 func (c *Client) Release(ctx context.Context, p ReleaseParams) (bool, error) {
+	res, err := c.ReleaseHold(ctx, p)
+	return res.Released, err
+}
+
+// ReleaseHold is Release, answering also the end of the released lease's
+// minimum hold when it has not passed: the task rests until then.
+func (c *Client) ReleaseHold(ctx context.Context, p ReleaseParams) (leasecore.ReleaseResult, error) {
 	req := api.ReleaseRequest{Owner: c.ownerOr(p.Owner)}
 	if p.Token != 0 {
 		req.Token = &p.Token
 	}
 	x, err := c.do(ctx, "release", http.MethodPost, "/v1/leases/{task}/release", taskPath(p.Task)+"/release", req)
 	if err != nil {
-		return false, err
+		return leasecore.ReleaseResult{}, err
 	}
-	_, released, err := outcome("release", p.Task, x, c.scrub, func(why string) error { return c.notSidecar("release", x, &notTheAPI{why}) })
-	return released, err
+	notAPI := func(why string) error { return c.notSidecar("release", x, &notTheAPI{why}) }
+	_, released, err := outcome("release", p.Task, x, c.scrub, notAPI)
+	if err != nil || !released {
+		return leasecore.ReleaseResult{}, err
+	}
+	var answer api.ReleaseResult
+	if err := json.Unmarshal(x.body, &answer); err != nil {
+		return leasecore.ReleaseResult{}, notAPI(err.Error())
+	}
+	res, err := api.ToRelease(&answer)
+	if err != nil {
+		return leasecore.ReleaseResult{}, notAPI(err.Error())
+	}
+	return res, nil
 }
 
 // RevokeParams are the inputs of a revoke.

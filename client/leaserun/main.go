@@ -19,7 +19,8 @@ import (
 const name = "leasehold run"
 
 const synopsis = `Usage: leasehold run [--addr URL | --store URL] --task T [--ttl 30s] [--owner O]
-                     [--wait 0s] [--grace 10s] [--token-file PATH] -- COMMAND [ARG...]
+                     [--wait 0s | --once-per PERIOD] [--min-hold D] [--grace 10s]
+                     [--token-file PATH] -- COMMAND [ARG...]
 `
 
 const usageHead = synopsis + `
@@ -27,6 +28,11 @@ Holds the lease on task T while COMMAND runs, and stops COMMAND when the lease i
 SIGTERM to its process group, SIGKILL after --grace. COMMAND gets LEASEHOLD_TASK,
 LEASEHOLD_OWNER and LEASEHOLD_TOKEN (the fencing token) in its environment. SIGINT,
 SIGTERM and SIGHUP are forwarded to COMMAND; the lease is released when it exits.
+
+A scheduled job (every replica's cron fires it; one should run it) takes --once-per PERIOD:
+the lease is claimed with a minimum hold of half the period, so the replicas that fire
+within half a period of the one that ran are skipped, with status 79 and one line saying
+who ran it and when, even when the job took a second; the next period finds the task free.
 
 With --addr (the default; http://HOST:PORT, or unix:PATH for a sidecar on a Unix socket)
 a sidecar holds the lease over a keepalive stream; with --store (sqlite:PATH or
@@ -73,6 +79,8 @@ func parse(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	fs.DurationVar(&cfg.TTL, "ttl", 0, "lease `ttl`, from 100ms to 24h; renewed every ttl × 0.4 (default: the task's declared ttl, else 30s)")
 	fs.StringVar(&cfg.Owner, "owner", "", "`owner` to claim as (default <hostname>#<pid>#<12 random hex digits>)")
 	fs.DurationVar(&cfg.Wait, "wait", 0, "how long (a `duration`) to wait for a held task before giving up with status 75")
+	fs.DurationVar(&cfg.OncePer, "once-per", 0, "scheduled-job mode: run at most once per `period` across replicas; the others exit 79 (skipped)")
+	fs.DurationVar(&cfg.MinHold, "min-hold", 0, "keep the task from every claimant for at least this `duration` after the lease's acquisition, even once the command has ended")
 	fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "after SIGTERM on a lost lease, how long (a `duration`) before SIGKILL")
 	fs.StringVar(&cfg.TokenFile, "token-file", "", "`path` of a file holding the sidecar's bearer token (--addr only)")
 	printUsage := func(w io.Writer) {
@@ -138,6 +146,12 @@ func parse(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	}
 	if set["ttl"] && cfg.TTL == 0 { // zero in Config means "not given"
 		return usageError("%v", flagError("ttl", cfg.TTL, ttlRule))
+	}
+	if set["min-hold"] && cfg.MinHold == 0 {
+		return usageError("%v", flagError("min-hold", cfg.MinHold, minHoldRule))
+	}
+	if set["once-per"] && cfg.OncePer == 0 {
+		return usageError("%v", flagError("once-per", cfg.OncePer, oncePerRule))
 	}
 	cfg.Command = fs.Args()
 	if err := cfg.check(); err != nil {

@@ -56,6 +56,18 @@ type Config struct {
 	// Wait is how long to keep trying while the task is held; 0 gives up at
 	// once.
 	Wait time.Duration
+	// MinHold, when not zero, is the lease's minimum hold
+	// (leasecore.ClaimParams.MinHold): once the command ends, the task
+	// rests until the lease's acquisition plus MinHold.
+	MinHold time.Duration
+	// OncePer, when not zero, is the scheduled-job mode: the job runs at
+	// most once per OncePer across the replicas whose schedulers fire it.
+	// The lease is claimed with a minimum hold of half the period, so the
+	// replicas that fire within half a period after the one that ran are
+	// refused, and exit with exitcode.Skipped and one line saying who ran
+	// it and when; the next period's fires find the task free. Exclusive
+	// with MinHold and Wait.
+	OncePer time.Duration
 	// Grace is the time between SIGTERM and SIGKILL when the lease is lost.
 	Grace time.Duration
 	// Command is the program and its arguments; a name without a slash is
@@ -86,6 +98,22 @@ type Config struct {
 // ttlRule is what --ttl must be, when given.
 var ttlRule = fmt.Sprintf("must be between %s and %s", leasecore.MinTTL, leasecore.MaxTTL)
 
+// minHoldRule and oncePerRule are what --min-hold and --once-per must be,
+// when given.
+var (
+	minHoldRule = fmt.Sprintf("must be between 1ms and %s", leasecore.MaxMinHold)
+	oncePerRule = fmt.Sprintf("must be between 2ms and %s (the minimum hold is half the period)", 2*leasecore.MaxMinHold)
+)
+
+// minHold is the minimum hold the claim asks for: --min-hold, or half of
+// --once-per's period.
+func (c *Config) minHold() time.Duration {
+	if c.OncePer != 0 {
+		return (c.OncePer / 2).Truncate(time.Millisecond)
+	}
+	return c.MinHold
+}
+
 // check validates the configuration and fills the owner when none is set.
 func (c *Config) check() error {
 	if err := leasecore.ValidateTask(c.Task); err != nil {
@@ -107,6 +135,19 @@ func (c *Config) check() error {
 	}
 	if c.Wait < 0 {
 		return flagError("wait", c.Wait, "must not be negative")
+	}
+	if err := leasecore.ValidateMinHold(c.MinHold); err != nil || c.MinHold < 0 {
+		return flagError("min-hold", c.MinHold, minHoldRule)
+	}
+	if c.OncePer != 0 {
+		switch {
+		case c.OncePer < 2*time.Millisecond || c.OncePer > 2*leasecore.MaxMinHold:
+			return flagError("once-per", c.OncePer, oncePerRule)
+		case c.MinHold != 0:
+			return errors.New("--once-per and --min-hold are exclusive: --once-per holds the task for half the period")
+		case c.Wait != 0:
+			return errors.New("--once-per and --wait are exclusive: a replica that finds this period's job taken is skipped, not kept waiting")
+		}
 	}
 	if c.Grace < 0 {
 		return flagError("grace", c.Grace, "must not be negative")
@@ -216,6 +257,9 @@ func acquire(ctx context.Context, cfg *Config, log *slog.Logger) (hold, int) {
 	code := exitcode.Of(err)
 	var held *leasecore.HeldError
 	switch {
+	case errors.As(err, &held) && cfg.OncePer != 0:
+		logSkipped(log, cfg, held)
+		code = exitcode.Skipped
 	case errors.As(err, &held):
 		log.Warn("held", "task", cfg.Task, "holder", held.Holder.Owner,
 			"expires_in", held.Holder.TTLRemaining.Round(time.Millisecond).String())
@@ -237,6 +281,23 @@ func acquire(ctx context.Context, cfg *Config, log *slog.Logger) (hold, int) {
 		code = exitcode.Unavailable
 	}
 	return nil, code
+}
+
+// logSkipped says, in one line, that this replica's run of the scheduled
+// job is skipped, who ran it (or runs it) and when, and when the task is
+// free again.
+func logSkipped(log *slog.Logger, cfg *Config, held *leasecore.HeldError) {
+	h := held.Holder
+	state := "running" // a live lease: the job is running now
+	if h.Resting {
+		state = "done" // the lease ended inside its hold: the job ran
+	}
+	attrs := []any{"task", cfg.Task, "period", cfg.OncePer.String(), "run_by", h.Owner, "state", state}
+	if !h.AcquiredAt.IsZero() {
+		attrs = append(attrs, "started_at", h.AcquiredAt.UTC().Format(time.RFC3339Nano))
+	}
+	attrs = append(attrs, "free_at", h.ExpiresAt.UTC().Format(time.RFC3339Nano))
+	log.Info("skipped: this period's job is another replica's", attrs...)
 }
 
 // claimWaiting calls try until it acquires, fails for another reason than
@@ -319,6 +380,9 @@ func supervise(ctx context.Context, cfg *Config, h hold, log *slog.Logger) int {
 
 func logReleased(log *slog.Logger, lease leasecore.Lease, released bool, err error, attrs ...any) {
 	attrs = append([]any{"task", lease.Task, "token", lease.Token}, attrs...)
+	if !lease.HoldUntil.IsZero() {
+		attrs = append(attrs, "rests_until", lease.HoldUntil.UTC().Format(time.RFC3339Nano))
+	}
 	if err != nil {
 		log.Warn("release failed; the lease ends at its expiry", append(attrs, "err", err)...)
 		return

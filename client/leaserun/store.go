@@ -32,7 +32,7 @@ func acquireStore(ctx context.Context, cfg *Config, log *slog.Logger) (hold, err
 		return nil, leasecore.Unavailable("open", err)
 	}
 	svc := leasecore.New(store, leasecore.WithInterceptor(cli.MigrateHint))
-	p := leasecore.ClaimParams{Task: cfg.Task, Owner: cfg.Owner, TTL: cfg.TTL}
+	p := leasecore.ClaimParams{Task: cfg.Task, Owner: cfg.Owner, TTL: cfg.TTL, MinHold: cfg.minHold()}
 	h, err := claimWaiting(ctx, cfg, log, func(ctx context.Context, _ time.Duration) (hold, error) {
 		lease, err := svc.Claim(ctx, p)
 		if err != nil {

@@ -29,7 +29,7 @@ func acquireSidecar(ctx context.Context, cfg *Config, log *slog.Logger) (hold, e
 	return claimWaiting(ctx, cfg, log, func(ctx context.Context, wait time.Duration) (hold, error) {
 		// The stream outlives ctx, which ends with a signal: the lease is
 		// held until the command has exited.
-		h, err := c.Keepalive(ctx, lhclient.KeepaliveParams{Task: cfg.Task, Owner: cfg.Owner, TTL: cfg.TTL, Wait: wait})
+		h, err := c.Keepalive(ctx, lhclient.KeepaliveParams{Task: cfg.Task, Owner: cfg.Owner, TTL: cfg.TTL, Wait: wait, MinHold: cfg.minHold()})
 		if err != nil {
 			return nil, err
 		}

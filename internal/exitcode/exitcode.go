@@ -54,6 +54,10 @@ const (
 	// serve; a newer leasehold is needed (EX_CONFIG, as Undeclared: the
 	// deployment pairs this binary with the wrong store).
 	SchemaTooNew = 78
+	// Skipped: `run --once-per`: another replica ran this period's job,
+	// or is running it; the command did not run. Not a failure: a cron
+	// entry tells it from one by this status.
+	Skipped = 79
 	// CannotExec: `run`: the command was found but could not be executed.
 	CannotExec = 126
 	// NotFound: `run`: the command was not found.
@@ -81,6 +85,7 @@ var Table = []Row{
 	{"75", "`run`, `claim`: another owner holds the task (`run`: after `--wait`; the command did not run)"},
 	{"77", "the sidecar refused the credentials, or the caller may not act on the task (reserved `leasehold:…`, or outside its scope; `release --force`: no admin right); `tasks`, `policies`: Terraform manages the declaration"},
 	{"78", "`run`, `claim`: the task is not declared and the sidecar requires declared tasks (`serve --require-declared`); `serve`, `migrate` and the verbs with `--store`: the store's schema is newer than this leasehold can serve (`migrate --status`: it says so)"},
+	{"79", "`run --once-per`: skipped: another replica ran this period's job, or is running it (one line says who and when); the command did not run"},
 	{"126 / 127", "`run`: the command could not be executed / was not found (looked up before the lease is claimed: no fencing token is taken, no history written)"},
 	{"128+N", "`run`: the command was killed by signal N, or `run` got signal N before the command started"},
 	{"the command's", "`run`: the command ran to the end, and this is its own status"},
