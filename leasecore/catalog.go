@@ -34,6 +34,14 @@ type TaskDecl struct {
 	// Terraform provider's import, can give the same text. Empty: none
 	// kept. See ValidateSpelling.
 	TTLSpelling, MaxTTLSpelling string
+	// MinHold is the minimum hold of a claim of the task that asks for
+	// none (ClaimParams.MinHold): a task that runs once per period declares
+	// one, so that every replica's claims rest the task whatever they ask.
+	// Zero: none. At most MaxMinHold.
+	MinHold time.Duration
+	// MinHoldSpelling is MinHold as the declaration's author wrote it, as
+	// TTLSpelling is for TTL.
+	MinHoldSpelling string
 	// ManagedBy is who manages the declaration: the Writer.By of its last
 	// write. Set by the store; ignored when writing.
 	ManagedBy Manager
@@ -334,6 +342,13 @@ func (d *TaskDecl) Validate() error {
 		return err
 	}
 	if err := ValidateSpelling("MaxTTLSpelling", d.MaxTTLSpelling, d.MaxTTL); err != nil {
+		return err
+	}
+	d.MinHold = d.MinHold.Truncate(time.Millisecond)
+	if d.MinHold < 0 || d.MinHold > MaxMinHold {
+		return &ValidationError{Field: "MinHold", Rule: fmt.Sprintf("must be between 0 (none) and %s", MaxMinHold)}
+	}
+	if err := ValidateSpelling("MinHoldSpelling", d.MinHoldSpelling, d.MinHold); err != nil {
 		return err
 	}
 	if len(d.Description) > MaxDescriptionLen || !utf8.ValidString(d.Description) || strings.ContainsRune(d.Description, 0) {

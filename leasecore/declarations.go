@@ -129,13 +129,14 @@ func CheckClientTask(task string) error {
 }
 
 // applyClaimDecl applies the task's declaration to a claim: the declared
-// ttl when none is given, the declared max_ttl as a bound, and, where
+// ttl when none is given, the declared minimum hold when none is given,
+// the declared max_ttl as a bound, and, where
 // declarations are required, a refusal of an undeclared task. It reloads
 // the copy of the declarations when it is older than the staleness bound.
 // leasehold's own tasks (ReservedPrefix) take their ttls from leasehold,
 // not from declarations, which cannot stop the pruner from taking its lease;
 // a declaration of one sets only its retention policy.
-func (s *Service) applyClaimDecl(ctx context.Context, task string, ttl *time.Duration) error {
+func (s *Service) applyClaimDecl(ctx context.Context, task string, ttl, minHold *time.Duration) error {
 	if IsReserved(task) {
 		return nil
 	}
@@ -151,6 +152,9 @@ func (s *Service) applyClaimDecl(ctx context.Context, task string, ttl *time.Dur
 	}
 	if *ttl == 0 {
 		*ttl = decl.TTL
+	}
+	if *minHold == 0 {
+		*minHold = decl.MinHold
 	}
 	return checkMaxTTL(decl, task, *ttl)
 }

@@ -60,7 +60,7 @@ type ClaimParams struct {
 	// claims with one, so that the replicas whose schedulers fire a little
 	// later in the same period are refused although the job took a second.
 	// A refresh of the owner's live lease keeps the later of the two
-	// ends. Zero: none. Whole
+	// ends. Zero: the task's declared MinHold (TaskDecl), else none. Whole
 	// milliseconds are kept; at most MaxMinHold. A store that keeps
 	// minimum holds implements HoldReleaser.
 	MinHold time.Duration

@@ -64,7 +64,7 @@ func (s *Service) Claim(ctx context.Context, p ClaimParams) (*Lease, error) {
 	}
 	p.TTL = p.TTL.Truncate(time.Millisecond)
 	p.MinHold = p.MinHold.Truncate(time.Millisecond)
-	if err := s.applyClaimDecl(ctx, p.Task, &p.TTL); err != nil {
+	if err := s.applyClaimDecl(ctx, p.Task, &p.TTL, &p.MinHold); err != nil {
 		return nil, err
 	}
 	if p.TTL == 0 {

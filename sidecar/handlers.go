@@ -173,7 +173,7 @@ func (h *handlers) DeclareTask(c echo.Context, task api.Task, params api.Declare
 	if err != nil {
 		return err
 	}
-	d := leasecore.TaskDecl{Name: task, TTL: duration(&req.TtlMs), MaxTTL: duration(req.MaxTtlMs),
+	d := leasecore.TaskDecl{Name: task, TTL: duration(&req.TtlMs), MaxTTL: duration(req.MaxTtlMs), MinHold: duration(req.MinHoldMs),
 		Description: deref(req.Description), RetentionPolicy: deref(req.RetentionPolicy)}
 	decl, created, err := h.svc.DeclareTask(c.Request().Context(), d, operatorWriter(params.TakeOver))
 	if err != nil {
@@ -321,7 +321,7 @@ func revokeRequest(c echo.Context) (api.RevokeRequest, error) {
 func declareTaskRequest(c echo.Context) (api.TaskDeclarationRequest, error) {
 	b := bodyFields(c)
 	req := api.TaskDeclarationRequest{TtlMs: deref(b.optInt("ttl_ms")), MaxTtlMs: b.optInt("max_ttl_ms"),
-		Description: b.optStr("description"), RetentionPolicy: b.optStr("retention_policy")}
+		Description: b.optStr("description"), RetentionPolicy: b.optStr("retention_policy"), MinHoldMs: b.optInt("min_hold_ms")}
 	return req, b.err()
 }
 

@@ -90,3 +90,34 @@ func TestMinHoldRefused(t *testing.T) {
 		t.Errorf("refused claims wrote history: %+v", ev.Events)
 	}
 }
+
+// A task declares a minimum hold over HTTP: GET /v1/tasks shows it, and a
+// claim that asks for none gets it.
+func TestMinHoldDeclared(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, ts *testServer) {
+		r := ts.put("/v1/tasks/nightly", body{"ttl_ms": 60000, "min_hold_ms": 3600000})
+		expect(t, r, http.StatusCreated)
+		if d := decode[api.TaskDeclaration](t, r); d.MinHoldMs == nil || *d.MinHoldMs != 3600000 {
+			t.Fatalf("declared: %+v, want min_hold_ms 3600000", d)
+		}
+		r = ts.get("/v1/tasks")
+		expect(t, r, http.StatusOK)
+		list := decode[api.TaskList](t, r)
+		if len(list.Tasks) != 1 || list.Tasks[0].MinHoldMs == nil || *list.Tasks[0].MinHoldMs != 3600000 {
+			t.Fatalf("GET /v1/tasks: %+v, want nightly with min_hold_ms 3600000", list)
+		}
+		r = ts.post("/v1/leases/nightly/claim", body{"owner": "w1"})
+		expect(t, r, http.StatusOK)
+		l := decode[api.ClaimAcquired](t, r).Lease
+		acquired, _ := api.ParseTime(l.AcquiredAt)
+		if l.HoldUntil == nil || *l.HoldUntil != api.FormatTime(acquired.Add(time.Hour)) {
+			t.Errorf("claim of a task declaring an hour's hold: hold_until %v, want acquired_at + 1 h", l.HoldUntil)
+		}
+		r = ts.put("/v1/tasks/plain", body{"ttl_ms": 60000})
+		expect(t, r, http.StatusCreated)
+		if d := decode[api.TaskDeclaration](t, r); d.MinHoldMs != nil {
+			t.Errorf("a task declaring no hold says min_hold_ms %d; absent is none", *d.MinHoldMs)
+		}
+	})
+}

@@ -312,7 +312,7 @@ func TestBatchCallerContexts(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-		if _, err := tx.Exec(ctx, claimSQL, task, "holder", int64(60000), "", ""); err != nil {
+		if _, err := tx.Exec(ctx, claimSQL, task, "holder", int64(60000), "", "", int64(0)); err != nil {
 			t.Fatal(err)
 		}
 		return func() {

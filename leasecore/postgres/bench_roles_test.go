@@ -76,11 +76,11 @@ func BenchmarkClaimStatementByRole(b *testing.B) {
 		)
 		switch op {
 		case "refresh":
-			rows, err = rc.conn.Query(ctx, claimSQL, "bench/stmt/"+rc.name, "o", ttlMS, "")
+			rows, err = rc.conn.Query(ctx, claimSQL, "bench/stmt/"+rc.name, "o", ttlMS, "", "", int64(0))
 		case "new":
-			rows, err = rc.conn.Query(ctx, claimSQL, fmt.Sprintf("bench/stmt/new/%d", seq.Add(1)), "o", ttlMS, "")
+			rows, err = rc.conn.Query(ctx, claimSQL, fmt.Sprintf("bench/stmt/new/%d", seq.Add(1)), "o", ttlMS, "", "", int64(0))
 		default:
-			rows, err = rc.conn.Query(ctx, claimBatchSQL, rc.batch, owners, ttls, notes)
+			rows, err = rc.conn.Query(ctx, claimBatchSQL, rc.batch, owners, ttls, notes, notes, make([]int64, 32))
 			want = 32
 		}
 		if err != nil {

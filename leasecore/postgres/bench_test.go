@@ -93,8 +93,8 @@ func BenchmarkRawClaimNewStatement(b *testing.B) {
 					acq, ren, exp         time.Time
 					note                  string
 				)
-				err := pool.QueryRow(ctx, claimSQL, task, "client", ttlMS, "", "").
-					Scan(&tsk, &own, &token, &acq, &ren, &exp, &ttl, &n, &note, &remain)
+				err := pool.QueryRow(ctx, claimSQL, task, "client", ttlMS, "", "", int64(0)).
+					Scan(&tsk, &own, &token, &acq, &ren, &exp, &ttl, &n, &note, &remain, new(*time.Time))
 				if err == nil && token != 1 {
 					err = fmt.Errorf("claim of new task %s: token %d, want 1", task, token)
 				}
@@ -198,8 +198,8 @@ func BenchmarkRawClaimStatement(b *testing.B) {
 					acq, ren, exp         time.Time
 					note                  string
 				)
-				return pool.QueryRow(ctx, claimSQL, task, owner, ttlMS, "", "").
-					Scan(&tsk, &own, &token, &acq, &ren, &exp, &ttl, &n, &note, &remain)
+				return pool.QueryRow(ctx, claimSQL, task, owner, ttlMS, "", "", int64(0)).
+					Scan(&tsk, &own, &token, &acq, &ren, &exp, &ttl, &n, &note, &remain, new(*time.Time))
 			})
 		})
 	}

@@ -37,7 +37,7 @@ func (s *Store) CreateTask(ctx context.Context, d leasecore.TaskDecl, w leasecor
 	if s.closed.Load() {
 		return nil, interpretError(op, errClosed)
 	}
-	out, err := scanTask(s.pool.QueryRow(ctx, createTaskSQL, taskArgs(d, w)[:8]...))
+	out, err := scanTask(s.pool.QueryRow(ctx, createTaskSQL, taskArgs(d, w)[:10]...))
 	if err != nil {
 		return nil, s.taskConstraintError(op, err, d)
 	}
@@ -101,7 +101,8 @@ func (s *Store) refusal(ctx context.Context, op, query, kind, name string, w lea
 
 func taskArgs(d leasecore.TaskDecl, w leasecore.Writer) []any {
 	return []any{d.Name, d.TTL.Milliseconds(), d.MaxTTL.Milliseconds(), d.Description, d.RetentionPolicy,
-		d.TTLSpelling, d.MaxTTLSpelling, string(w.Manager()), w.May(leasecore.ManagedByTerraform)}
+		d.TTLSpelling, d.MaxTTLSpelling, string(w.Manager()), d.MinHold.Milliseconds(), d.MinHoldSpelling,
+		w.May(leasecore.ManagedByTerraform)}
 }
 
 // GetTask returns a declaration, or nil when there is none.
@@ -373,12 +374,14 @@ func (s *Store) PruneHistory(ctx context.Context) (int64, error) {
 // scanTask reads taskColumns.
 func scanTask(row pgx.Row) (*leasecore.TaskDecl, error) {
 	var (
-		d             leasecore.TaskDecl
-		ttlMS, maxTTL int64
+		d                      leasecore.TaskDecl
+		ttlMS, maxTTL, minHold int64
 	)
-	if err := row.Scan(&d.Name, &ttlMS, &maxTTL, &d.Description, &d.RetentionPolicy, &d.CreatedAt, &d.UpdatedAt, &d.TTLSpelling, &d.MaxTTLSpelling, &d.ManagedBy); err != nil {
+	if err := row.Scan(&d.Name, &ttlMS, &maxTTL, &d.Description, &d.RetentionPolicy, &d.CreatedAt, &d.UpdatedAt, &d.TTLSpelling, &d.MaxTTLSpelling, &d.ManagedBy,
+		&minHold, &d.MinHoldSpelling); err != nil {
 		return nil, err
 	}
+	d.MinHold = time.Duration(minHold) * time.Millisecond
 	d.TTL = time.Duration(ttlMS) * time.Millisecond
 	d.MaxTTL = time.Duration(maxTTL) * time.Millisecond
 	d.CreatedAt, d.UpdatedAt = d.CreatedAt.UTC(), d.UpdatedAt.UTC()

@@ -47,7 +47,7 @@ func heldClaim(t *testing.T, conn *pgx.Conn, task string) pgx.Tx {
 		t.Fatalf("begin: %v", err)
 	}
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-	rows, err := tx.Query(t.Context(), claimSQL, task, "in-flight", int64(60000), "", "")
+	rows, err := tx.Query(t.Context(), claimSQL, task, "in-flight", int64(60000), "", "", int64(0))
 	if err != nil {
 		t.Fatalf("claim in a transaction: %v", err)
 	}
@@ -155,7 +155,7 @@ func TestFeedHoldsBackBehindALaterTransactionID(t *testing.T) {
 		t.Fatalf("U's first write: %v", err)
 	}
 	tx := heldClaim(t, connT, "t-task")
-	rows, err := u.Query(t.Context(), claimSQL, "u-task", "u", int64(60000), "", "")
+	rows, err := u.Query(t.Context(), claimSQL, "u-task", "u", int64(60000), "", "", int64(0))
 	if err != nil {
 		t.Fatalf("U's claim: %v", err)
 	}

@@ -390,7 +390,7 @@ func TestHistoryLostRacingTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-	if _, err := tx.Exec(ctx, claimSQL, task, "b", int64(60000), "", ""); err != nil {
+	if _, err := tx.Exec(ctx, claimSQL, task, "b", int64(60000), "", "", int64(0)); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -469,7 +469,7 @@ func TestDeletePolicyRacingDeclaration(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-	if _, err := tx.Exec(ctx, createTaskSQL, "racer", int64(60000), int64(0), "", "contested", "", "", "operator"); err != nil {
+	if _, err := tx.Exec(ctx, createTaskSQL, "racer", int64(60000), int64(0), "", "contested", "", "", "operator", int64(0), ""); err != nil {
 		t.Fatal(err)
 	}
 	type deleted struct {

@@ -299,7 +299,7 @@ func TestClaimRetriesWhenRefusedByAnExpiredLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-	if _, err := tx.Exec(ctx, claimSQL, task, "holder", int64(time.Minute/time.Millisecond), []byte{}, ""); err != nil {
+	if _, err := tx.Exec(ctx, claimSQL, task, "holder", int64(time.Minute/time.Millisecond), []byte{}, "", int64(0)); err != nil {
 		t.Fatalf("holder's claim: %v", err)
 	}
 

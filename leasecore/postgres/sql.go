@@ -390,19 +390,22 @@ SELECT (SELECT coalesce(max(version), 0) FROM leasehold_schema_migrations),
 
 // taskColumns are the columns scanTask reads, in its order, for a row
 // aliased t.
-const taskColumns = `t.name, t.ttl_ms, t.max_ttl_ms, t.description, t.retention_policy, t.created_at, t.updated_at, t.ttl_spelling, t.max_ttl_spelling, t.managed_by`
+const taskColumns = `t.name, t.ttl_ms, t.max_ttl_ms, t.description, t.retention_policy, t.created_at, t.updated_at, t.ttl_spelling, t.max_ttl_spelling, t.managed_by,
+       t.min_hold_ms, t.min_hold_spelling`
 
 // createTaskSQL inserts a declaration. $1 name, $2 ttl in ms, $3 max_ttl in
 // ms or 0, $4 description, $5 policy, $6 and $7 the ttl's and max_ttl's
-// spellings, $8 its manager. The primary key refuses a name taken
+// spellings, $8 its manager, $9 its minimum hold in ms or 0, $10 that
+// hold's spelling. The primary key refuses a name taken
 // (23505), the foreign key a policy that does not exist (23503).
 const createTaskSQL = `
-INSERT INTO leasehold_tasks AS t (name, ttl_ms, max_ttl_ms, description, retention_policy, created_at, updated_at, ttl_spelling, max_ttl_spelling, managed_by)
-VALUES ($1, $2::bigint, $3::bigint, $4::text, $5::text, now(), now(), $6::text, $7::text, $8::text)
+INSERT INTO leasehold_tasks AS t (name, ttl_ms, max_ttl_ms, description, retention_policy, created_at, updated_at, ttl_spelling, max_ttl_spelling, managed_by,
+       min_hold_ms, min_hold_spelling)
+VALUES ($1, $2::bigint, $3::bigint, $4::text, $5::text, now(), now(), $6::text, $7::text, $8::text, $9::bigint, $10::text)
 RETURNING ` + taskColumns
 
 // updateTaskSQL replaces a declaration, keeping created_at; no row when
-// there is none, or when Terraform manages it and $9 (the writer may change
+// there is none, or when Terraform manages it and $11 (the writer may change
 // what Terraform manages: leasecore.Writer.May) is false. Parameters as
 // createTaskSQL's. The manager is checked on the row the update locks, so a
 // change of manager committed meanwhile is seen.
@@ -415,8 +418,10 @@ UPDATE leasehold_tasks AS t
        ttl_spelling     = $6::text,
        max_ttl_spelling = $7::text,
        managed_by       = $8::text,
+       min_hold_ms      = $9::bigint,
+       min_hold_spelling = $10::text,
        updated_at       = GREATEST(now(), t.updated_at)
- WHERE t.name = $1 AND (t.managed_by <> 'terraform' OR $9::boolean)
+ WHERE t.name = $1 AND (t.managed_by <> 'terraform' OR $11::boolean)
 RETURNING ` + taskColumns
 
 // getTaskSQL reads a declaration. $1 name.

@@ -18,7 +18,7 @@ import (
 // answers, never SQL errors, so they never fail a batch. Reads use the
 // reader pool.
 
-const taskColumns = `name, ttl_ms, max_ttl_ms, description, retention_policy, created_at, updated_at, ttl_spelling, max_ttl_spelling, managed_by`
+const taskColumns = `name, ttl_ms, max_ttl_ms, description, retention_policy, created_at, updated_at, ttl_spelling, max_ttl_spelling, managed_by, min_hold_ms, min_hold_spelling`
 
 const policyColumns = `name, keep_for_ms, keep_last, created_at, updated_at, keep_for_spelling, managed_by`
 
@@ -36,7 +36,7 @@ const (
 
 const insertTaskSQL = `
 INSERT INTO leasehold_tasks (` + taskColumns + `)
-VALUES (:name, :ttl, :max_ttl, :description, :policy, ` + nowMS + `, ` + nowMS + `, :ttl_spelling, :max_ttl_spelling, :managed_by)
+VALUES (:name, :ttl, :max_ttl, :description, :policy, ` + nowMS + `, ` + nowMS + `, :ttl_spelling, :max_ttl_spelling, :managed_by, :min_hold, :min_hold_spelling)
 RETURNING ` + taskColumns
 
 // updateTaskSQL keeps created_at, and never moves updated_at backwards.
@@ -44,6 +44,7 @@ const updateTaskSQL = `
 UPDATE leasehold_tasks
 SET ttl_ms = :ttl, max_ttl_ms = :max_ttl, description = :description, retention_policy = :policy,
     ttl_spelling = :ttl_spelling, max_ttl_spelling = :max_ttl_spelling, managed_by = :managed_by,
+    min_hold_ms = :min_hold, min_hold_spelling = :min_hold_spelling,
     updated_at = max(updated_at, ` + nowMS + `)
 WHERE name = :name
 RETURNING ` + taskColumns
@@ -561,6 +562,7 @@ func taskArgs(d leasecore.TaskDecl, w leasecore.Writer) []any {
 		sql.Named("name", d.Name), sql.Named("ttl", d.TTL.Milliseconds()), sql.Named("max_ttl", d.MaxTTL.Milliseconds()),
 		sql.Named("description", d.Description), sql.Named("policy", d.RetentionPolicy),
 		sql.Named("ttl_spelling", d.TTLSpelling), sql.Named("max_ttl_spelling", d.MaxTTLSpelling),
+		sql.Named("min_hold", d.MinHold.Milliseconds()), sql.Named("min_hold_spelling", d.MinHoldSpelling),
 	}
 }
 
@@ -578,13 +580,15 @@ type scanner interface{ Scan(dest ...any) error }
 // scanTask reads taskColumns.
 func scanTask(row scanner) (*leasecore.TaskDecl, error) {
 	var (
-		d                             leasecore.TaskDecl
-		ttl, maxTTL, created, updated int64
+		d                                      leasecore.TaskDecl
+		ttl, maxTTL, created, updated, minHold int64
 	)
-	if err := row.Scan(&d.Name, &ttl, &maxTTL, &d.Description, &d.RetentionPolicy, &created, &updated, &d.TTLSpelling, &d.MaxTTLSpelling, &d.ManagedBy); err != nil {
+	if err := row.Scan(&d.Name, &ttl, &maxTTL, &d.Description, &d.RetentionPolicy, &created, &updated, &d.TTLSpelling, &d.MaxTTLSpelling, &d.ManagedBy,
+		&minHold, &d.MinHoldSpelling); err != nil {
 		return nil, err
 	}
 	d.TTL, d.MaxTTL = time.Duration(ttl)*time.Millisecond, time.Duration(maxTTL)*time.Millisecond
+	d.MinHold = time.Duration(minHold) * time.Millisecond
 	d.CreatedAt, d.UpdatedAt = fromMS(created), fromMS(updated)
 	return &d, nil
 }

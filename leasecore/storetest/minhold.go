@@ -29,6 +29,7 @@ func (s *suite) minHoldCases() []testCase {
 		{"PassedHoldReleasesAtOnce", s.testMinHoldPassed},
 		{"RefreshKeepsTheLaterEnd", s.testMinHoldRefresh},
 		{"GrantWithoutHoldClearsIt", s.testMinHoldGrantClears},
+		{"DeclaredHoldApplies", s.testMinHoldDeclared},
 	}
 }
 
@@ -195,4 +196,36 @@ func (s *suite) testMinHoldGrantClears(t *testing.T) {
 		t.Fatalf("release of a grant without a hold = %+v, %v; want released with no HoldUntil", res, err)
 	}
 	claim(t, s.svc, task, "c", time.Minute)
+}
+
+// A task's declared minimum hold is kept with its spelling, and applies to
+// its claims that ask for none; a claim's own hold wins.
+func (s *suite) testMinHoldDeclared(t *testing.T) {
+	task := uniqueTask(t)
+	d, err := s.svc.CreateTask(t.Context(), leasecore.TaskDecl{Name: task, TTL: time.Minute, MinHold: 90 * time.Minute, MinHoldSpelling: "90m"}, leasecore.Writer{})
+	if err != nil {
+		t.Fatalf("declare %s with a minimum hold: %v", task, err)
+	}
+	if d.MinHold != 90*time.Minute || d.MinHoldSpelling != "90m" {
+		t.Errorf("declared: MinHold %v (%q), want 90m0s (\"90m\")", d.MinHold, d.MinHoldSpelling)
+	}
+	if g, err := s.svc.GetTask(t.Context(), task); err != nil || g == nil || g.MinHold != 90*time.Minute || g.MinHoldSpelling != "90m" {
+		t.Errorf("read back: %+v, %v; want MinHold 90m0s spelled \"90m\"", g, err)
+	}
+	a := claimOK(t, s.svc, leasecore.ClaimParams{Task: task, Owner: "a", TTL: time.Minute})
+	if want := a.AcquiredAt.Add(90 * time.Minute); !sameInstant(a.HoldUntil, want) {
+		t.Errorf("claim asking no hold of a task declaring 90m: HoldUntil %v, want %v", a.HoldUntil, want)
+	}
+	releaseOK(t, s.svc, task, "a", a.Token)
+	_, err = s.svc.Claim(t.Context(), leasecore.ClaimParams{Task: task, Owner: "b", TTL: time.Minute})
+	mustRest(t, err, task, a)
+
+	other := uniqueTask(t) + "-own"
+	if _, err := s.svc.CreateTask(t.Context(), leasecore.TaskDecl{Name: other, TTL: time.Minute, MinHold: time.Hour}, leasecore.Writer{}); err != nil {
+		t.Fatal(err)
+	}
+	b := claimHold(t, s.svc, other, "b", time.Minute, 50*time.Millisecond)
+	waitClockPast(t, s.svc, b, 100*time.Millisecond)
+	releaseOK(t, s.svc, other, "b", b.Token)
+	claim(t, s.svc, other, "c", time.Minute) // the claim's 50 ms hold, not the declared hour
 }

@@ -981,6 +981,17 @@ type TaskDeclaration struct {
 	// Example: 600000
 	MaxTtlMs *int64 `json:"max_ttl_ms,omitempty"`
 
+	// MinHoldMs A minimum hold in milliseconds, from 1 ms to 31 days: the task is granted to nobody,
+	// the holder included, until the lease's `acquired_at` plus this, even when the lease is
+	// released or expires before then (the task "rests"). A job that runs once per period
+	// claims with one, so that replicas whose schedulers fire later in the same period are
+	// refused although the job took a second. A refresh of the owner's own live lease keeps
+	// the later of the two ends.
+	//
+	//
+	// Example: 1800000
+	MinHoldMs *MinHoldMillis `json:"min_hold_ms,omitempty"`
+
 	// Name 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`, with no empty, `.` or `..` segment between slashes.
 	//
 	// Example: telescope:prune
@@ -1009,6 +1020,17 @@ type TaskDeclarationRequest struct {
 
 	// MaxTtlMs The largest `ttl_ms` a claim or renewal may ask for, at least `ttl_ms`; absent, no bound but the model's (24 h).
 	MaxTtlMs *int64 `json:"max_ttl_ms,omitempty"`
+
+	// MinHoldMs A minimum hold in milliseconds, from 1 ms to 31 days: the task is granted to nobody,
+	// the holder included, until the lease's `acquired_at` plus this, even when the lease is
+	// released or expires before then (the task "rests"). A job that runs once per period
+	// claims with one, so that replicas whose schedulers fire later in the same period are
+	// refused although the job took a second. A refresh of the owner's own live lease keeps
+	// the later of the two ends.
+	//
+	//
+	// Example: 1800000
+	MinHoldMs *MinHoldMillis `json:"min_hold_ms,omitempty"`
 
 	// RetentionPolicy 1 to 64 characters of `A-Z a-z 0-9 . _ : / @ -`.
 	//

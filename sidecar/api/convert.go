@@ -81,6 +81,10 @@ func FromTask(d *leasecore.TaskDecl) TaskDeclaration {
 		ms := d.MaxTTL.Milliseconds()
 		out.MaxTtlMs = &ms
 	}
+	if d.MinHold > 0 {
+		ms := d.MinHold.Milliseconds()
+		out.MinHoldMs = &ms
+	}
 	if out.RetentionPolicy == "" {
 		out.RetentionPolicy = leasecore.DefaultPolicy
 	}
@@ -121,6 +125,9 @@ func ToTask(d *TaskDeclaration) (leasecore.TaskDecl, error) {
 	}
 	if d.MaxTtlMs != nil {
 		out.MaxTTL = time.Duration(*d.MaxTtlMs) * time.Millisecond
+	}
+	if d.MinHoldMs != nil {
+		out.MinHold = time.Duration(*d.MinHoldMs) * time.Millisecond
 	}
 	return out, nil
 }

@@ -174,7 +174,7 @@ func rawClaim(ctx context.Context, pool *pgxpool.Pool, sql, task, owner string) 
 		acq, ren, exp         time.Time
 	)
 	err := pool.QueryRow(ctx, sql, task, owner, int64(60000), "", "", int64(0)).
-		Scan(&tsk, &own, &token, &acq, &ren, &exp, &ttl, &n, &note, &remain)
+		Scan(&tsk, &own, &token, &acq, &ren, &exp, &ttl, &n, &note, &remain, new(*time.Time))
 	if err != nil {
 		return fmt.Errorf("claim %s: %w", task, err)
 	}

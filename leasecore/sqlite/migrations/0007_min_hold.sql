@@ -4,3 +4,8 @@
 -- it NULL on the rows it inserts; it would grant a resting task, so a fleet asks for minimum
 -- holds only once every binary knows this migration (docs/compatibility.md).
 ALTER TABLE leasehold_leases ADD COLUMN hold_until INTEGER;
+
+-- A task's declared minimum hold (leasecore.TaskDecl.MinHold), for its claims that ask for none,
+-- and its spelling as the declaration's author wrote it. 0 and '': none.
+ALTER TABLE leasehold_tasks ADD COLUMN min_hold_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE leasehold_tasks ADD COLUMN min_hold_spelling TEXT NOT NULL DEFAULT '';
