@@ -63,6 +63,7 @@ func (v *verbFlags) registerCatalog(verb string, fs *flag.FlagSet) (func(context
 	case "tasks declare":
 		fs.DurationVar(&v.ttl, "ttl", 0, "the ttl of a claim that gives none, 100ms to 24h (required)")
 		fs.DurationVar(&v.cat.maxTTL, "max-ttl", 0, "the longest `ttl` a claim or renewal may ask for (default: no bound but 24h)")
+		fs.DurationVar(&v.minHold, "min-hold", 0, "the minimum hold of a claim that asks for none, up to 744h: a job run once per period declares one (default: none)")
 		fs.StringVar(&v.cat.policy, "policy", "", "the retention `policy` of its history (default: default)")
 		fs.StringVar(&v.cat.description, "description", "", "free `text` for people, at most 1024 bytes")
 		takeOver()
@@ -108,15 +109,15 @@ func (v *verbFlags) checkCatalog(verb string, set map[string]bool) error {
 		if !set["ttl"] {
 			return errors.New("--ttl is required: the ttl of a claim of the task that gives none")
 		}
-		d := leasecore.TaskDecl{Name: v.task, TTL: v.ttl, MaxTTL: v.cat.maxTTL, Description: v.cat.description, RetentionPolicy: v.cat.policy}
+		d := leasecore.TaskDecl{Name: v.task, TTL: v.ttl, MaxTTL: v.cat.maxTTL, MinHold: v.minHold, Description: v.cat.description, RetentionPolicy: v.cat.policy}
 		if set["max-ttl"] && v.cat.maxTTL == 0 {
 			return errors.New("--max-ttl 0s: must be between 100ms and 24h; leave it out for no bound")
 		}
 		if err := d.Validate(); err != nil {
-			return flagError(err, map[string]string{"TTL": "--ttl", "MaxTTL": "--max-ttl", "Description": "--description", "RetentionPolicy": "--policy"})
+			return flagError(err, map[string]string{"TTL": "--ttl", "MaxTTL": "--max-ttl", "MinHold": "--min-hold", "Description": "--description", "RetentionPolicy": "--policy"})
 		}
-		if v.ttl%time.Millisecond != 0 || v.cat.maxTTL%time.Millisecond != 0 {
-			return fmt.Errorf("--ttl and --max-ttl must be whole milliseconds")
+		if v.ttl%time.Millisecond != 0 || v.cat.maxTTL%time.Millisecond != 0 || v.minHold%time.Millisecond != 0 {
+			return fmt.Errorf("--ttl, --max-ttl and --min-hold must be whole milliseconds")
 		}
 	case "policies declare":
 		p := leasecore.RetentionPolicy{Name: v.task, KeepFor: v.cat.keepFor, KeepLast: v.cat.keepLast}
@@ -233,7 +234,7 @@ func runTasksShow(ctx context.Context, b backend, o *options, v *verbFlags) erro
 func runTasksDeclare(ctx context.Context, b backend, o *options, v *verbFlags) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	d := leasecore.TaskDecl{Name: v.task, TTL: v.ttl, MaxTTL: v.cat.maxTTL, Description: v.cat.description, RetentionPolicy: v.cat.policy}
+	d := leasecore.TaskDecl{Name: v.task, TTL: v.ttl, MaxTTL: v.cat.maxTTL, MinHold: v.minHold, Description: v.cat.description, RetentionPolicy: v.cat.policy}
 	out, created, err := catalogOf(b).declareTask(ctx, d, v.cat.takeOver)
 	if err != nil {
 		return refusal("task", v.task, err)
@@ -345,6 +346,9 @@ func printTask(w io.Writer, d *api.TaskDeclaration) {
 	fmt.Fprintf(tw, "name\t%s\n", display(d.Name))
 	fmt.Fprintf(tw, "ttl\t%s\n", durationText(d.TtlMs))
 	fmt.Fprintf(tw, "max ttl\t%s\n", maxTTLText(d.MaxTtlMs))
+	if d.MinHoldMs != nil {
+		fmt.Fprintf(tw, "min hold\t%s\n", millisText(*d.MinHoldMs))
+	}
 	fmt.Fprintf(tw, "policy\t%s\n", display(d.RetentionPolicy))
 	fmt.Fprintf(tw, "managed by\t%s\n", display(string(d.ManagedBy)))
 	fmt.Fprintf(tw, "description\t%s\n", display(orDash(d.Description)))

@@ -131,13 +131,11 @@ func (c *client) claim(ctx context.Context, v *verbFlags) (*api.Lease, *api.Clai
 	if c.err != nil {
 		return nil, nil, c.err
 	}
-	l, err := c.lc.Claim(ctx, lhclient.ClaimParams{Task: v.task, Owner: v.owner, TTL: v.ttl, Note: v.note})
+	l, err := c.lc.Claim(ctx, lhclient.ClaimParams{Task: v.task, Owner: v.owner, TTL: v.ttl, Note: v.note, MinHold: v.minHold})
 	var held *leasecore.HeldError
 	switch {
 	case errors.As(err, &held):
-		return nil, &api.ClaimHeld{Acquired: api.ClaimHeldAcquiredFalse, Reason: api.Held, Detail: held.Error(), Holder: api.Holder{
-			Owner: held.Holder.Owner, ExpiresAt: api.FormatTime(held.Holder.ExpiresAt), TtlRemainingMs: api.Millis(held.Holder.TTLRemaining),
-		}}, nil
+		return nil, &api.ClaimHeld{Acquired: api.ClaimHeldAcquiredFalse, Reason: api.Held, Detail: held.Error(), Holder: api.FromHolder(&held.Holder)}, nil
 	case err != nil:
 		return nil, nil, c.fail(err)
 	}

@@ -209,15 +209,16 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 
 // verbFlags are the verbs' own flags and argument.
 type verbFlags struct {
-	task   string
-	prefix string
-	limit  int
-	ttl    time.Duration
-	owner  string
-	note   string
-	token  int64
-	since  int64
-	force  bool
+	task    string
+	prefix  string
+	limit   int
+	ttl     time.Duration
+	minHold time.Duration // claim, tasks declare: --min-hold
+	owner   string
+	note    string
+	token   int64
+	since   int64
+	force   bool
 	// release: the verb is release, which needs --owner or --force.
 	release bool
 	cat     catalogFlags // tasks and policies
@@ -245,6 +246,7 @@ func (v *verbFlags) register(verb string, fs *flag.FlagSet) (func(context.Contex
 		fs.DurationVar(&v.ttl, "ttl", 0, "lease `ttl`, from 100ms to 24h (default: the task's declared ttl, else 30s)")
 		fs.StringVar(&v.owner, "owner", "", "`owner` to claim as (default <hostname>#<pid>#<12 random hex digits>, printed)")
 		fs.StringVar(&v.note, "note", "", "a `note` kept with the lease")
+		fs.DurationVar(&v.minHold, "min-hold", 0, "keep the task from every claimant for at least this `duration` after acquisition, even once released (default: the task's declared hold, else none)")
 		return runClaim, true, true
 	case "release":
 		fs.StringVar(&v.owner, "owner", "", "`owner` that holds the lease (required without --force; `leasehold get TASK` shows it)")
@@ -271,6 +273,9 @@ func (v *verbFlags) check(set map[string]bool) error {
 	}
 	if set["ttl"] && (v.ttl < leasecore.MinTTL || v.ttl > leasecore.MaxTTL) {
 		return fmt.Errorf("--ttl %s: must be between %s and %s", v.ttl, leasecore.MinTTL, leasecore.MaxTTL)
+	}
+	if set["min-hold"] && (v.minHold < time.Millisecond || v.minHold > leasecore.MaxMinHold) {
+		return fmt.Errorf("--min-hold %s: must be between 1ms and %s", v.minHold, leasecore.MaxMinHold)
 	}
 	if set["owner"] {
 		if err := leasecore.ValidateOwner(v.owner); err != nil {

@@ -136,18 +136,14 @@ func (s *storeBackend) claim(ctx context.Context, v *verbFlags) (*api.Lease, *ap
 	if err := leasecore.CheckClientTask(v.task); err != nil {
 		return nil, nil, err
 	}
-	l, err := s.svc.Claim(ctx, leasecore.ClaimParams{Task: v.task, Owner: v.owner, TTL: v.ttl, Note: v.note})
+	l, err := s.svc.Claim(ctx, leasecore.ClaimParams{Task: v.task, Owner: v.owner, TTL: v.ttl, Note: v.note, MinHold: v.minHold})
 	var held *leasecore.HeldError
 	if errors.As(err, &held) {
 		return nil, &api.ClaimHeld{
 			Acquired: api.ClaimHeldAcquiredFalse,
 			Reason:   api.Held,
-			Holder: api.Holder{
-				Owner:          held.Holder.Owner,
-				ExpiresAt:      api.FormatTime(held.Holder.ExpiresAt),
-				TtlRemainingMs: max(held.Holder.TTLRemaining.Milliseconds(), 0),
-			},
-			Detail: held.Error(),
+			Holder:   api.FromHolder(&held.Holder),
+			Detail:   held.Error(),
 		}, nil
 	}
 	if err != nil {

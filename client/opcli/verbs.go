@@ -144,8 +144,13 @@ func runClaim(ctx context.Context, b backend, o *options, v *verbFlags) error {
 				return err
 			}
 		} else {
-			fmt.Fprintf(o.stdout, "%s is held by %s, expires in %s (%s)\n", v.task, display(held.Holder.Owner),
-				millisText(held.Holder.TtlRemainingMs), display(held.Holder.ExpiresAt))
+			if held.Holder.Resting != nil && *held.Holder.Resting {
+				fmt.Fprintf(o.stdout, "%s rests after %s's lease (acquired %s), free in %s (%s)\n", v.task, display(held.Holder.Owner),
+					display(deref(held.Holder.AcquiredAt)), millisText(held.Holder.TtlRemainingMs), display(held.Holder.ExpiresAt))
+			} else {
+				fmt.Fprintf(o.stdout, "%s is held by %s, expires in %s (%s)\n", v.task, display(held.Holder.Owner),
+					millisText(held.Holder.TtlRemainingMs), display(held.Holder.ExpiresAt))
+			}
 		}
 		return told(exitcode.Held, fmt.Errorf("task %q is held by %q", v.task, held.Holder.Owner))
 	}
@@ -290,6 +295,9 @@ func printLease(w io.Writer, l *api.Lease) {
 	if l.Note != "" {
 		fmt.Fprintf(tw, "note\t%s\n", display(l.Note))
 	}
+	if l.HoldUntil != nil {
+		fmt.Fprintf(tw, "hold until\t%s (a release before then rests the task)\n", display(*l.HoldUntil))
+	}
 	_ = tw.Flush()
 }
 
@@ -325,4 +333,13 @@ func writeJSON(w io.Writer, v any, indent string) error {
 	}
 	_, err := w.Write(jsonText(b.Bytes()))
 	return err
+}
+
+// deref is *p, or the zero value when p is nil.
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }

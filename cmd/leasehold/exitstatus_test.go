@@ -60,6 +60,8 @@ func TestExitStatusTable(t *testing.T) {
 		{"prune bad log format", []string{"prune", "--log-format", "xml", "--store", db}, exitcode.Usage},
 		{"credentials without a verb", []string{"credentials"}, exitcode.Usage},
 		{"run without --task", []string{"run", "--store", db, "--", "true"}, exitcode.Usage},
+		{"run --once-per with --wait", []string{"run", "--task", "t", "--once-per", "1h", "--wait", "1s", "--store", db, "--", "true"}, exitcode.Usage},
+		{"run --min-hold 0", []string{"run", "--task", "t", "--min-hold", "0s", "--store", db, "--", "true"}, exitcode.Usage},
 		{"get without TASK", []string{"get", "--addr", plain}, exitcode.Usage},
 		{"claim bad --ttl", []string{"claim", "t", "--ttl", "1ms", "--addr", plain}, exitcode.Usage},
 		{"list bad --addr", []string{"list", "--addr", "ftp://x"}, exitcode.Usage},
@@ -76,6 +78,8 @@ func TestExitStatusTable(t *testing.T) {
 		{"claim held", []string{"claim", "nightly", "--owner", "w2", "--addr", plain}, exitcode.Held},
 		{"run held", []string{"run", "--task", "nightly", "--owner", "w2", "--addr", plain, "--", "true"}, exitcode.Held},
 		{"run held on the store", []string{"run", "--task", "nightly", "--owner", "w2", "--store", db, "--", "true"}, exitcode.Held},
+		{"run --once-per held", []string{"run", "--task", "nightly", "--owner", "w2", "--once-per", "1h", "--addr", plain, "--", "true"}, exitcode.Skipped},
+		{"run --once-per held on the store", []string{"run", "--task", "nightly", "--owner", "w2", "--once-per", "1h", "--store", db, "--", "true"}, exitcode.Skipped},
 
 		{"list without the token", []string{"list", "--addr", guarded}, exitcode.NoPerm},
 		{"run without the token", []string{"run", "--task", "t", "--addr", guarded, "--", "true"}, exitcode.NoPerm},
