@@ -47,6 +47,11 @@ func (d *tasksDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 							CustomType:          durationType{},
 							Computed:            true,
 						},
+						"min_hold": schema.StringAttribute{
+							MarkdownDescription: "The minimum hold of a claim that asks for none, as a Go duration; null when none.",
+							CustomType:          durationType{},
+							Computed:            true,
+						},
 						"description": schema.StringAttribute{
 							MarkdownDescription: "Free text for people.",
 							Computed:            true,
@@ -102,7 +107,7 @@ func (d *tasksDataSource) Read(ctx context.Context, _ datasource.ReadRequest, re
 	for i := range decls {
 		// Go's spelling, whoever declared the task and however they
 		// spelled it, so that readers of the list compare like with like.
-		decls[i].TTLSpelling, decls[i].MaxTTLSpelling = "", ""
+		decls[i].TTLSpelling, decls[i].MaxTTLSpelling, decls[i].MinHoldSpelling = "", "", ""
 		state.Tasks = append(state.Tasks, taskState(&decls[i]))
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, state)...)

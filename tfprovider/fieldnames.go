@@ -21,6 +21,8 @@ var attributeNames = map[string]string{
 	"KeepLast":        "keep_last",
 	"TTLSpelling":     "ttl",
 	"MaxTTLSpelling":  "max_ttl",
+	"MinHold":         "min_hold",
+	"MinHoldSpelling": "min_hold",
 	"KeepForSpelling": "keep_for",
 	"Limit":           "limit",
 	"After":           "after",

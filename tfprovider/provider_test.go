@@ -231,7 +231,7 @@ func (ts *testStore) checkTask(want leasecore.TaskDecl) resource.TestCheckFunc {
 		if got == nil {
 			return fmt.Errorf("task %q is not declared in the store", want.Name)
 		}
-		if got.TTL != want.TTL || got.MaxTTL != want.MaxTTL || got.Description != want.Description || got.RetentionPolicy != want.RetentionPolicy {
+		if got.TTL != want.TTL || got.MaxTTL != want.MaxTTL || got.MinHold != want.MinHold || got.Description != want.Description || got.RetentionPolicy != want.RetentionPolicy {
 			return fmt.Errorf("store has task %+v, want %+v", *got, want)
 		}
 		if got.ManagedBy != leasecore.ManagedByTerraform {

@@ -37,6 +37,7 @@ type taskModel struct {
 	Name            types.String      `tfsdk:"name"`
 	TTL             duration          `tfsdk:"ttl"`
 	MaxTTL          duration          `tfsdk:"max_ttl"`
+	MinHold         duration          `tfsdk:"min_hold"`
 	Description     types.String      `tfsdk:"description"`
 	RetentionPolicy types.String      `tfsdk:"retention_policy"`
 	CreatedAt       timetypes.RFC3339 `tfsdk:"created_at"`
@@ -79,6 +80,15 @@ func (r *taskResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				CustomType: durationType{},
 				Optional:   true,
 				Validators: []validator.String{ttlRule},
+			},
+			"min_hold": schema.StringAttribute{
+				MarkdownDescription: "The minimum hold of a claim of the task that asks for none, as a Go duration: whole milliseconds, " +
+					"from `1ms` to `744h`. A claim with a minimum hold keeps the task from every claimant until that long after " +
+					"its acquisition, even once released: a job run once per period (an hourly report fired by every replica's " +
+					"scheduler) declares one, so that the replicas firing after the one that ran are refused. Unset, none.",
+				CustomType: durationType{},
+				Optional:   true,
+				Validators: []validator.String{minHoldRule},
 			},
 			"description": schema.StringAttribute{
 				MarkdownDescription: fmt.Sprintf("Free text for people, at most %d bytes. Defaults to empty.", leasecore.MaxDescriptionLen),
@@ -290,6 +300,11 @@ func (m taskModel) decl(diags *diag.Diagnostics) leasecore.TaskDecl {
 		diags.Append(ds...)
 		d.MaxTTLSpelling = spelling(m.MaxTTL)
 	}
+	if !m.MinHold.IsNull() {
+		d.MinHold, ds = m.MinHold.ValueGoDuration()
+		diags.Append(ds...)
+		d.MinHoldSpelling = spelling(m.MinHold)
+	}
 	return d
 }
 
@@ -303,6 +318,7 @@ func taskState(d *leasecore.TaskDecl) taskModel {
 		Name:            types.StringValue(d.Name),
 		TTL:             spelledDuration(d.TTL, d.TTLSpelling),
 		MaxTTL:          optionalSpelledDuration(d.MaxTTL, d.MaxTTLSpelling),
+		MinHold:         optionalSpelledDuration(d.MinHold, d.MinHoldSpelling),
 		Description:     types.StringValue(d.Description),
 		RetentionPolicy: types.StringValue(d.RetentionPolicy),
 		CreatedAt:       timestampValue(d.CreatedAt),

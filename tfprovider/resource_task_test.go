@@ -129,9 +129,10 @@ func TestTaskImportKeepsSpelling(t *testing.T) {
 	eachStore(t, func(t *testing.T, ts *testStore) {
 		config := ts.config(`
 resource "leasehold_task" "t" {
-  name    = "spelled"
-  ttl     = "90s"
-  max_ttl = "600s"
+  name     = "spelled"
+  ttl      = "90s"
+  max_ttl  = "600s"
+  min_hold = "90m"
 }`)
 		resource.Test(t, resource.TestCase{
 			ProtoV6ProviderFactories: ts.factories(nil),
@@ -139,7 +140,8 @@ resource "leasehold_task" "t" {
 			Steps: []resource.TestStep{
 				{
 					Config: config,
-					Check:  ts.checkTask(leasecore.TaskDecl{Name: "spelled", TTL: 90 * time.Second, MaxTTL: 10 * time.Minute, RetentionPolicy: leasecore.DefaultPolicy}),
+					Check: ts.checkTask(leasecore.TaskDecl{Name: "spelled", TTL: 90 * time.Second, MaxTTL: 10 * time.Minute, MinHold: 90 * time.Minute,
+						RetentionPolicy: leasecore.DefaultPolicy}),
 				},
 				{
 					Config:                               config,
@@ -163,6 +165,7 @@ resource "leasehold_task" "t" {
 					ConfigStateChecks: []statecheck.StateCheck{
 						expectString(taskAddr, "ttl", "90s"),
 						expectString(taskAddr, "max_ttl", "600s"),
+						expectString(taskAddr, "min_hold", "90m"),
 					},
 				},
 			},
@@ -239,6 +242,9 @@ ttl = "1500us"`), diagnostic("Invalid ttl", "ttl must be a whole number of milli
 		{"max_ttl too short", task(`name = "a"
 ttl = "1s"
 max_ttl = "10ms"`), diagnostic("Invalid max_ttl", "max_ttl must be between 100ms and 24h")},
+		{"min_hold too long", task(`name = "a"
+ttl = "1s"
+min_hold = "745h"`), diagnostic("Invalid min_hold", "min_hold must be between 1ms and 744h; 745h is not.")},
 		{"bad name", task(`name = "nightly report"
 ttl = "1m"`), diagnostic("Invalid name", `name is not a valid task name: it must be 1 to 200 characters of A-Z a-z 0-9 . _ : / @ -, with no empty, "." or ".." segment between slashes; ' ' at position 8 is not.`)},
 		{"name with a dot dot segment", task(`name = "billing/../nightly"

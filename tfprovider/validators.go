@@ -26,6 +26,7 @@ type durationRule struct {
 var (
 	ttlRule     = durationRule{min: leasecore.MinTTL, max: leasecore.MaxTTL, unit: time.Millisecond, unitName: "milliseconds"}
 	keepForRule = durationRule{min: 0, max: leasecore.MaxKeepFor, unit: time.Second, unitName: "seconds"}
+	minHoldRule = durationRule{min: time.Millisecond, max: leasecore.MaxMinHold, unit: time.Millisecond, unitName: "milliseconds"}
 )
 
 // check returns why d breaks the rule, or "".
