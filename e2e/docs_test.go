@@ -136,7 +136,7 @@ var (
 	}{
 		{stampRE, "TIME"},
 		{regexp.MustCompile(`"ttl_remaining_ms":\d+`), `"ttl_remaining_ms":N`},
-		{regexp.MustCompile(`for another [0-9.]+s`), "for another Ns"},
+		{regexp.MustCompile(`for another [0-9hm.]+s`), "for another Ns"},
 		{regexp.MustCompile(`expires_in=[0-9.a-zµ]+`), "expires_in=N"},
 		{regexp.MustCompile(`\bin [0-9hms.]+ \(`), "in N ("},
 		{regexp.MustCompile(`"(id|position)":\d+`), `"$1":N`},
