@@ -140,7 +140,7 @@ var (
 		{regexp.MustCompile(`expires_in=[0-9.a-zµ]+`), "expires_in=N"},
 		{regexp.MustCompile(`\bin [0-9hms.]+ \(`), "in N ("},
 		{regexp.MustCompile(`"(id|position)":\d+`), `"$1":N`},
-		{regexp.MustCompile(`owner=[^ ]+#\d+#[0-9a-f]+`), "owner=GENERATED"},
+		{regexp.MustCompile(`(owner|run_by)=[^ ]+#\d+#[0-9a-f]+`), "$1=GENERATED"},
 		{regexp.MustCompile(`[ \t]+`), " "},
 		{regexp.MustCompile(` +\n`), "\n"},
 	}
@@ -159,6 +159,15 @@ func normalizeSession(s string) string {
 func TestREADMEQuickStart(t *testing.T) {
 	t.Parallel()
 	steps := consoleSteps(t, "README.md", "## Quick start")
+	s := startSidecar(t, "sqlite:"+filepath.Join(t.TempDir(), "leasehold.db"))
+	s.waitReady()
+	runSession(t, "README.md", s, steps)
+}
+
+// The README's scheduled job, on a fresh sidecar: one run, one skip.
+func TestREADMEScheduledJobs(t *testing.T) {
+	t.Parallel()
+	steps := consoleSteps(t, "README.md", "## Scheduled jobs")
 	s := startSidecar(t, "sqlite:"+filepath.Join(t.TempDir(), "leasehold.db"))
 	s.waitReady()
 	runSession(t, "README.md", s, steps)
