@@ -12,11 +12,13 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/harness/pgtest"
+	"github.com/leasehold/leasehold/leasecore"
 )
 
 // The TypeScript client (clients/typescript) passes its own node --test suite
-// against real sidecars: one on each store behind a bearer token, another on
-// a Unix socket over the same store, one whose store is down (every lease
+// against real sidecars: one on each store behind a bearer token (whose
+// store declares a task with a max_ttl, for the prune lock's clamp), another
+// on a Unix socket over the same store, one whose store is down (every lease
 // call 503), and a spare one the suite stops with SIGTERM to see a keepalive
 // holder told of the shutdown.
 func TestTypeScriptClient(t *testing.T) {
@@ -31,6 +33,12 @@ func TestTypeScriptClient(t *testing.T) {
 				t.Fatal(err)
 			}
 			store := kind.url(t)
+			// Declared before the sidecar starts, so that its first read of the
+			// declarations has it.
+			capped := leasecore.TaskDecl{Name: "ts-prune/capped", TTL: time.Minute, MaxTTL: 10 * time.Minute}
+			if _, err := openService(t, store).CreateTask(t.Context(), capped, leasecore.Writer{}); err != nil {
+				t.Fatal(err)
+			}
 			main := startSidecar(t, store, "--token-file", tokenFile)
 			// On a Unix socket, over main's store, with its token.
 			unix := startSidecar(t, store, "--token-file", tokenFile, "--listen", "unix:"+socketPath(t))
@@ -51,6 +59,7 @@ func TestTypeScriptClient(t *testing.T) {
 				"LEASEHOLD_TEST_SPARE_URL="+spare.base,
 				"LEASEHOLD_TEST_SPARE_PID="+strconv.Itoa(spare.proc.PID()),
 				"LEASEHOLD_TEST_UNIX_URL="+unix.addr,
+				fmt.Sprintf("LEASEHOLD_TEST_CAPPED_TASK=%s=%d", capped.Name, capped.MaxTTL.Milliseconds()),
 			)
 			out, err := cmd.CombinedOutput()
 			if err != nil {

@@ -123,6 +123,11 @@ export function defaultOwner(): string;
 
 export declare const PRUNE_LOCK_KEY = "telescope:prune";
 
+/** The shortest ttl leasehold grants (100 ms). */
+export declare const MIN_TTL_MS = 100;
+/** The longest ttl leasehold grants (24 h); a declared task's max_ttl may lower it. */
+export declare const MAX_TTL_MS = 86400000;
+
 export interface PruneLease {
   readonly key: string;
   readonly owner: string;
@@ -141,6 +146,11 @@ export type PruneLockResult =
 export interface PruneLockRequest {
   readonly key: string;
   readonly owner: string;
+  /**
+   * How long the lease should survive without a release. leasehold's adapter clamps it into
+   * what leasehold grants: at least MIN_TTL_MS, at most MAX_TTL_MS or the task's declared
+   * max_ttl (the seam asks for no precision); the lease's expiresAtMs says what was granted.
+   */
   readonly ttlMs: number;
 }
 
@@ -148,5 +158,9 @@ export interface PruneLock {
   acquire(request: PruneLockRequest): Promise<PruneLockResult>;
 }
 
-/** A prune lock backed by leasehold: acquire never throws and never waits. */
+/**
+ * A prune lock backed by leasehold: acquire never throws and never waits, and clamps the
+ * requested ttl into leasehold's range (a daily prune's 72 h becomes 24 h, or the task's
+ * declared max_ttl; 30 ms becomes 100 ms).
+ */
 export function leaseholdPruneLock(client: LeaseholdClient): PruneLock;

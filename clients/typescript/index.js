@@ -540,9 +540,34 @@ export class KeepaliveHolder {
 /** The lock name the observability console's pruner asks for. */
 export const PRUNE_LOCK_KEY = "telescope:prune";
 
+/** The shortest ttl leasehold grants, in ms. */
+export const MIN_TTL_MS = 100;
+/** The longest ttl leasehold grants, in ms (24 h); a declared task's max_ttl may lower it. */
+export const MAX_TTL_MS = 86_400_000;
+
+/**
+ * A requested ttl as leasehold grants it: rounded to whole ms and clamped into
+ * [MIN_TTL_MS, max]. NaN (no ttl at all) is null.
+ * @param {number} ttlMs
+ * @param {number} [max]
+ * @returns {number | null}
+ */
+function clampTtl(ttlMs, max = MAX_TTL_MS) {
+  if (typeof ttlMs !== "number" || Number.isNaN(ttlMs)) return null;
+  return Math.min(Math.max(Math.round(ttlMs), MIN_TTL_MS), max);
+}
+
 /**
  * Backs the observability console seed's prune-lock seam (TelescopePruneLock) with leasehold:
  * acquire({key, owner, ttlMs}) claims the task `key` once, without waiting.
+ *
+ * ttlMs is clamped into what leasehold grants (100 ms to 24 h, or the task's declared
+ * max_ttl when that is lower): the seam asks for no precision, and its pruner asks for three
+ * prune intervals (72 h for a daily prune), which leasehold would refuse, leaving the pruner
+ * to fail open on every tick. A lease then lasts min(ttlMs, 24 h or max_ttl), or at least
+ * 100 ms; expiresAtMs says which. A declared max_ttl is learnt from the sidecar the first time
+ * a claim is refused for its ttl, and remembered per key.
+ *
  * acquire never throws: anything that is not a clear "another owner holds it" is
  * "unavailable" (the pruner fails open on it). lease.release() is idempotent, never throws,
  * and releases only this grant (owner and fencing token), never a later owner's.
@@ -550,11 +575,31 @@ export const PRUNE_LOCK_KEY = "telescope:prune";
  * @returns {import("./index.js").PruneLock}
  */
 export function leaseholdPruneLock(client) {
+  /** @type {Map<string, number>} a key's declared max_ttl, once a claim met it */
+  const maxTtl = new Map();
+  /**
+   * @param {string} key
+   * @param {string} owner
+   * @param {number} ttlMs
+   */
+  const claim = (key, owner, ttlMs) => client.claim(key, { owner, ttlMs, note: "prune lock" });
   return {
     async acquire(request) {
       try {
         const { key, owner, ttlMs } = request;
-        const r = await client.claim(key, { owner, ttlMs, note: "prune lock" });
+        const ttl = clampTtl(ttlMs, maxTtl.get(key));
+        if (ttl === null) return { acquired: false, reason: "unavailable", detail: `ttlMs: want a number of milliseconds, got ${ttlMs}` };
+        let r;
+        try {
+          r = await claim(key, owner, ttl);
+        } catch (err) {
+          // Above the task's declared max_ttl: 422 naming ttl_ms. Ask the declaration once,
+          // then claim within it.
+          const max = isTtlRefusal(err) ? await declaredMaxTtl(client, key) : undefined;
+          if (max === undefined || max >= ttl) throw err;
+          maxTtl.set(key, max);
+          r = await claim(key, owner, Math.min(ttl, max));
+        }
         if (r.kind === "held") return { acquired: false, reason: "held", detail: r.detail };
         if (r.kind === "unavailable") return { acquired: false, reason: "unavailable", detail: r.detail };
         const { lease } = r;
@@ -581,4 +626,22 @@ export function leaseholdPruneLock(client) {
       }
     },
   };
+}
+
+/** @param {unknown} err */
+function isTtlRefusal(err) {
+  return err instanceof LeaseholdError && err.status === 422 && err.invalidParams.some((p) => p.name === "ttl_ms");
+}
+
+/**
+ * The max_ttl_ms task declares, or undefined when it declares none or the sidecar does not say.
+ * @param {LeaseholdClient} client
+ * @param {string} task
+ * @returns {Promise<number | undefined>}
+ */
+async function declaredMaxTtl(client, task) {
+  const c = /** @type {any} */ (client);
+  const r = await c.send("GET", `${c.origin}/v1/tasks/${encodeURIComponent(task)}`);
+  const max = r.status === 200 ? r.body.max_ttl_ms : undefined;
+  return Number.isInteger(max) && max >= MIN_TTL_MS ? max : undefined;
 }
