@@ -57,11 +57,19 @@ export type RunResult<T> =
 export interface ClientOptions {
   /**
    * The sidecar's address, e.g. http://127.0.0.1:7411, or unix:PATH for a sidecar serving on a
-   * Unix socket (asked through node:http with socketPath, not fetch).
+   * Unix socket (asked through node:http with socketPath, not fetch). Not given: the
+   * environment's `LEASEHOLD_ADDR`, else http://127.0.0.1:7411, as the leasehold binary does.
    */
-  baseUrl: string;
+  baseUrl?: string;
   /** Sent as `Authorization: Bearer <token>` when set. */
   token?: string;
+  /**
+   * A file holding the bearer token (one word; white space around it is ignored), read at
+   * construction (a missing or empty file throws) and again before every request, so that a
+   * rotated token is sent from the next request on. With neither token nor tokenFile, the
+   * environment's `LEASEHOLD_TOKEN_FILE` when set; else no token.
+   */
+  tokenFile?: string;
   /** Per-request timeout (for a keepalive stream: until its headers); default 10000. */
   timeoutMs?: number;
   /** A fetch to use instead of the global one; not with a unix: baseUrl. */
@@ -100,8 +108,16 @@ export class KeepaliveHolder {
   release(): Promise<void>;
 }
 
+/** `LEASEHOLD_ADDR`: the environment variable naming the sidecar's address. */
+export declare const ENV_ADDR = "LEASEHOLD_ADDR";
+/** `LEASEHOLD_TOKEN_FILE`: the environment variable naming the bearer token's file. */
+export declare const ENV_TOKEN_FILE = "LEASEHOLD_TOKEN_FILE";
+/** The address asked when neither baseUrl nor `LEASEHOLD_ADDR` names one. */
+export declare const DEFAULT_ADDR = "http://127.0.0.1:7411";
+
 export class LeaseholdClient {
-  constructor(options: ClientOptions);
+  /** With no options, the sidecar `LEASEHOLD_ADDR` names, with the token of `LEASEHOLD_TOKEN_FILE`. */
+  constructor(options?: ClientOptions);
   readonly baseUrl: string;
   claim(task: string, options: { owner: string; ttlMs?: number; note?: string }): Promise<ClaimResult>;
   renew(task: string, options: { owner: string; token?: number; ttlMs?: number }): Promise<RenewResult>;

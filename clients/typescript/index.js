@@ -12,6 +12,8 @@
 
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { request as httpRequest } from "node:http";
 import { Readable } from "node:stream";
 
@@ -146,34 +148,105 @@ function unixSocketFetch(socketPath) {
     });
 }
 
+/** The environment variable naming the sidecar's address, as the leasehold binary reads it. */
+export const ENV_ADDR = "LEASEHOLD_ADDR";
+/** The environment variable naming a file that holds the sidecar's bearer token. */
+export const ENV_TOKEN_FILE = "LEASEHOLD_TOKEN_FILE";
+/** The address asked when neither baseUrl nor LEASEHOLD_ADDR names one: the sidecar's default. */
+export const DEFAULT_ADDR = "http://127.0.0.1:7411";
+
+/** A token file holds one token; a larger file is refused (as the leasehold binary does). */
+const MAX_TOKEN_BYTES = 4096;
+
+/**
+ * The token in a token file's content: the content without the white space around it. Its
+ * errors never quote the content.
+ * @param {string} path
+ * @param {Buffer} raw
+ * @returns {string}
+ */
+function parseToken(path, raw) {
+  if (raw.length > MAX_TOKEN_BYTES) throw new Error(`token file ${path}: larger than ${MAX_TOKEN_BYTES} bytes; it should hold one token`);
+  const tok = raw.toString("utf8").trim();
+  if (tok === "") throw new Error(`token file ${path}: it is empty`);
+  if (/\s/.test(tok)) throw new Error(`token file ${path}: the token must be one word without white space`);
+  return tok;
+}
+
+/**
+ * The bearer token of a token file, read again before every request so that a rotated
+ * token (a Kubernetes Secret's volume swaps the file's content) is sent from the next request
+ * on. A read that fails (the file briefly missing while it is replaced) keeps the last token
+ * read: the sidecar answers 401 if that one is no longer accepted.
+ */
+class TokenFile {
+  /** @param {string} path */
+  constructor(path) {
+    this.path = path;
+    let raw;
+    try {
+      raw = readFileSync(path);
+    } catch (err) {
+      throw new Error(`token file ${path}: ${describe(err)}`);
+    }
+    /** @type {string} */
+    this.token = parseToken(path, raw);
+  }
+
+  /** @returns {Promise<string>} the file's token now, or the last one read. */
+  async current() {
+    try {
+      this.token = parseToken(this.path, await readFile(this.path));
+    } catch {
+      // keep the last token read
+    }
+    return this.token;
+  }
+}
+
 export class LeaseholdClient {
   /**
-   * @param {{baseUrl: string, token?: string, timeoutMs?: number, fetch?: typeof fetch}} options
+   * @param {{baseUrl?: string, token?: string, tokenFile?: string, timeoutMs?: number, fetch?: typeof fetch}} [options]
    */
-  constructor(options) {
-    if (!options || typeof options.baseUrl !== "string" || options.baseUrl === "") {
-      throw new TypeError("baseUrl: required, the sidecar's address, e.g. http://127.0.0.1:7411 or unix:/run/leasehold/leasehold.sock");
+  constructor(options = {}) {
+    // As the leasehold binary and the Go client's FromEnv: an address not given is
+    // LEASEHOLD_ADDR's, else the default; a token not given is LEASEHOLD_TOKEN_FILE's.
+    const env = process.env;
+    let baseUrl = options.baseUrl;
+    let field = "baseUrl";
+    if (baseUrl === undefined) {
+      baseUrl = env[ENV_ADDR] || DEFAULT_ADDR;
+      field = env[ENV_ADDR] ? ENV_ADDR : field;
     }
-    if (options.baseUrl.startsWith("unix:")) {
+    if (typeof baseUrl !== "string" || baseUrl === "") {
+      throw new TypeError(`${field}: the sidecar's address, e.g. http://127.0.0.1:7411 or unix:/run/leasehold/leasehold.sock`);
+    }
+    if (baseUrl.startsWith("unix:")) {
       // unix:///abs/path and unix://rel read as paths too, as the store's sqlite: does.
-      const socketPath = options.baseUrl.slice("unix:".length).replace(/^\/\//, "");
+      const socketPath = baseUrl.slice("unix:".length).replace(/^\/\//, "");
       if (socketPath === "" || socketPath.includes("\0")) {
-        throw new TypeError("baseUrl: unix: needs the socket's path, as in unix:/run/leasehold/leasehold.sock");
+        throw new TypeError(`${field}: unix: needs the socket's path, as in unix:/run/leasehold/leasehold.sock`);
       }
       if (options.fetch) throw new TypeError("fetch: not with a unix: baseUrl, which is reached through node:http");
       /** @type {string} */
-      this.baseUrl = options.baseUrl;
+      this.baseUrl = baseUrl;
       /** @private */
       this.origin = "http://localhost";
       /** @private */
       this.fetch = unixSocketFetch(socketPath);
     } else {
-      this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+      this.baseUrl = baseUrl.replace(/\/+$/, "");
       this.origin = this.baseUrl;
       this.fetch = options.fetch ?? globalThis.fetch;
     }
+    if (options.token !== undefined && options.tokenFile !== undefined) {
+      throw new TypeError("token, tokenFile: give one or the other");
+    }
+    const tokenFile = options.token === undefined ? (options.tokenFile ?? (env[ENV_TOKEN_FILE] || undefined)) : undefined;
     /** @private */
     this.token = options.token;
+    /** @private @type {TokenFile | undefined} */
+    this.tokenFile = tokenFile === undefined ? undefined : new TokenFile(tokenFile);
     /** @private */
     this.timeoutMs = options.timeoutMs ?? 10_000;
   }
@@ -184,12 +257,18 @@ export class LeaseholdClient {
     return `${this.origin}/v1/leases/${encodeURIComponent(task)}${verb ? "/" + verb : ""}`;
   }
 
-  /** @private @param {boolean} json */
-  headers(json) {
+  /**
+   * The request headers; the bearer token is the token file's as it reads now.
+   * @private
+   * @param {boolean} json
+   * @returns {Promise<Record<string, string>>}
+   */
+  async headers(json) {
     /** @type {Record<string, string>} */
     const h = { Accept: "application/json" };
     if (json) h["Content-Type"] = "application/json";
-    if (this.token) h.Authorization = `Bearer ${this.token}`;
+    const token = this.tokenFile ? await this.tokenFile.current() : this.token;
+    if (token) h.Authorization = `Bearer ${token}`;
     return h;
   }
 
@@ -206,7 +285,7 @@ export class LeaseholdClient {
     try {
       const res = await this.fetch(url, {
         method,
-        headers: this.headers(body !== undefined),
+        headers: await this.headers(body !== undefined),
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: AbortSignal.timeout(this.timeoutMs),
       });
@@ -325,7 +404,7 @@ export class LeaseholdClient {
     let res;
     try {
       res = await this.fetch(url, {
-        headers: { ...this.headers(false), Accept: "text/event-stream" },
+        headers: { ...(await this.headers(false)), Accept: "text/event-stream" },
         signal: conn.signal,
       });
     } catch (err) {
