@@ -347,3 +347,53 @@ func TestFleetThroughPgBouncer(t *testing.T) {
 	t.Logf("%d sidecars (pool_max_conns=%d) through PgBouncer: at most %d server connections; %d claims (%d granted) in %s, %.0f claims/s; %d grants answered while the previous grant's release was on its way",
 		len(sidecars), bouncerPoolSize, most, attempts.Load(), grants, loadTime.Round(time.Millisecond), float64(attempts.Load())/loadTime.Seconds(), len(suspects))
 }
+
+// A sidecar behind PgBouncer in transaction mode whose store URL lacks the
+// query mode that needs (default_query_exec_mode=exec, docs/stores.md)
+// cannot even migrate: pgx's default mode prepares named statements on a
+// connection, and PgBouncer hands the server connection under it to other
+// clients, which prepared the same names. Its answers say so, naming the
+// setting, rather than that the schema is not migrated yet; a sidecar
+// given the setting serves through the same PgBouncer.
+func TestPgBouncerWithoutExecMode(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDatabase(t)
+	// One server connection, so that every client's statements meet on it.
+	b := pgbouncer.StartT(t, db, pgbouncer.Config{ServerConns: 1})
+	if out, err := runLeasehold("migrate", "--store", b.URL); err != nil {
+		t.Fatalf("migrate through pgbouncer: %v\n%s", err, out)
+	}
+	u, err := url.Parse(b.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Del("default_query_exec_mode")
+	u.RawQuery = q.Encode()
+	bare := u.String()
+	// A client without the setting (here leasehold migrate, which finds the
+	// schema in place) leaves its prepared statements on the server
+	// connection, as the first sidecar of a fleet would.
+	if out, err := runLeasehold("migrate", "--store", bare); err != nil {
+		t.Logf("migrate without default_query_exec_mode=exec (may fail; it prepares its statements either way): %v\n%s", err, out)
+	}
+
+	s := startSidecar(t, bare)
+	const why = "default_query_exec_mode=exec"
+	r := s.call("GET", "/readyz", nil)
+	if detail, _ := r.Body["detail"].(string); r.Status != http.StatusServiceUnavailable || !strings.Contains(detail, why) || strings.Contains(detail, "not migrated yet") {
+		t.Errorf("readyz: %d %s; want 503 naming %s, not \"not migrated yet\"", r.Status, r.Raw, why)
+	}
+	r = s.call("POST", "/v1/leases/bare/claim", map[string]any{"owner": "w1"})
+	if detail, _ := r.Body["detail"].(string); r.Status != http.StatusServiceUnavailable || r.Body["reason"] != "unavailable" ||
+		!strings.Contains(detail, why) || strings.Contains(detail, "not migrated yet") {
+		t.Errorf("claim: %d %s; want 503 unavailable naming %s, not \"not migrated yet\"", r.Status, r.Raw, why)
+	}
+	t.Logf("a sidecar behind PgBouncer without %s answers a claim: %s", why, r.Raw)
+
+	fixed := startSidecar(t, b.URL)
+	fixed.waitReady()
+	if r := fixed.call("POST", "/v1/leases/bare/claim", map[string]any{"owner": "w1"}); r.Status != http.StatusOK {
+		t.Errorf("claim through the sidecar with %s: %d %s, want 200", why, r.Status, r.Raw)
+	}
+}
