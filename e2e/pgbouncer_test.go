@@ -182,16 +182,38 @@ func TestFleetThroughPgBouncer(t *testing.T) {
 	watch := sidecars[0].openWatch("/v1/watch?prefix=shared-", "")
 	watch.ready()
 
-	// Every sidecar claims the shared tasks in turn; a grant is held until
-	// released, so two grants of one task at once are a violation.
+	// Every sidecar claims the shared tasks in turn and releases each grant
+	// at once; two owners holding one task at one instant are a violation.
+	// A grant may be live from its claim's answer until its release's
+	// answer, so that is how long a task is marked held (holding): a grant
+	// answered while the task is marked overlaps the marked one, unless
+	// that one's release had been sent already and the store committed it
+	// before the new grant, its answer still on the way. Which came first
+	// the watch says, in the store's order (each grant and release of a
+	// task writes its event while holding the task's row, so their ids
+	// follow the order they took effect in); a grant answered before the
+	// marked one's release was even sent overlaps it whatever the store
+	// says.
+	type grant struct {
+		owner     string
+		releasing bool // its release has been sent
+	}
+	type suspect struct {
+		task          int
+		earlier, next int64 // tokens
+	}
 	var (
-		held      [bouncerSharedTasks]atomic.Bool
 		mu        sync.Mutex
+		holding   [bouncerSharedTasks]map[int64]*grant // by token
+		suspects  []suspect
 		tokens    [bouncerSharedTasks][]int64
 		attempts  atomic.Int64
-		failures  = make(chan error, bouncerSidecars*bouncerRounds)
+		failures  = make(chan error, bouncerSidecars*bouncerRounds*(bouncerSidecars+1))
 		loadStart = time.Now()
 	)
+	for i := range holding {
+		holding[i] = map[int64]*grant{}
+	}
 	for i, s := range sidecars {
 		wg.Go(func() {
 			owner := fmt.Sprintf("w%d", i)
@@ -207,19 +229,33 @@ func TestFleetThroughPgBouncer(t *testing.T) {
 				if code != http.StatusOK {
 					continue
 				}
-				if !held[task].CompareAndSwap(false, true) {
-					failures <- fmt.Errorf("%s was granted shared-%d while another owner held it", owner, task)
+				lease, _ := body["lease"].(map[string]any)
+				f, _ := lease["token"].(float64)
+				tok := int64(f)
+				mu.Lock()
+				for t, g := range holding[task] {
+					if !g.releasing {
+						failures <- fmt.Errorf("%s was granted shared-%d (token %d) while %s held it (token %d), its release not yet sent", owner, task, tok, g.owner, t)
+					} else {
+						suspects = append(suspects, suspect{task: task, earlier: t, next: tok})
+					}
+				}
+				g := &grant{owner: owner}
+				holding[task][tok] = g
+				tokens[task] = append(tokens[task], tok)
+				mu.Unlock()
+				mu.Lock()
+				g.releasing = true
+				mu.Unlock()
+				code, body, err = post(s.base, path+"release", map[string]any{"owner": owner, "token": tok})
+				if err != nil || code != http.StatusOK || body["released"] != true {
+					// Not known to be released: the task stays marked.
+					failures <- fmt.Errorf("%s release shared-%d: %d %v %v", owner, task, code, body, err)
 					continue
 				}
-				lease, _ := body["lease"].(map[string]any)
-				tok, _ := lease["token"].(float64)
 				mu.Lock()
-				tokens[task] = append(tokens[task], int64(tok))
+				delete(holding[task], tok)
 				mu.Unlock()
-				held[task].Store(false)
-				if code, body, err := post(s.base, path+"release", map[string]any{"owner": owner, "token": int64(tok)}); err != nil || code != http.StatusOK {
-					failures <- fmt.Errorf("%s release shared-%d: %d %v %v", owner, task, code, body, err)
-				}
 			}
 		})
 	}
@@ -243,18 +279,42 @@ func TestFleetThroughPgBouncer(t *testing.T) {
 	}
 
 	// The watch delivered every grant and release, with its token.
-	seen := map[string]bool{}
+	type change struct {
+		task, kind string
+		token      int64
+	}
+	eventID := map[change]int64{}
 	for _, ev := range watch.changes(2 * grants) {
-		if ev.Event.Kind == "acquired" {
-			seen[fmt.Sprintf("%s/%d", ev.Event.Task, ev.Event.Token)] = true
-		}
+		eventID[change{ev.Event.Task, ev.Event.Kind, ev.Event.Token}] = ev.Event.ID
 	}
 	for task, toks := range tokens {
 		for _, tok := range toks {
-			if !seen[fmt.Sprintf("shared-%d/%d", task, tok)] {
+			if _, ok := eventID[change{fmt.Sprintf("shared-%d", task), "acquired", tok}]; !ok {
 				t.Errorf("the watch never delivered shared-%d's grant of token %d", task, tok)
 			}
 		}
+	}
+	// A grant answered while an earlier one's release was on its way is
+	// no overlap only if the store took the release first.
+	overlaps := 0
+	for _, sus := range suspects {
+		name := fmt.Sprintf("shared-%d", sus.task)
+		released, ok := eventID[change{name, "released", sus.earlier}]
+		acquired := eventID[change{name, "acquired", sus.next}]
+		if ok && released < acquired {
+			continue
+		}
+		if overlaps++; overlaps > 10 {
+			continue
+		}
+		if !ok {
+			t.Errorf("%s: token %d was granted (event %d) while token %d was held, which was never released: two holders at once", name, sus.next, acquired, sus.earlier)
+		} else {
+			t.Errorf("%s: token %d was granted (event %d) before token %d was released (event %d): two holders at once", name, sus.next, acquired, sus.earlier, released)
+		}
+	}
+	if overlaps > 10 {
+		t.Errorf("… and %d more grants made while another owner held the task", overlaps-10)
 	}
 
 	// The streams renewed through the load and still hold their leases.
@@ -284,6 +344,56 @@ func TestFleetThroughPgBouncer(t *testing.T) {
 	if most == 0 || most > bouncerServerConns {
 		t.Errorf("server connections to the database: at most %d seen, want between 1 and %d", most, bouncerServerConns)
 	}
-	t.Logf("%d sidecars (pool_max_conns=%d) through PgBouncer: at most %d server connections; %d claims (%d granted) in %s, %.0f claims/s",
-		len(sidecars), bouncerPoolSize, most, attempts.Load(), grants, loadTime.Round(time.Millisecond), float64(attempts.Load())/loadTime.Seconds())
+	t.Logf("%d sidecars (pool_max_conns=%d) through PgBouncer: at most %d server connections; %d claims (%d granted) in %s, %.0f claims/s; %d grants answered while the previous grant's release was on its way",
+		len(sidecars), bouncerPoolSize, most, attempts.Load(), grants, loadTime.Round(time.Millisecond), float64(attempts.Load())/loadTime.Seconds(), len(suspects))
+}
+
+// A sidecar behind PgBouncer in transaction mode whose store URL lacks the
+// query mode that needs (default_query_exec_mode=exec, docs/stores.md)
+// cannot even migrate: pgx's default mode prepares named statements on a
+// connection, and PgBouncer hands the server connection under it to other
+// clients, which prepared the same names. Its answers say so, naming the
+// setting, rather than that the schema is not migrated yet; a sidecar
+// given the setting serves through the same PgBouncer.
+func TestPgBouncerWithoutExecMode(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDatabase(t)
+	// One server connection, so that every client's statements meet on it.
+	b := pgbouncer.StartT(t, db, pgbouncer.Config{ServerConns: 1})
+	if out, err := runLeasehold("migrate", "--store", b.URL); err != nil {
+		t.Fatalf("migrate through pgbouncer: %v\n%s", err, out)
+	}
+	u, err := url.Parse(b.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Del("default_query_exec_mode")
+	u.RawQuery = q.Encode()
+	bare := u.String()
+	// A client without the setting (here leasehold migrate, which finds the
+	// schema in place) leaves its prepared statements on the server
+	// connection, as the first sidecar of a fleet would.
+	if out, err := runLeasehold("migrate", "--store", bare); err != nil {
+		t.Logf("migrate without default_query_exec_mode=exec (may fail; it prepares its statements either way): %v\n%s", err, out)
+	}
+
+	s := startSidecar(t, bare)
+	const why = "default_query_exec_mode=exec"
+	r := s.call("GET", "/readyz", nil)
+	if detail, _ := r.Body["detail"].(string); r.Status != http.StatusServiceUnavailable || !strings.Contains(detail, why) || strings.Contains(detail, "not migrated yet") {
+		t.Errorf("readyz: %d %s; want 503 naming %s, not \"not migrated yet\"", r.Status, r.Raw, why)
+	}
+	r = s.call("POST", "/v1/leases/bare/claim", map[string]any{"owner": "w1"})
+	if detail, _ := r.Body["detail"].(string); r.Status != http.StatusServiceUnavailable || r.Body["reason"] != "unavailable" ||
+		!strings.Contains(detail, why) || strings.Contains(detail, "not migrated yet") {
+		t.Errorf("claim: %d %s; want 503 unavailable naming %s, not \"not migrated yet\"", r.Status, r.Raw, why)
+	}
+	t.Logf("a sidecar behind PgBouncer without %s answers a claim: %s", why, r.Raw)
+
+	fixed := startSidecar(t, b.URL)
+	fixed.waitReady()
+	if r := fixed.call("POST", "/v1/leases/bare/claim", map[string]any{"owner": "w1"}); r.Status != http.StatusOK {
+		t.Errorf("claim through the sidecar with %s: %d %s, want 200", why, r.Status, r.Raw)
+	}
 }

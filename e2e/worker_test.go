@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/leasehold/leasehold/deploy"
 	"github.com/leasehold/leasehold/internal/harness/lockedbuf"
@@ -40,8 +42,10 @@ const workerTTL = 2 * time.Second
 // sidecars and, beside each, its worker running the service's own command
 // (with a short ttl). One worker works and the other is refused; after the
 // working worker's sidecar is SIGKILLed, the other works with a higher
-// fencing token. Throughout, the work lines of both workers, ordered by the
-// monotonic clock they carry, show one worker at a time.
+// fencing token, granted within one ttl of the kill plus the idle worker's
+// claim retries (see handoverBound). Throughout, the work lines of both
+// workers, ordered by the monotonic clock they carry, show one worker at a
+// time.
 func TestComposeWorkers(t *testing.T) {
 	t.Parallel()
 	py := python3(t)
@@ -83,6 +87,9 @@ func TestComposeWorkers(t *testing.T) {
 
 	t.Logf("SIGKILL %s, beside %s, which works with token %d", working.sidecar, working.name, oldToken)
 	sidecars[working.sidecar].stop(syscall.SIGKILL)
+	// The store's clock once the sidecar is gone: no renewal of the dead
+	// holder's lease can begin after this instant.
+	killed := storeClock(t, db)
 	waitFor(t, "the work to move to "+idle.name, workers, func() bool {
 		n := 0
 		for _, l := range idle.lines("work") {
@@ -92,6 +99,23 @@ func TestComposeWorkers(t *testing.T) {
 		}
 		return n >= 3
 	})
+	// The new grant, by the store: it is still live, the idle worker holding it.
+	r := sidecars[idle.sidecar].callWithToken(idle.token, "GET", "/v1/leases/"+url.PathEscape(idle.task), nil)
+	lease, _ := r.Body["lease"].(map[string]any)
+	newToken, _ := lease["token"].(float64)
+	acquiredAt, err := time.Parse(time.RFC3339Nano, fmt.Sprint(lease["acquired_at"]))
+	if r.Status != http.StatusOK || err != nil || int64(newToken) <= oldToken {
+		t.Fatalf("the lease of %s after the hand-over: %d %s (%v); want one with a token above %d", idle.task, r.Status, r.Raw, err, oldToken)
+	}
+	handover := acquiredAt.Sub(killed)
+	bound, retries := handoverBound(t, idle, int64(newToken))
+	t.Logf("token %d granted %s after the kill; bound %s (ttl %s + the idle worker's last claims, %s)",
+		int64(newToken), handover.Round(time.Millisecond), bound.Round(time.Millisecond), workerTTL, retries.Round(time.Millisecond))
+	if handover > bound {
+		t.Errorf("the task was handed over %s after its holder's sidecar died, more than one ttl (%s) plus the idle worker's claim retries (%s): a dead holder must cost one ttl",
+			handover.Round(time.Millisecond), workerTTL, retries.Round(time.Millisecond))
+	}
+
 	for _, w := range workers {
 		w.stop()
 	}
@@ -110,6 +134,55 @@ func TestComposeWorkers(t *testing.T) {
 	firstNew := slices.IndexFunc(idle.lines("work"), func(l workerLine) bool { return l.token > oldToken })
 	t.Logf("%s worked with token %d until mono=%.3f; %s with token %d from mono=%.3f (ttl %s)",
 		working.name, oldToken, lastOld[len(lastOld)-1].mono, idle.name, idle.lines("work")[firstNew].token, idle.lines("work")[firstNew].mono, workerTTL)
+}
+
+// handoverBound is how long after its holder died a task may be granted to
+// the idle worker, whose grant carries token: the contract's one ttl plus
+// the claim retry interval of the worker, which polls (it claims again half
+// an --interval after each refusal), as its own log shows it.
+//
+// The dead holder's lease was last renewed before the kill, so it expires at
+// most one ttl after it (E ≤ kill + ttl). The idle worker's last claim
+// answered "held" reached the store before E, and after the worker logged
+// the line before that answer (x₀); the granting claim reached the store
+// before the worker logged "acquired" (x₁). So the grant came less than
+// x₁ - x₀ after E: two of the worker's claim cycles, read off its monotonic
+// clock, which bound its one retry that straddles E. The durations of the
+// store's clock and of time.monotonic() are comparable: both are this
+// machine's, and nothing here compares their instants.
+func handoverBound(t *testing.T, w *worker, token int64) (bound, retries time.Duration) {
+	t.Helper()
+	claims := w.lines("held", "unavailable", "acquired")
+	n := slices.IndexFunc(claims, func(l workerLine) bool { return l.event == "acquired" && l.token == token })
+	if n < 0 {
+		t.Fatalf("%s logged no acquired line for token %d:\n%s", w.name, token, w.out.String())
+	}
+	j := n - 1
+	for j >= 0 && claims[j].event != "held" {
+		j--
+	}
+	if j < 1 {
+		t.Fatalf("%s logged fewer than two claim answers, one of them held, before it acquired token %d: no retry interval to bound the hand-over by\n%s", w.name, token, w.out.String())
+	}
+	retries = time.Duration((claims[n].mono - claims[j-1].mono) * float64(time.Second))
+	return workerTTL + retries, retries
+}
+
+// storeClock reads the store's clock: PostgreSQL's at db.
+func storeClock(t *testing.T, db string) time.Time {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var now time.Time
+	if err := conn.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	return now
 }
 
 // workerLine is one line of worker.py's output: EVENT mono=SECONDS key=value….
@@ -176,6 +249,8 @@ func TestOneWorkerAtATimeCheck(t *testing.T) {
 type worker struct {
 	t       *testing.T
 	name    string // compose service
+	task    string // the task it works on
+	token   string // the bearer token it sends
 	sidecar string // the compose service it points at
 	cmd     *exec.Cmd
 	out     *lockedbuf.Buffer
@@ -238,7 +313,8 @@ func startWorker(t *testing.T, py string, p *types.Project, name, dir string, si
 
 	cmd := exec.Command(py, args...)
 	cmd.Env = append(cleanEnv(), "PYTHONDONTWRITEBYTECODE=1")
-	w := &worker{t: t, name: name, sidecar: u.Hostname(), cmd: cmd, out: &lockedbuf.Buffer{}, done: make(chan struct{})}
+	w := &worker{t: t, name: name, task: cmp.Or(flags["task"], "demo-report"), token: readSecret(t, p, secret),
+		sidecar: u.Hostname(), cmd: cmd, out: &lockedbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = w.out, w.out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
@@ -261,14 +337,14 @@ func startWorker(t *testing.T, py string, p *types.Project, name, dir string, si
 	return w
 }
 
-// lines returns the worker's output lines of event so far.
-func (w *worker) lines(event string) []workerLine {
+// lines returns the worker's output lines of the events so far, in order.
+func (w *worker) lines(events ...string) []workerLine {
 	w.t.Helper()
 	var ls []workerLine
 	sc := bufio.NewScanner(strings.NewReader(w.out.String()))
 	for sc.Scan() {
 		m := workerLineRE.FindStringSubmatch(sc.Text())
-		if m == nil || m[1] != event {
+		if m == nil || !slices.Contains(events, m[1]) {
 			continue
 		}
 		l := workerLine{worker: w.name, event: m[1]}

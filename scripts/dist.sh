@@ -69,9 +69,11 @@ for cmd in leasehold terraform-provider-leasehold; do
     -licenses -main "cmd/$cmd" -output "$out/${cmd}_${v}_sbom.cdx.json" . 2>/dev/null
 done
 
-# The TypeScript client: npm pack of a copy whose package.json carries the version.
-cp -r clients/typescript "$work/ts"
-rm -rf "$work/ts/node_modules" "$work/ts/tests"
+# The TypeScript client: npm pack of a copy whose package.json carries the version. npm packs
+# what package.json's "files" names (index.js, index.d.ts) and package.json; the copy leaves out
+# the type check's node_modules (its typescript) and the tests all the same.
+mkdir "$work/ts"
+(cd clients/typescript && tar -cf - --exclude=./node_modules --exclude=./tests .) | tar -xf - -C "$work/ts"
 node -e 'const fs=require("fs"),p=process.argv[1],j=JSON.parse(fs.readFileSync(p));j.version=process.argv[2];fs.writeFileSync(p,JSON.stringify(j,null,2)+"\n")' "$work/ts/package.json" "$v"
 (cd "$work/ts" && npm pack --silent --pack-destination "$out" >/dev/null)
 

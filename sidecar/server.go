@@ -81,6 +81,9 @@ type Server struct {
 	watches  *watches
 	started  time.Time
 	hosts    *HostPolicy
+
+	// migrateErr is why the last migration failed, until one succeeds.
+	migrateErr atomic.Pointer[error]
 }
 
 // New builds a Server. It is not ready (readyz answers 503) until Migrate or
@@ -252,6 +255,7 @@ func (s *Server) HTTPServer() *http.Server {
 // server ready.
 func (s *Server) Migrate(ctx context.Context) error {
 	if err := s.svc.Migrate(ctx); err != nil {
+		s.migrateErr.Store(&err)
 		return err
 	}
 	s.migrated.Store(true)
@@ -285,7 +289,7 @@ const readyTimeout = 2 * time.Second
 // ready reports why the server cannot serve leases, or nil.
 func (s *Server) ready(ctx context.Context) error {
 	if !s.migrated.Load() {
-		return leasecore.Unavailable("ping", fmt.Errorf("%w (the sidecar keeps retrying; see its log)", errNotMigrated))
+		return leasecore.Unavailable("ping", s.notMigrated())
 	}
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
@@ -318,8 +322,38 @@ func recoverPanics(log *slog.Logger) echo.MiddlewareFunc {
 }
 
 // errNotMigrated is the cause of every lease operation refused before the
-// start-up migration succeeded.
+// start-up migration succeeded (errors.Is; notMigrated says more).
 var errNotMigrated = errors.New("the store's schema is not migrated yet")
+
+// notMigrated is the cause of an operation refused before the migration
+// succeeded: errNotMigrated, with why the last attempt failed once one has.
+// That cause, not the missing schema, is what an operator acts on: a store
+// that is down, a role without the privileges, PgBouncer in transaction mode
+// without the query mode the store URL needs.
+func (s *Server) notMigrated() error {
+	last := s.migrateErr.Load()
+	if last == nil {
+		return errNotMigrated
+	}
+	cause := *last
+	// The driver's detail, without the "migrate: lease store unavailable"
+	// the operation's own answer says again.
+	var u *leasecore.UnavailableError
+	if errors.As(cause, &u) && u.Err != nil {
+		cause = u.Err
+	}
+	return &notMigratedError{cause: cause}
+}
+
+// notMigratedError is errNotMigrated with the last migration's failure.
+type notMigratedError struct{ cause error }
+
+func (e *notMigratedError) Error() string {
+	return "the sidecar cannot migrate the store's schema (it keeps trying; see its log): " + e.cause.Error()
+}
+
+func (e *notMigratedError) Is(target error) bool { return target == errNotMigrated }
+func (e *notMigratedError) Unwrap() error        { return e.cause }
 
 // interceptStore is the Server's one hook on the store: every call its
 // Service makes passes here. Until the server's migration has succeeded it
@@ -329,7 +363,7 @@ var errNotMigrated = errors.New("the store's schema is not migrated yet")
 // (metrics.storeCall).
 func (s *Server) interceptStore(ctx context.Context, op string, call func(context.Context) error) error {
 	if op != leasecore.OpMigrate && !s.migrated.Load() {
-		return leasecore.Unavailable(op, errNotMigrated)
+		return leasecore.Unavailable(op, s.notMigrated())
 	}
 	start := time.Now()
 	err := call(ctx)

@@ -57,11 +57,19 @@ export type RunResult<T> =
 export interface ClientOptions {
   /**
    * The sidecar's address, e.g. http://127.0.0.1:7411, or unix:PATH for a sidecar serving on a
-   * Unix socket (asked through node:http with socketPath, not fetch).
+   * Unix socket (asked through node:http with socketPath, not fetch). Not given: the
+   * environment's `LEASEHOLD_ADDR`, else http://127.0.0.1:7411, as the leasehold binary does.
    */
-  baseUrl: string;
+  baseUrl?: string;
   /** Sent as `Authorization: Bearer <token>` when set. */
   token?: string;
+  /**
+   * A file holding the bearer token (one word; white space around it is ignored), read at
+   * construction (a missing or empty file throws) and again before every request, so that a
+   * rotated token is sent from the next request on. With neither token nor tokenFile, the
+   * environment's `LEASEHOLD_TOKEN_FILE` when set; else no token.
+   */
+  tokenFile?: string;
   /** Per-request timeout (for a keepalive stream: until its headers); default 10000. */
   timeoutMs?: number;
   /** A fetch to use instead of the global one; not with a unix: baseUrl. */
@@ -100,8 +108,16 @@ export class KeepaliveHolder {
   release(): Promise<void>;
 }
 
+/** `LEASEHOLD_ADDR`: the environment variable naming the sidecar's address. */
+export declare const ENV_ADDR = "LEASEHOLD_ADDR";
+/** `LEASEHOLD_TOKEN_FILE`: the environment variable naming the bearer token's file. */
+export declare const ENV_TOKEN_FILE = "LEASEHOLD_TOKEN_FILE";
+/** The address asked when neither baseUrl nor `LEASEHOLD_ADDR` names one. */
+export declare const DEFAULT_ADDR = "http://127.0.0.1:7411";
+
 export class LeaseholdClient {
-  constructor(options: ClientOptions);
+  /** With no options, the sidecar `LEASEHOLD_ADDR` names, with the token of `LEASEHOLD_TOKEN_FILE`. */
+  constructor(options?: ClientOptions);
   readonly baseUrl: string;
   claim(task: string, options: { owner: string; ttlMs?: number; note?: string }): Promise<ClaimResult>;
   renew(task: string, options: { owner: string; token?: number; ttlMs?: number }): Promise<RenewResult>;
@@ -123,6 +139,11 @@ export function defaultOwner(): string;
 
 export declare const PRUNE_LOCK_KEY = "telescope:prune";
 
+/** The shortest ttl leasehold grants (100 ms). */
+export declare const MIN_TTL_MS = 100;
+/** The longest ttl leasehold grants (24 h); a declared task's max_ttl may lower it. */
+export declare const MAX_TTL_MS = 86400000;
+
 export interface PruneLease {
   readonly key: string;
   readonly owner: string;
@@ -141,6 +162,11 @@ export type PruneLockResult =
 export interface PruneLockRequest {
   readonly key: string;
   readonly owner: string;
+  /**
+   * How long the lease should survive without a release. leasehold's adapter clamps it into
+   * what leasehold grants: at least MIN_TTL_MS, at most MAX_TTL_MS or the task's declared
+   * max_ttl (the seam asks for no precision); the lease's expiresAtMs says what was granted.
+   */
   readonly ttlMs: number;
 }
 
@@ -148,5 +174,9 @@ export interface PruneLock {
   acquire(request: PruneLockRequest): Promise<PruneLockResult>;
 }
 
-/** A prune lock backed by leasehold: acquire never throws and never waits. */
+/**
+ * A prune lock backed by leasehold: acquire never throws and never waits, and clamps the
+ * requested ttl into leasehold's range (a daily prune's 72 h becomes 24 h, or the task's
+ * declared max_ttl; 30 ms becomes 100 ms).
+ */
 export function leaseholdPruneLock(client: LeaseholdClient): PruneLock;

@@ -12,6 +12,8 @@
 
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { request as httpRequest } from "node:http";
 import { Readable } from "node:stream";
 
@@ -146,34 +148,105 @@ function unixSocketFetch(socketPath) {
     });
 }
 
+/** The environment variable naming the sidecar's address, as the leasehold binary reads it. */
+export const ENV_ADDR = "LEASEHOLD_ADDR";
+/** The environment variable naming a file that holds the sidecar's bearer token. */
+export const ENV_TOKEN_FILE = "LEASEHOLD_TOKEN_FILE";
+/** The address asked when neither baseUrl nor LEASEHOLD_ADDR names one: the sidecar's default. */
+export const DEFAULT_ADDR = "http://127.0.0.1:7411";
+
+/** A token file holds one token; a larger file is refused (as the leasehold binary does). */
+const MAX_TOKEN_BYTES = 4096;
+
+/**
+ * The token in a token file's content: the content without the white space around it. Its
+ * errors never quote the content.
+ * @param {string} path
+ * @param {Buffer} raw
+ * @returns {string}
+ */
+function parseToken(path, raw) {
+  if (raw.length > MAX_TOKEN_BYTES) throw new Error(`token file ${path}: larger than ${MAX_TOKEN_BYTES} bytes; it should hold one token`);
+  const tok = raw.toString("utf8").trim();
+  if (tok === "") throw new Error(`token file ${path}: it is empty`);
+  if (/\s/.test(tok)) throw new Error(`token file ${path}: the token must be one word without white space`);
+  return tok;
+}
+
+/**
+ * The bearer token of a token file, read again before every request so that a rotated
+ * token (a Kubernetes Secret's volume swaps the file's content) is sent from the next request
+ * on. A read that fails (the file briefly missing while it is replaced) keeps the last token
+ * read: the sidecar answers 401 if that one is no longer accepted.
+ */
+class TokenFile {
+  /** @param {string} path */
+  constructor(path) {
+    this.path = path;
+    let raw;
+    try {
+      raw = readFileSync(path);
+    } catch (err) {
+      throw new Error(`token file ${path}: ${describe(err)}`);
+    }
+    /** @type {string} */
+    this.token = parseToken(path, raw);
+  }
+
+  /** @returns {Promise<string>} the file's token now, or the last one read. */
+  async current() {
+    try {
+      this.token = parseToken(this.path, await readFile(this.path));
+    } catch {
+      // keep the last token read
+    }
+    return this.token;
+  }
+}
+
 export class LeaseholdClient {
   /**
-   * @param {{baseUrl: string, token?: string, timeoutMs?: number, fetch?: typeof fetch}} options
+   * @param {{baseUrl?: string, token?: string, tokenFile?: string, timeoutMs?: number, fetch?: typeof fetch}} [options]
    */
-  constructor(options) {
-    if (!options || typeof options.baseUrl !== "string" || options.baseUrl === "") {
-      throw new TypeError("baseUrl: required, the sidecar's address, e.g. http://127.0.0.1:7411 or unix:/run/leasehold/leasehold.sock");
+  constructor(options = {}) {
+    // As the leasehold binary and the Go client's FromEnv: an address not given is
+    // LEASEHOLD_ADDR's, else the default; a token not given is LEASEHOLD_TOKEN_FILE's.
+    const env = process.env;
+    let baseUrl = options.baseUrl;
+    let field = "baseUrl";
+    if (baseUrl === undefined) {
+      baseUrl = env[ENV_ADDR] || DEFAULT_ADDR;
+      field = env[ENV_ADDR] ? ENV_ADDR : field;
     }
-    if (options.baseUrl.startsWith("unix:")) {
+    if (typeof baseUrl !== "string" || baseUrl === "") {
+      throw new TypeError(`${field}: the sidecar's address, e.g. http://127.0.0.1:7411 or unix:/run/leasehold/leasehold.sock`);
+    }
+    if (baseUrl.startsWith("unix:")) {
       // unix:///abs/path and unix://rel read as paths too, as the store's sqlite: does.
-      const socketPath = options.baseUrl.slice("unix:".length).replace(/^\/\//, "");
+      const socketPath = baseUrl.slice("unix:".length).replace(/^\/\//, "");
       if (socketPath === "" || socketPath.includes("\0")) {
-        throw new TypeError("baseUrl: unix: needs the socket's path, as in unix:/run/leasehold/leasehold.sock");
+        throw new TypeError(`${field}: unix: needs the socket's path, as in unix:/run/leasehold/leasehold.sock`);
       }
       if (options.fetch) throw new TypeError("fetch: not with a unix: baseUrl, which is reached through node:http");
       /** @type {string} */
-      this.baseUrl = options.baseUrl;
+      this.baseUrl = baseUrl;
       /** @private */
       this.origin = "http://localhost";
       /** @private */
       this.fetch = unixSocketFetch(socketPath);
     } else {
-      this.baseUrl = options.baseUrl.replace(/\/+$/, "");
+      this.baseUrl = baseUrl.replace(/\/+$/, "");
       this.origin = this.baseUrl;
       this.fetch = options.fetch ?? globalThis.fetch;
     }
+    if (options.token !== undefined && options.tokenFile !== undefined) {
+      throw new TypeError("token, tokenFile: give one or the other");
+    }
+    const tokenFile = options.token === undefined ? (options.tokenFile ?? (env[ENV_TOKEN_FILE] || undefined)) : undefined;
     /** @private */
     this.token = options.token;
+    /** @private @type {TokenFile | undefined} */
+    this.tokenFile = tokenFile === undefined ? undefined : new TokenFile(tokenFile);
     /** @private */
     this.timeoutMs = options.timeoutMs ?? 10_000;
   }
@@ -184,12 +257,18 @@ export class LeaseholdClient {
     return `${this.origin}/v1/leases/${encodeURIComponent(task)}${verb ? "/" + verb : ""}`;
   }
 
-  /** @private @param {boolean} json */
-  headers(json) {
+  /**
+   * The request headers; the bearer token is the token file's as it reads now.
+   * @private
+   * @param {boolean} json
+   * @returns {Promise<Record<string, string>>}
+   */
+  async headers(json) {
     /** @type {Record<string, string>} */
     const h = { Accept: "application/json" };
     if (json) h["Content-Type"] = "application/json";
-    if (this.token) h.Authorization = `Bearer ${this.token}`;
+    const token = this.tokenFile ? await this.tokenFile.current() : this.token;
+    if (token) h.Authorization = `Bearer ${token}`;
     return h;
   }
 
@@ -206,7 +285,7 @@ export class LeaseholdClient {
     try {
       const res = await this.fetch(url, {
         method,
-        headers: this.headers(body !== undefined),
+        headers: await this.headers(body !== undefined),
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: AbortSignal.timeout(this.timeoutMs),
       });
@@ -325,7 +404,7 @@ export class LeaseholdClient {
     let res;
     try {
       res = await this.fetch(url, {
-        headers: { ...this.headers(false), Accept: "text/event-stream" },
+        headers: { ...(await this.headers(false)), Accept: "text/event-stream" },
         signal: conn.signal,
       });
     } catch (err) {
@@ -540,9 +619,34 @@ export class KeepaliveHolder {
 /** The lock name the observability console's pruner asks for. */
 export const PRUNE_LOCK_KEY = "telescope:prune";
 
+/** The shortest ttl leasehold grants, in ms. */
+export const MIN_TTL_MS = 100;
+/** The longest ttl leasehold grants, in ms (24 h); a declared task's max_ttl may lower it. */
+export const MAX_TTL_MS = 86_400_000;
+
+/**
+ * A requested ttl as leasehold grants it: rounded to whole ms and clamped into
+ * [MIN_TTL_MS, max]. NaN (no ttl at all) is null.
+ * @param {number} ttlMs
+ * @param {number} [max]
+ * @returns {number | null}
+ */
+function clampTtl(ttlMs, max = MAX_TTL_MS) {
+  if (typeof ttlMs !== "number" || Number.isNaN(ttlMs)) return null;
+  return Math.min(Math.max(Math.round(ttlMs), MIN_TTL_MS), max);
+}
+
 /**
  * Backs the observability console seed's prune-lock seam (TelescopePruneLock) with leasehold:
  * acquire({key, owner, ttlMs}) claims the task `key` once, without waiting.
+ *
+ * ttlMs is clamped into what leasehold grants (100 ms to 24 h, or the task's declared
+ * max_ttl when that is lower): the seam asks for no precision, and its pruner asks for three
+ * prune intervals (72 h for a daily prune), which leasehold would refuse, leaving the pruner
+ * to fail open on every tick. A lease then lasts min(ttlMs, 24 h or max_ttl), or at least
+ * 100 ms; expiresAtMs says which. A declared max_ttl is learnt from the sidecar the first time
+ * a claim is refused for its ttl, and remembered per key.
+ *
  * acquire never throws: anything that is not a clear "another owner holds it" is
  * "unavailable" (the pruner fails open on it). lease.release() is idempotent, never throws,
  * and releases only this grant (owner and fencing token), never a later owner's.
@@ -550,11 +654,31 @@ export const PRUNE_LOCK_KEY = "telescope:prune";
  * @returns {import("./index.js").PruneLock}
  */
 export function leaseholdPruneLock(client) {
+  /** @type {Map<string, number>} a key's declared max_ttl, once a claim met it */
+  const maxTtl = new Map();
+  /**
+   * @param {string} key
+   * @param {string} owner
+   * @param {number} ttlMs
+   */
+  const claim = (key, owner, ttlMs) => client.claim(key, { owner, ttlMs, note: "prune lock" });
   return {
     async acquire(request) {
       try {
         const { key, owner, ttlMs } = request;
-        const r = await client.claim(key, { owner, ttlMs, note: "prune lock" });
+        const ttl = clampTtl(ttlMs, maxTtl.get(key));
+        if (ttl === null) return { acquired: false, reason: "unavailable", detail: `ttlMs: want a number of milliseconds, got ${ttlMs}` };
+        let r;
+        try {
+          r = await claim(key, owner, ttl);
+        } catch (err) {
+          // Above the task's declared max_ttl: 422 naming ttl_ms. Ask the declaration once,
+          // then claim within it.
+          const max = isTtlRefusal(err) ? await declaredMaxTtl(client, key) : undefined;
+          if (max === undefined || max >= ttl) throw err;
+          maxTtl.set(key, max);
+          r = await claim(key, owner, Math.min(ttl, max));
+        }
         if (r.kind === "held") return { acquired: false, reason: "held", detail: r.detail };
         if (r.kind === "unavailable") return { acquired: false, reason: "unavailable", detail: r.detail };
         const { lease } = r;
@@ -581,4 +705,22 @@ export function leaseholdPruneLock(client) {
       }
     },
   };
+}
+
+/** @param {unknown} err */
+function isTtlRefusal(err) {
+  return err instanceof LeaseholdError && err.status === 422 && err.invalidParams.some((p) => p.name === "ttl_ms");
+}
+
+/**
+ * The max_ttl_ms task declares, or undefined when it declares none or the sidecar does not say.
+ * @param {LeaseholdClient} client
+ * @param {string} task
+ * @returns {Promise<number | undefined>}
+ */
+async function declaredMaxTtl(client, task) {
+  const c = /** @type {any} */ (client);
+  const r = await c.send("GET", `${c.origin}/v1/tasks/${encodeURIComponent(task)}`);
+  const max = r.status === 200 ? r.body.max_ttl_ms : undefined;
+  return Number.isInteger(max) && max >= MIN_TTL_MS ? max : undefined;
 }

@@ -3,10 +3,9 @@
     PYTHONPATH=clients/python python3 examples/python/claim.py
 
 asks the sidecar at LEASEHOLD_ADDR (default http://127.0.0.1:7411), with the bearer token in
-LEASEHOLD_TOKEN_FILE when that is set (a `make run` sidecar wants none).
+LEASEHOLD_TOKEN_FILE when that is set (a `make run` sidecar wants none): Client() reads both, as
+the leasehold binary does.
 """
-import os
-
 from leasehold_client import Acquired, Client, Held, Lost, Renewed, Unavailable
 
 TASK = "nightly-report"
@@ -17,8 +16,7 @@ def write_report(part: str, fencing_token: int) -> None:
     print(f"{part} written under fencing token {fencing_token}")
 
 
-client = Client(os.environ.get("LEASEHOLD_ADDR", "http://127.0.0.1:7411"),
-                token_file=os.environ.get("LEASEHOLD_TOKEN_FILE"))  # None: no token
+client = Client()                                       # LEASEHOLD_ADDR, LEASEHOLD_TOKEN_FILE
 match client.claim(TASK, ttl_ms=30000):                  # no ttl_ms: the task's declared ttl
     case Acquired(lease):
         try:

@@ -3,10 +3,9 @@
     PYTHONPATH=clients/python python3 examples/python/run.py
 
 asks the sidecar at LEASEHOLD_ADDR (default http://127.0.0.1:7411), with the bearer token in
-LEASEHOLD_TOKEN_FILE when that is set (a `make run` sidecar wants none).
+LEASEHOLD_TOKEN_FILE when that is set (a `make run` sidecar wants none): Client() reads both, as
+the leasehold binary does.
 """
-import os
-
 from leasehold_client import Client, Held, Ran, Unavailable
 
 
@@ -22,8 +21,7 @@ def work(lease, lost):
     return "done"
 
 
-client = Client(os.environ.get("LEASEHOLD_ADDR", "http://127.0.0.1:7411"),
-                token_file=os.environ.get("LEASEHOLD_TOKEN_FILE"))  # None: no token
+client = Client()                                       # LEASEHOLD_ADDR, LEASEHOLD_TOKEN_FILE
 match client.run("nightly-report", work, wait_ms=60000):  # wait up to a minute for the lease
     case Ran(result):
         print(result)

@@ -3,15 +3,11 @@
 // runs, with the TypeScript client as another project uses it: package.json depends on
 // "@leasehold/client": "file:../../clients/typescript"; `npm install`, then `node main.js`.
 // It asks the sidecar at LEASEHOLD_ADDR (default http://127.0.0.1:7411), with the bearer token
-// in LEASEHOLD_TOKEN_FILE when that is set (a `make run` sidecar wants none).
-import { readFileSync } from "node:fs";
+// in LEASEHOLD_TOKEN_FILE when that is set (a `make run` sidecar wants none): with no options,
+// the client reads both, as the leasehold binary does.
 import { LeaseholdClient, defaultOwner } from "@leasehold/client";
 
-const tokenFile = process.env.LEASEHOLD_TOKEN_FILE;
-const leasehold = new LeaseholdClient({
-  baseUrl: process.env.LEASEHOLD_ADDR ?? "http://127.0.0.1:7411",
-  token: tokenFile ? readFileSync(tokenFile, "utf8").trim() : undefined,
-});
+const leasehold = new LeaseholdClient(); // LEASEHOLD_ADDR, LEASEHOLD_TOKEN_FILE
 const task = "nightly-report";
 const owner = defaultOwner(); // <hostname>#<pid>#<random>
 

@@ -2,6 +2,7 @@
 
     from leasehold_client import Client, Acquired, Held, Unavailable
 
+    client = Client()  # the sidecar LEASEHOLD_ADDR names, with LEASEHOLD_TOKEN_FILE's token
     client = Client("http://127.0.0.1:7411")            # token_file="/run/secrets/leasehold"
     client = Client("unix:/run/leasehold/leasehold.sock")  # a sidecar on a Unix socket
     match client.claim("nightly-report", ttl_ms=30000):
@@ -33,7 +34,17 @@ from typing import Any, Callable
 __all__ = [
     "Client", "Lease", "Holder", "Acquired", "Held", "Unavailable", "Renewed", "Lost",
     "Released", "Ran", "Keepalive", "LeaseholdError", "default_owner",
+    "ENV_ADDR", "ENV_TOKEN_FILE", "DEFAULT_ADDR",
 ]
+
+ENV_ADDR = "LEASEHOLD_ADDR"
+"""The environment variable naming the sidecar's address, as the leasehold binary reads it."""
+ENV_TOKEN_FILE = "LEASEHOLD_TOKEN_FILE"
+"""The environment variable naming a file that holds the sidecar's bearer token."""
+DEFAULT_ADDR = "http://127.0.0.1:7411"
+"""The address asked when neither base_url nor LEASEHOLD_ADDR names one: the sidecar's default."""
+
+_MAX_TOKEN_BYTES = 4096  # a token file holds one token, as the leasehold binary reads it
 
 
 @dataclass(frozen=True)
@@ -155,37 +166,80 @@ class _UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
+def _read_token(path: str) -> str:
+    """The token in the file at path: its content without the white space around it. Raises
+    OSError or ValueError, whose text never quotes the content."""
+    with open(path, "rb") as f:
+        raw = f.read(_MAX_TOKEN_BYTES + 1)
+    if len(raw) > _MAX_TOKEN_BYTES:
+        raise ValueError(f"token file {path}: larger than {_MAX_TOKEN_BYTES} bytes; it should hold one token")
+    tok = raw.decode("utf-8", errors="replace").strip()
+    if not tok:
+        raise ValueError(f"token file {path}: it is empty")
+    if any(c.isspace() for c in tok):
+        raise ValueError(f"token file {path}: want one token without white space")
+    return tok
+
+
+class _TokenFile:
+    """A bearer token file, read again before every request so that a rotated token (a
+    Kubernetes Secret's volume swaps the file's content) is sent from the next request on. A
+    read that fails (the file briefly missing while it is replaced) keeps the last token read:
+    the sidecar answers 401 if that one is no longer accepted."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._token = _read_token(path)  # a missing or bad file fails here, at once
+        self._lock = threading.Lock()
+
+    def current(self) -> str:
+        try:
+            tok = _read_token(self.path)
+        except (OSError, ValueError):
+            with self._lock:
+                return self._token
+        with self._lock:
+            self._token = tok
+        return tok
+
+
 class Client:
     """A client of one sidecar, at `base_url`: http://HOST:PORT, https://HOST:PORT, or
     unix:PATH for a sidecar serving on a Unix socket (`leasehold serve --listen unix:PATH`).
-    `owner` defaults to default_owner(); `token_file` names a file holding the sidecar's bearer
-    token (read once, here). Safe to share between threads."""
 
-    def __init__(self, base_url: str, *, owner: str | None = None, token_file: str | None = None,
-                 timeout: float = 30.0):
+    As the leasehold binary does, a `base_url` not given is LEASEHOLD_ADDR's (else
+    http://127.0.0.1:7411) and a `token_file` not given is LEASEHOLD_TOKEN_FILE's (else no
+    token), so that an app in a pod beside its sidecar needs only `Client()`. The token file is
+    read here (a missing or bad one raises) and again before every request, so that a rotated
+    token is used from the next request on. `owner` defaults to default_owner(). Safe to share
+    between threads."""
+
+    def __init__(self, base_url: str | None = None, *, owner: str | None = None,
+                 token_file: str | None = None, timeout: float = 30.0):
+        field = "base_url"
+        if base_url is None:
+            base_url = os.environ.get(ENV_ADDR) or DEFAULT_ADDR
+            if os.environ.get(ENV_ADDR):
+                field = ENV_ADDR
+        if token_file is None:
+            token_file = os.environ.get(ENV_TOKEN_FILE) or None
         self._socket: str | None = None
         if base_url.startswith("unix:"):
             # unix:///abs/path and unix://rel read as paths too, as the store's sqlite: does.
             path = base_url[len("unix:"):].removeprefix("//")
             if not path or "\0" in path:
-                raise ValueError(f"base_url: unix: needs the socket's path, as in unix:/run/leasehold/leasehold.sock, got {base_url!r}")
+                raise ValueError(f"{field}: unix: needs the socket's path, as in unix:/run/leasehold/leasehold.sock, got {base_url!r}")
             self.base_url = base_url
             self._socket, self._scheme, self._netloc, self._prefix = path, "http", "localhost", ""
         else:
             u = urllib.parse.urlsplit(base_url)
             if u.scheme not in ("http", "https") or not u.hostname:
-                raise ValueError(f"base_url: want http://HOST:PORT, https://HOST:PORT or unix:PATH, got {base_url!r}")
+                raise ValueError(f"{field}: want http://HOST:PORT, https://HOST:PORT or unix:PATH, got {base_url!r}")
             self.base_url = base_url.rstrip("/")
             self._scheme, self._netloc, self._prefix = u.scheme, u.netloc, u.path.rstrip("/")
         self.owner = owner or default_owner()
         self.timeout = timeout
-        self._auth = None
-        if token_file is not None:
-            with open(token_file, encoding="utf-8") as f:
-                tok = f.read().strip()
-            if not tok or any(c.isspace() for c in tok):
-                raise ValueError(f"token file {token_file}: want one token without white space")
-            self._auth = "Bearer " + tok
+        self._token_file = _TokenFile(token_file) if token_file is not None else None
 
     # --- HTTP ---
 
@@ -199,8 +253,8 @@ class Client:
         h = {"Accept": "application/json"}
         if body is not None:
             h["Content-Type"] = "application/json"
-        if self._auth:
-            h["Authorization"] = self._auth
+        if self._token_file is not None:
+            h["Authorization"] = "Bearer " + self._token_file.current()
         return h
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None

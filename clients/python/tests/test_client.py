@@ -7,18 +7,23 @@ and LEASEHOLD_CLIENT_TEST_DECLARED (TASK=TTL_MS) a task declared on the first on
 test e2e/TestPythonClientPackage starts them and runs this suite (make test); by hand:
 
     LEASEHOLD_CLIENT_TEST_URL=http://127.0.0.1:7411 python3 -m unittest discover -s tests
+
+A test whose sidecar is not given skips, except under CI (CI set, as .ci/run sets it), where it
+fails: there every test must run.
 """
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
 import uuid
+from unittest import mock
 
-from leasehold_client import (Acquired, Client, Held, Keepalive, LeaseholdError, Lost, Ran,
-                              Released, Renewed, Unavailable)
+from leasehold_client import (DEFAULT_ADDR, Acquired, Client, Held, Keepalive, LeaseholdError,
+                              Lost, Ran, Released, Renewed, Unavailable)
 
 URL = os.environ.get("LEASEHOLD_CLIENT_TEST_URL", "")
 AUTH_URL = os.environ.get("LEASEHOLD_CLIENT_TEST_AUTH_URL", "")
@@ -45,6 +50,18 @@ def closed_port_url() -> str:
     return f"http://127.0.0.1:{port}"
 
 
+def need(test: unittest.TestCase, **given: str) -> None:
+    """Skips test when a variable it needs is empty, or, under CI, fails it: in CI every test
+    must run against the sidecars e2e/TestPythonClientPackage starts."""
+    missing = [name for name, value in given.items() if not value]
+    if not missing:
+        return
+    why = f"{', '.join('LEASEHOLD_CLIENT_TEST_' + m for m in missing)} not set (e2e/TestPythonClientPackage sets them)"
+    if os.environ.get("CI"):
+        test.fail(f"{why}; under CI no test may skip")
+    raise unittest.SkipTest(why)
+
+
 def eventually(pred, what: str) -> None:
     stop = time.monotonic() + PATIENCE
     while not pred():
@@ -55,8 +72,7 @@ def eventually(pred, what: str) -> None:
 
 class SidecarTest(unittest.TestCase):
     def setUp(self):
-        if not URL:
-            raise unittest.SkipTest("LEASEHOLD_CLIENT_TEST_URL is not set (e2e/TestPythonClientPackage sets it)")
+        need(self, URL=URL)
         self.a = Client(URL, owner="py-a#" + uuid.uuid4().hex[:6])
         self.b = Client(URL, owner="py-b#" + uuid.uuid4().hex[:6])
 
@@ -81,8 +97,7 @@ class ClaimRenewRelease(SidecarTest):
         self.assertEqual(r.lease.ttl_ms, 30000)  # the sidecar's default; the suite's sidecars declare nothing
 
     def test_declared_ttl_applies_when_none_is_given(self):
-        if not DECLARED:
-            self.skipTest("LEASEHOLD_CLIENT_TEST_DECLARED is not set")
+        need(self, DECLARED=DECLARED)
         task, ttl = DECLARED.split("=")
         for hold in (lambda: self.a.claim(task), lambda: self.a.keepalive(task)):
             r = hold()
@@ -267,8 +282,7 @@ class RunHelper(SidecarTest):
 
 class BearerToken(unittest.TestCase):
     def setUp(self):
-        if not (AUTH_URL and TOKEN_FILE):
-            raise unittest.SkipTest("LEASEHOLD_CLIENT_TEST_AUTH_URL / _TOKEN_FILE are not set")
+        need(self, AUTH_URL=AUTH_URL, TOKEN_FILE=TOKEN_FILE)
 
     def test_token_from_file(self):
         task = task_name("auth")
@@ -286,13 +300,110 @@ class BearerToken(unittest.TestCase):
             Client(AUTH_URL, token_file=os.path.join(HERE, "no-such-token-file"))
 
 
+class FromEnvironment(unittest.TestCase):
+    """LEASEHOLD_ADDR and LEASEHOLD_TOKEN_FILE, read as the leasehold binary reads them, so that
+    an app in a pod finds its sidecar with Client(); a token file read again when rotated."""
+
+    def setUp(self):
+        need(self, AUTH_URL=AUTH_URL, TOKEN_FILE=TOKEN_FILE)
+        with open(TOKEN_FILE, encoding="utf-8") as f:
+            self.token = f.read().strip()
+        self.dir = tempfile.TemporaryDirectory()
+        self.addCleanup(self.dir.cleanup)
+        env = mock.patch.dict(os.environ)
+        env.start()
+        self.addCleanup(env.stop)
+        os.environ.pop("LEASEHOLD_ADDR", None)
+        os.environ.pop("LEASEHOLD_TOKEN_FILE", None)
+
+    def write(self, name: str, content: str) -> str:
+        path = os.path.join(self.dir.name, name)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(content)
+        return path
+
+    def replace(self, path: str, content: str) -> None:
+        """Replaces the file by a rename, as a Kubernetes Secret's volume does."""
+        new = self.write("next", content)
+        os.replace(new, path)
+
+    def assertClaims(self, c: Client) -> None:
+        task = task_name("env")
+        r = c.claim(task, ttl_ms=5000)
+        self.assertIsInstance(r, Acquired)
+        self.assertEqual(c.release(task, token=r.lease.token), Released(True))
+
+    def assertRefused(self, c: Client) -> None:
+        with self.assertRaises(LeaseholdError) as cm:
+            c.claim(task_name("env-refused"))
+        self.assertEqual(cm.exception.status, 401)
+
+    def test_address_and_token_file_from_env(self):
+        os.environ["LEASEHOLD_ADDR"] = AUTH_URL
+        os.environ["LEASEHOLD_TOKEN_FILE"] = TOKEN_FILE
+        c = Client()
+        self.assertEqual(c.base_url, AUTH_URL.rstrip("/"))
+        self.assertClaims(c)
+
+    def test_address_from_env(self):
+        os.environ["LEASEHOLD_ADDR"] = AUTH_URL
+        self.assertRefused(Client())  # no token file anywhere: none is sent
+        self.assertClaims(Client(token_file=TOKEN_FILE))
+        os.environ["LEASEHOLD_ADDR"] = "127.0.0.1:7411"
+        with self.assertRaisesRegex(ValueError, "LEASEHOLD_ADDR"):
+            Client()
+
+    def test_token_file_from_env(self):
+        os.environ["LEASEHOLD_TOKEN_FILE"] = TOKEN_FILE
+        self.assertClaims(Client(AUTH_URL))
+        # A token file given is read instead.
+        self.assertRefused(Client(AUTH_URL, token_file=self.write("other", "not-the-token\n")))
+        os.environ["LEASEHOLD_TOKEN_FILE"] = os.path.join(self.dir.name, "no-such-token")
+        with self.assertRaises(FileNotFoundError):
+            Client(AUTH_URL)
+
+    def test_neither_set(self):
+        self.assertEqual(Client().base_url, DEFAULT_ADDR)
+        self.assertEqual(DEFAULT_ADDR, "http://127.0.0.1:7411")
+        self.assertRefused(Client(AUTH_URL))
+
+    def test_bad_token_file_is_refused_unquoted(self):
+        for content in (" \n", "secret-one secret-two\n"):
+            path = self.write("bad", content)
+            with self.assertRaises(ValueError) as cm:
+                Client(AUTH_URL, token_file=path)
+            self.assertIn(path, str(cm.exception))
+            self.assertNotIn("secret-one", str(cm.exception))
+
+    def test_token_file_rotated_between_calls(self):
+        path = self.write("token", "the-old-token\n")
+        os.environ["LEASEHOLD_TOKEN_FILE"] = path
+        c = Client(AUTH_URL)
+        self.assertRefused(c)
+        with open(path, "w", encoding="utf-8") as f:  # rewritten in place
+            f.write(self.token + "\n")
+        self.assertClaims(c)
+        self.replace(path, "the-revoked-token\n")
+        self.assertRefused(c)
+        self.replace(path, self.token + "\n")
+        self.assertClaims(c)
+        ka = c.keepalive(task_name("env-ka"), ttl_ms=2000)  # a keepalive stream sends it too
+        self.assertIsInstance(ka, Keepalive)
+        ka.close()
+
+    def test_token_file_gone_keeps_the_last_token(self):
+        path = self.write("token", self.token + "\n")
+        c = Client(AUTH_URL, token_file=path)
+        os.remove(path)
+        self.assertClaims(c)
+
+
 class UnixSocket(unittest.TestCase):
     """A sidecar on a Unix socket (unix:PATH) that shares URL's store: what a client does over
     the socket, a client over TCP sees."""
 
     def setUp(self):
-        if not (UNIX_URL and URL):
-            raise unittest.SkipTest("LEASEHOLD_CLIENT_TEST_UNIX_URL / _URL are not set")
+        need(self, UNIX_URL=UNIX_URL, URL=URL)
         self.sock = Client(UNIX_URL, owner="py-sock#" + uuid.uuid4().hex[:6])
         self.tcp = Client(URL, owner="py-tcp#" + uuid.uuid4().hex[:6])
 
@@ -378,8 +489,7 @@ class ExampleScript(unittest.TestCase):
         self.assertIn("base_url", p.stderr)
 
     def test_held_and_done(self):
-        if not URL:
-            raise unittest.SkipTest("LEASEHOLD_CLIENT_TEST_URL is not set")
+        need(self, URL=URL)
         task = task_name("example")
         p = self.run_example(URL, task, "0.2", "--owner", "ex-1")
         self.assertClean(p, 0)

@@ -22,6 +22,10 @@ export const spareUrl = need("LEASEHOLD_TEST_SPARE_URL");
 export const sparePid = Number(need("LEASEHOLD_TEST_SPARE_PID"));
 /** unix:PATH: a sidecar on a Unix socket over url's store, wanting the same token. */
 export const unixUrl = need("LEASEHOLD_TEST_UNIX_URL");
+/** A task declared on url's store with a max_ttl (TASK=MAX_TTL_MS). */
+const capped = need("LEASEHOLD_TEST_CAPPED_TASK");
+export const cappedTask = capped.slice(0, capped.lastIndexOf("="));
+export const cappedMaxTtlMs = Number(capped.slice(capped.lastIndexOf("=") + 1));
 
 /** @returns {Promise<string>} the address of a port nobody listens on. */
 export function closedUrl() {

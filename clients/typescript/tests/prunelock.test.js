@@ -2,8 +2,8 @@
 // point, with leasehold behind it.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { LeaseholdClient, leaseholdPruneLock, PRUNE_LOCK_KEY } from "../index.js";
-import { url, token, downUrl, closedUrl, waitFor } from "./env.js";
+import { LeaseholdClient, leaseholdPruneLock, PRUNE_LOCK_KEY, MAX_TTL_MS, MIN_TTL_MS } from "../index.js";
+import { url, token, downUrl, closedUrl, waitFor, cappedTask, cappedMaxTtlMs } from "./env.js";
 
 const client = new LeaseholdClient({ baseUrl: url, token });
 const lock = leaseholdPruneLock(client);
@@ -26,14 +26,19 @@ test("1. acquire never throws: a broken mechanism is unavailable", async () => {
       assert.ok(r.detail, `${name}: a detail for the log line`);
     }
   }
-  // A request leasehold refuses (a ttl under its minimum, an empty key) is no "held" either.
+  // A request leasehold refuses (no ttl at all, an empty key, an owner it refuses) is no
+  // "held" either.
   for (const req of [
-    { key: "ts-prune/bad", owner: "pod-a#1", ttlMs: 1 },
+    { key: "ts-prune/bad", owner: "pod-a#1", ttlMs: Number.NaN },
     { key: "", owner: "pod-a#1", ttlMs: 30_000 },
+    { key: "ts-prune/bad", owner: "", ttlMs: 30_000 },
   ]) {
     const r = await lock.acquire(req);
-    assert.equal(r.acquired, false);
-    if (!r.acquired) assert.equal(r.reason, "unavailable");
+    assert.equal(r.acquired, false, JSON.stringify(req));
+    if (!r.acquired) {
+      assert.equal(r.reason, "unavailable", JSON.stringify(req));
+      assert.ok(r.detail, `${JSON.stringify(req)}: a detail for the log line`);
+    }
   }
 });
 
@@ -139,4 +144,111 @@ test("7. acquire does not wait for a held lock", async () => {
   assert.equal(b.acquired, false);
   if (!b.acquired) assert.equal(b.reason, "held");
   if (a.acquired) await a.lease.release();
+});
+
+const HOUR = 3_600_000;
+
+/**
+ * Asserts that expiresAtMs is ttlMs from now, give or take the time a request takes on a busy
+ * machine (the store's clock and Date.now() are this machine's one clock).
+ * @param {number} expiresAtMs
+ * @param {number} ttlMs
+ */
+function expiresIn(expiresAtMs, ttlMs) {
+  const slack = 60_000;
+  const from = Date.now() + ttlMs - slack;
+  const to = Date.now() + ttlMs + slack;
+  assert.ok(expiresAtMs > from && expiresAtMs < to, `expiresAtMs ${new Date(expiresAtMs).toISOString()}: want ${ttlMs} ms from now`);
+}
+
+test("3. the ttls a pruner asks for are clamped into leasehold's range: a daily prune's 72 h is 24 h", async () => {
+  // The console's pruner asks for three prune intervals: 72 h for a daily prune.
+  const key = "ts-prune/daily";
+  const { lock: l, claims } = recordingLock();
+  const a = await l.acquire({ key, owner: "pod-a#1", ttlMs: 72 * HOUR });
+  assert.equal(a.acquired, true, JSON.stringify(a));
+  if (!a.acquired) return;
+  assert.equal(MAX_TTL_MS, 24 * HOUR);
+  assert.equal(claims[0].sent.ttl_ms, MAX_TTL_MS);
+  assert.equal(a.lease.expiresAtMs - Date.parse(claims[0].answer.lease.acquired_at), MAX_TTL_MS);
+  expiresIn(a.lease.expiresAtMs, MAX_TTL_MS);
+  const now = await client.get(key);
+  assert.equal(now?.ttlMs, MAX_TTL_MS);
+  assert.equal(now?.token, a.lease.token);
+  // It is a lease like any other: held for others, refreshed by its owner.
+  const b = await lock.acquire({ key, owner: "pod-b#1", ttlMs: 72 * HOUR });
+  assert.equal(b.acquired, false);
+  if (!b.acquired) assert.equal(b.reason, "held");
+  const again = await lock.acquire({ key, owner: "pod-a#1", ttlMs: Number.POSITIVE_INFINITY });
+  assert.equal(again.acquired, true);
+  if (again.acquired) assert.equal(again.lease.token, a.lease.token);
+  await a.lease.release();
+  assert.equal(await client.get(key), null);
+});
+
+/**
+ * A prune lock whose client records every claim it sends and the sidecar's answer.
+ * @returns {{lock: import("../index.js").PruneLock, claims: {sent: any, answer: any}[]}}
+ */
+function recordingLock() {
+  /** @type {{sent: any, answer: any}[]} */
+  const claims = [];
+  /** @type {typeof fetch} */
+  const recording = async (input, init) => {
+    const res = await fetch(input, init);
+    if (String(input).endsWith("/claim")) claims.push({ sent: JSON.parse(String(init?.body)), answer: await res.clone().json() });
+    return res;
+  };
+  return { lock: leaseholdPruneLock(new LeaseholdClient({ baseUrl: url, token, fetch: recording })), claims };
+}
+
+test("3. a 30 ms ttl is leasehold's 100 ms, and the lease expires on its own", async () => {
+  const key = "ts-prune/30ms";
+  const { lock: l, claims } = recordingLock();
+  const a = await l.acquire({ key, owner: "pod-dead#1", ttlMs: 30 });
+  assert.equal(a.acquired, true, JSON.stringify(a));
+  if (!a.acquired) return;
+  assert.equal(MIN_TTL_MS, 100);
+  assert.equal(claims.length, 1);
+  assert.equal(claims[0].sent.ttl_ms, MIN_TTL_MS);
+  const granted = claims[0].answer.lease;
+  assert.equal(granted.ttl_ms, MIN_TTL_MS);
+  assert.equal(a.lease.expiresAtMs - Date.parse(granted.acquired_at), MIN_TTL_MS);
+  /** @type {any} */
+  let b;
+  await waitFor(async () => {
+    b = await l.acquire({ key, owner: "pod-b#1", ttlMs: 30 });
+    if (!b.acquired) assert.equal(b.reason, "held");
+    return b.acquired;
+  }, "pod-b to get the lock pod-dead left after 100 ms");
+  assert.ok(b.lease.token > a.lease.token, "a new fencing token");
+  await b.lease.release();
+});
+
+test("3. a task's declared max_ttl bounds the clamp: asked once, then remembered", async () => {
+  let requests = 0;
+  /** @type {typeof fetch} */
+  const counting = (input, init) => {
+    requests++;
+    return fetch(input, init);
+  };
+  const l = leaseholdPruneLock(new LeaseholdClient({ baseUrl: url, token, fetch: counting }));
+  const a = await l.acquire({ key: cappedTask, owner: "pod-a#1", ttlMs: 72 * HOUR });
+  assert.equal(a.acquired, true, JSON.stringify(a));
+  if (!a.acquired) return;
+  expiresIn(a.lease.expiresAtMs, cappedMaxTtlMs);
+  assert.equal((await client.get(cappedTask))?.ttlMs, cappedMaxTtlMs);
+  // The claim refused for its ttl, the declaration, the claim within it.
+  assert.equal(requests, 3);
+  await a.lease.release();
+  requests = 0;
+  const again = await l.acquire({ key: cappedTask, owner: "pod-a#1", ttlMs: 72 * HOUR });
+  assert.equal(again.acquired, true, JSON.stringify(again));
+  assert.equal(requests, 1, "the max_ttl learnt is used at once");
+  if (again.acquired) await again.lease.release();
+  // Below the max, the ttl asked for is granted as it is.
+  const short = await l.acquire({ key: cappedTask, owner: "pod-a#1", ttlMs: 1_000 });
+  assert.equal(short.acquired, true);
+  assert.equal((await client.get(cappedTask))?.ttlMs, 1_000);
+  if (short.acquired) await short.lease.release();
 });

@@ -1,0 +1,195 @@
+// The public API as a TypeScript project uses it, type-checked against index.d.ts (tsc --noEmit,
+// e2e TestTypeScriptDeclarations) and never run. It imports the package by its name, so the
+// package.json "exports" → "types" mapping is checked too. Each @ts-expect-error is a misuse
+// the declarations must refuse: tsc fails if one of them compiles.
+import {
+  DEFAULT_ADDR,
+  ENV_ADDR,
+  ENV_TOKEN_FILE,
+  KeepaliveHolder,
+  LeaseholdClient,
+  LeaseholdError,
+  LeaseLostError,
+  MAX_TTL_MS,
+  MIN_TTL_MS,
+  PRUNE_LOCK_KEY,
+  defaultOwner,
+  leaseholdPruneLock,
+} from "@leasehold/client";
+import type {
+  ClaimResult,
+  ClientOptions,
+  Held,
+  KeepaliveOptions,
+  KeepaliveResult,
+  Lease,
+  PruneLease,
+  PruneLock,
+  PruneLockRequest,
+  PruneLockResult,
+  ReleaseResult,
+  RenewResult,
+  RunResult,
+  Unavailable,
+} from "@leasehold/client";
+
+const addrVar: "LEASEHOLD_ADDR" = ENV_ADDR;
+const tokenVar: "LEASEHOLD_TOKEN_FILE" = ENV_TOKEN_FILE;
+const defaultAddr: string = DEFAULT_ADDR;
+const bounds: [number, number] = [MIN_TTL_MS, MAX_TTL_MS];
+const pruneKey: "telescope:prune" = PRUNE_LOCK_KEY;
+export const constants = { addrVar, tokenVar, defaultAddr, bounds, pruneKey };
+
+// Every way to make a client: the environment's, an address, a token or its file, a fetch.
+export const fromEnv = new LeaseholdClient();
+const options: ClientOptions = { baseUrl: "http://127.0.0.1:7411", token: "secret", timeoutMs: 5_000 };
+export const withToken = new LeaseholdClient(options);
+export const withTokenFile = new LeaseholdClient({ tokenFile: "/run/secrets/leasehold" });
+export const onSocket = new LeaseholdClient({ baseUrl: "unix:/run/leasehold/leasehold.sock" });
+export const withFetch = new LeaseholdClient({ fetch: (input, init) => fetch(input, init) });
+// @ts-expect-error: the address is a string
+export const badAddr = new LeaseholdClient({ baseUrl: 7411 });
+// @ts-expect-error: no such option
+export const badOption = new LeaseholdClient({ base_url: "http://127.0.0.1:7411" });
+
+/** The lease's fields, with their types. */
+export function describeLease(l: Lease): string {
+  const token: number = l.token;
+  const times: string[] = [l.acquiredAt, l.renewedAt, l.expiresAt];
+  const numbers: number[] = [l.ttlMs, l.ttlRemainingMs, l.renewCount];
+  // @ts-expect-error: a lease is read-only
+  l.token = 2;
+  return `${l.task} ${l.owner} ${token} ${times.join()} ${numbers.join()} ${l.note}`;
+}
+
+/** A claim's outcome is a discriminated union: the lease only when acquired. */
+export async function claim(c: LeaseholdClient): Promise<number | null> {
+  const owner = defaultOwner();
+  const r: ClaimResult = await c.claim("nightly-report", { owner, ttlMs: 30_000, note: "v1" });
+  // @ts-expect-error: the lease is unreachable until the result is narrowed to acquired
+  r.lease.token;
+  // @ts-expect-error: an owner is required
+  await c.claim("nightly-report", { ttlMs: 30_000 });
+  switch (r.kind) {
+    case "acquired": {
+      const renewed: RenewResult = await c.renew("nightly-report", { owner, token: r.lease.token, ttlMs: 30_000 });
+      if (renewed.kind === "lost") {
+        const why: string = renewed.reason + renewed.detail;
+        void why;
+      } else if (renewed.kind === "renewed") {
+        describeLease(renewed.lease);
+      }
+      const released: ReleaseResult = await c.release("nightly-report", { owner, token: r.lease.token });
+      if (released.kind === "released") {
+        const freed: boolean = released.released;
+        void freed;
+      }
+      return r.lease.token;
+    }
+    case "held": {
+      const held: Held = r;
+      const holder: string = held.holder.owner;
+      const left: number = held.holder.ttlRemainingMs;
+      return holder.length + left;
+    }
+    case "unavailable": {
+      const u: Unavailable = r;
+      return u.detail.length;
+    }
+    default: {
+      const never: never = r;
+      return never;
+    }
+  }
+}
+
+/** get answers the lease or null, and throws a LeaseholdError when it cannot tell. */
+export async function get(c: LeaseholdClient): Promise<string> {
+  try {
+    const l: Lease | null = await c.get("nightly-report");
+    return l === null ? "free" : l.owner;
+  } catch (err) {
+    if (err instanceof LeaseholdError) {
+      const status: number = err.status;
+      const type: string | undefined = err.type;
+      const fields: string[] = err.invalidParams.map((p) => `${p.name}: ${p.reason}`);
+      return `${status} ${type ?? ""} ${fields.join()}`;
+    }
+    throw err;
+  }
+}
+
+/** A keepalive holder: its signal aborts with a LeaseLostError. */
+export async function keepalive(c: LeaseholdClient): Promise<void> {
+  const opts: KeepaliveOptions = { owner: "w1", ttlMs: 10_000, note: "n", waitMs: 1_000 };
+  const k: KeepaliveResult = await c.keepalive("nightly-report", opts);
+  if (k.kind !== "acquired") return;
+  const holder: KeepaliveHolder = k.holder;
+  const token: number = holder.token;
+  holder.signal.addEventListener("abort", () => {
+    const reason: unknown = holder.signal.reason;
+    if (reason instanceof LeaseLostError) {
+      const why: string = `${reason.reason}: ${reason.detail} (token ${token})`;
+      void why;
+    }
+  });
+  describeLease(holder.lease);
+  const done: Promise<void> = holder.release();
+  await done;
+}
+
+/** run: fn's value comes back typed, with the lease it ran under. */
+export async function run(c: LeaseholdClient): Promise<number> {
+  const r: RunResult<number> = await c.run(
+    "nightly-report",
+    async (lease: Lease, signal: AbortSignal) => {
+      signal.throwIfAborted();
+      return lease.token;
+    },
+    { ttlMs: 10_000 },
+  );
+  if (r.kind === "ran") {
+    const lost: boolean = r.lost;
+    return lost ? -1 : r.value;
+  }
+  // @ts-expect-error: no value unless fn ran
+  return r.value;
+}
+
+/** The console's prune-lock seam, structurally: leasehold's adapter is a PruneLock. */
+export async function prune(c: LeaseholdClient, pruneOnce: () => Promise<void>): Promise<void> {
+  const lock: PruneLock = leaseholdPruneLock(c);
+  // The ttl a daily prune asks for (three intervals); the adapter clamps it to leasehold's range.
+  const request: PruneLockRequest = { key: PRUNE_LOCK_KEY, owner: `${defaultOwner()}`, ttlMs: 3 * 24 * 3_600_000 };
+  const r: PruneLockResult = await lock.acquire(request);
+  if (!r.acquired) {
+    const reason: "held" | "unavailable" = r.reason;
+    const detail: string | undefined = r.detail;
+    // @ts-expect-error: no lease unless acquired
+    r.lease;
+    if (reason === "unavailable") await pruneOnce(); // fail open
+    void detail;
+    return;
+  }
+  const lease: PruneLease = r.lease;
+  const expires: number = lease.expiresAtMs;
+  const token: number = lease.token;
+  try {
+    await pruneOnce();
+  } finally {
+    await lease.release();
+  }
+  void [expires, token, lease.key, lease.owner];
+  // @ts-expect-error: a request needs a ttl
+  await lock.acquire({ key: PRUNE_LOCK_KEY, owner: "o" });
+}
+
+/** A host's own PruneLock satisfies the same interface. */
+export const inMemory: PruneLock = {
+  async acquire({ key, owner, ttlMs }) {
+    return {
+      acquired: true,
+      lease: { key, owner, token: 1, expiresAtMs: Date.now() + ttlMs, release: async () => undefined },
+    };
+  },
+};
