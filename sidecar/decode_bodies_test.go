@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"reflect"
+	"strconv"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -46,17 +48,7 @@ func TestRequestBodiesReadEveryField(t *testing.T) {
 			t.Errorf("%s %s (%s) has a request body and no reader", key.method, key.path, id)
 			continue
 		}
-		body := map[string]any{}
-		for name, p := range op.bodySchema.Properties {
-			switch {
-			case p.Value.Type.Is(openapi3.TypeString):
-				body[name] = "v"
-			case p.Value.Type.Is(openapi3.TypeInteger):
-				body[name] = json.Number("1000")
-			default:
-				t.Fatalf("%s: property %s of a type this test does not fill", id, name)
-			}
-		}
+		body := fillProperties(t, id, op.bodySchema)
 		if err := op.bodySchema.VisitJSON(body); err != nil {
 			t.Fatalf("%s: the test's body does not match the schema: %v", id, err)
 		}
@@ -75,7 +67,7 @@ func TestRequestBodiesReadEveryField(t *testing.T) {
 		if err := dec.Decode(&back); err != nil {
 			t.Fatal(err)
 		}
-		if !maps.EqualFunc(body, back, func(a, b any) bool { return a == b }) {
+		if !reflect.DeepEqual(body, back) {
 			t.Errorf("%s: body %v read as %s: fields %v, want %v", id, body, encoded,
 				slices.Sorted(maps.Keys(back)), slices.Sorted(maps.Keys(body)))
 		}
@@ -87,6 +79,32 @@ func TestRequestBodiesReadEveryField(t *testing.T) {
 		}
 		delete(body, "unknown")
 	}
+}
+
+// fillProperties is an object with every property of schema set: strings
+// "v", integers 1000 (or the schema's maximum, when lower), booleans true,
+// objects filled the same way.
+func fillProperties(t *testing.T, id string, schema *openapi3.Schema) map[string]any {
+	body := map[string]any{}
+	for name, p := range schema.Properties {
+		switch v := p.Value; {
+		case v.Type.Is(openapi3.TypeString):
+			body[name] = "v"
+		case v.Type.Is(openapi3.TypeInteger):
+			n := 1000.0
+			if v.Max != nil && *v.Max < n {
+				n = *v.Max
+			}
+			body[name] = json.Number(strconv.FormatFloat(n, 'f', -1, 64))
+		case v.Type.Is(openapi3.TypeBoolean):
+			body[name] = true
+		case v.Type.Is(openapi3.TypeObject):
+			body[name] = fillProperties(t, id, v)
+		default:
+			t.Fatalf("%s: property %s of a type this test does not fill", id, name)
+		}
+	}
+	return body
 }
 
 // TestNullBodyMeetsTheSchema: a body of JSON's null is a body, validated

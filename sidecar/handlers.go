@@ -309,6 +309,16 @@ func renewRequest(c echo.Context) (api.RenewRequest, error) {
 func releaseRequest(c echo.Context) (api.ReleaseRequest, error) {
 	b := bodyFields(c)
 	req := api.ReleaseRequest{Owner: b.str("owner"), Token: b.optInt("token")}
+	if r, ok := b.optObject("run"); ok {
+		run := api.RunOutcome{DurationMs: deref(r.optInt("duration_ms")), Error: r.optStr("error"), Lost: r.optBool("lost")}
+		if code := r.optInt("exit_code"); code != nil {
+			run.ExitCode = new(int(*code))
+		}
+		if err := r.err(); err != nil {
+			return req, err
+		}
+		req.Run = &run
+	}
 	return req, b.err()
 }
 
@@ -395,6 +405,33 @@ func (b *bodyReader) optInt(name string) *int64 {
 		b.wrong(name)
 	}
 	return &i
+}
+
+// optObject is the object field name as a reader of its own fields;
+// false when the body has no such field.
+func (b *bodyReader) optObject(name string) (bodyReader, bool) {
+	v, ok := b.take(name)
+	if !ok {
+		return bodyReader{}, false
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		b.wrong(name)
+		return bodyReader{}, false
+	}
+	return bodyReader{fields: m}, true
+}
+
+func (b *bodyReader) optBool(name string) *bool {
+	v, ok := b.take(name)
+	if !ok {
+		return nil
+	}
+	t, ok := v.(bool)
+	if !ok {
+		b.wrong(name)
+	}
+	return &t
 }
 
 func (b *bodyReader) err() error {

@@ -311,6 +311,27 @@ func (e RenewedRenewed) Valid() bool {
 	}
 }
 
+// Defines values for RunResultOutcome.
+const (
+	RunResultOutcomeFailed    RunResultOutcome = "failed"
+	RunResultOutcomeLost      RunResultOutcome = "lost"
+	RunResultOutcomeSucceeded RunResultOutcome = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the RunResultOutcome enum.
+func (e RunResultOutcome) Valid() bool {
+	switch e {
+	case RunResultOutcomeFailed:
+		return true
+	case RunResultOutcomeLost:
+		return true
+	case RunResultOutcomeSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for StatusStatus.
 const (
 	Ok StatusStatus = "ok"
@@ -480,6 +501,11 @@ type Event struct {
 	// Detail More about the event; empty when there is nothing to add.
 	Detail string `json:"detail"`
 
+	// HoldUntil RFC 3339 in UTC with exactly millisecond precision.
+	//
+	// Example: 2026-12-02T17:34:02.123Z
+	HoldUntil *Timestamp `json:"hold_until,omitempty"`
+
 	// Id Rises with every event the store records (for all tasks).
 	Id int64 `json:"id"`
 
@@ -496,6 +522,9 @@ type Event struct {
 	//
 	// Example: web-1#4242#k3j9
 	Owner Owner `json:"owner"`
+
+	// Run A run's outcome as the history keeps it; `outcome` is `lost` when the lease was lost, else `succeeded` for exit status 0 with no error, else `failed`.
+	Run *RunResult `json:"run,omitempty"`
 
 	// Task 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`, with no empty, `.` or `..` segment between slashes.
 	//
@@ -745,6 +774,12 @@ type ReleaseRequest struct {
 	// Example: web-1#4242#k3j9
 	Owner Owner `json:"owner"`
 
+	// Run What the job run under the lease did, given by the release that ends it (`leasehold run`
+	// and the clients' run helpers send it): the history's `released` event keeps it, and the
+	// sidecar counts it in `leasehold_runs_total{outcome}`. A release that ends no lease (the
+	// lease was lost) records nothing in the history, but is still counted.
+	Run *RunOutcome `json:"run,omitempty"`
+
 	// Token A fencing token: per task, it rises each time the task is granted to an owner who did
 	// not hold it live, and never goes down or repeats (not after release, expiry or restart).
 	// Pass it to whatever the lease protects so a stale holder can be refused.
@@ -893,6 +928,40 @@ type RevokeResult struct {
 	Lease    *Lease `json:"lease,omitempty"`
 	Released bool   `json:"released"`
 }
+
+// RunOutcome What the job run under the lease did, given by the release that ends it (`leasehold run`
+// and the clients' run helpers send it): the history's `released` event keeps it, and the
+// sidecar counts it in `leasehold_runs_total{outcome}`. A release that ends no lease (the
+// lease was lost) records nothing in the history, but is still counted.
+type RunOutcome struct {
+	// DurationMs How long the run took, from its start under the lease to its end, in milliseconds.
+	DurationMs int64 `json:"duration_ms"`
+
+	// Error Why the run failed other than by its exit status; absent or empty when it did not.
+	Error *string `json:"error,omitempty"`
+
+	// ExitCode The command's exit status; absent when it has none (it could not start, a signal killed it, or a body in a client's run helper threw), which `error` then says.
+	ExitCode *int `json:"exit_code,omitempty"`
+
+	// Lost The lease was lost while the job ran, and the job was stopped.
+	Lost *bool `json:"lost,omitempty"`
+}
+
+// RunResult A run's outcome as the history keeps it; `outcome` is `lost` when the lease was lost, else `succeeded` for exit status 0 with no error, else `failed`.
+type RunResult struct {
+	DurationMs int64 `json:"duration_ms"`
+
+	// Error Why the run failed other than by its exit status; empty when it did not.
+	Error string `json:"error"`
+
+	// ExitCode The command's exit status; absent when it had none.
+	ExitCode *int             `json:"exit_code,omitempty"`
+	Lost     bool             `json:"lost"`
+	Outcome  RunResultOutcome `json:"outcome"`
+}
+
+// RunResultOutcome defines model for RunResult.Outcome.
+type RunResultOutcome string
 
 // SidecarStatus What one sidecar is and does right now (`GET /v1/status`).
 type SidecarStatus struct {
