@@ -183,6 +183,13 @@ type Event struct {
 	// sweep (HistoryFeed.RecordExpiries), which acts for nobody, and for
 	// events recorded before the store kept credentials.
 	Credential string
+	// HoldUntil, on a released event, is the end of the lease's minimum
+	// hold when it had not passed: the task rested until then. Zero
+	// otherwise.
+	HoldUntil time.Time
+	// Run, on a released event, is what the job run under the lease did,
+	// when the release said (ReleaseParams.Run). Nil otherwise.
+	Run *RunOutcome
 }
 
 // Catalog outcomes: what a catalog operation may answer besides success,

@@ -99,6 +99,70 @@ type ReleaseParams struct {
 	// (Service.Revoke sets RevokedDetail). Valid UTF-8 without NUL, of at
 	// most MaxNoteBytes bytes.
 	Detail string
+	// Run, when not nil, is what the job run under the lease did
+	// (leasehold run, the clients' run helpers): the released event keeps
+	// it. A release that ends no lease records nothing.
+	Run *RunOutcome
+}
+
+// RunOutcome is what a job run under a lease did, as its release reports it.
+type RunOutcome struct {
+	// ExitCode is the command's exit status, 0 to 255, or NoExitCode
+	// when it has none (it could not start, a signal killed it, a Go
+	// body returned an error): Error says why then.
+	ExitCode int
+	// Error says why the run failed other than by its exit status; empty
+	// when it did not. Valid UTF-8 without NUL, at most MaxNoteBytes bytes.
+	Error string
+	// Duration is how long the run took under the lease, whole
+	// milliseconds, at most MaxRunDuration.
+	Duration time.Duration
+	// Lost: the lease was lost while the job ran, and the job was stopped.
+	Lost bool
+}
+
+// NoExitCode is RunOutcome.ExitCode for a run without an exit status.
+const NoExitCode = -1
+
+// MaxRunDuration bounds RunOutcome.Duration.
+const MaxRunDuration = 365 * 24 * time.Hour
+
+// RunResult is a run's outcome in one word.
+type RunResult string
+
+// The results of a run, in RunOutcome.Result's order of precedence.
+const (
+	RunLost      RunResult = "lost"      // the lease was lost while the job ran
+	RunSucceeded RunResult = "succeeded" // exit status 0, no error
+	RunFailed    RunResult = "failed"    // any other end
+)
+
+// Result is the run's outcome in one word: lost when the lease was lost,
+// else succeeded for exit status 0 with no error, else failed.
+func (o RunOutcome) Result() RunResult {
+	switch {
+	case o.Lost:
+		return RunLost
+	case o.ExitCode == 0 && o.Error == "":
+		return RunSucceeded
+	}
+	return RunFailed
+}
+
+// Validate checks a run's outcome: an exit status of 0 to 255 or
+// NoExitCode, an error text as a note's, a duration of 0 to MaxRunDuration.
+// A refusal names the field as RunOutcome's with a "Run." prefix.
+func (o RunOutcome) Validate() error {
+	if o.ExitCode < NoExitCode || o.ExitCode > 255 {
+		return &ValidationError{Field: "Run.ExitCode", Rule: "must be 0 to 255, or -1 for none"}
+	}
+	if err := validateText("Run.Error", o.Error); err != nil {
+		return err
+	}
+	if o.Duration < 0 || o.Duration > MaxRunDuration {
+		return &ValidationError{Field: "Run.Duration", Rule: fmt.Sprintf("must be between 0 and %d milliseconds", MaxRunDuration.Milliseconds())}
+	}
+	return nil
 }
 
 // ValidateTask checks a task name: 1–200 characters of A–Z a–z 0–9 . _ : / @ -,
@@ -248,7 +312,13 @@ func (p RenewParams) Validate() error {
 
 // Validate checks every input rule of a release.
 func (p ReleaseParams) Validate() error {
-	return firstError(ValidateTask(p.Task), ValidateOwner(p.Owner), validateToken(p.Token), validateActor(p.Credential), validateText("Detail", p.Detail))
+	if err := firstError(ValidateTask(p.Task), ValidateOwner(p.Owner), validateToken(p.Token), validateActor(p.Credential), validateText("Detail", p.Detail)); err != nil {
+		return err
+	}
+	if p.Run != nil {
+		return p.Run.Validate()
+	}
+	return nil
 }
 
 func firstError(errs ...error) error {

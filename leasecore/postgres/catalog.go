@@ -320,10 +320,16 @@ func (s *Store) History(ctx context.Context, task string, limit int) ([]leasecor
 		return nil, interpretError(op, err)
 	}
 	evs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (leasecore.Event, error) {
-		var e leasecore.Event
-		err := row.Scan(&e.ID, &e.Task, &e.Kind, &e.Owner, &e.Token, &e.At, &e.Detail, &e.Credential)
+		var (
+			e    leasecore.Event
+			hold *time.Time
+			run  *string
+		)
+		if err := row.Scan(&e.ID, &e.Task, &e.Kind, &e.Owner, &e.Token, &e.At, &e.Detail, &e.Credential, &hold, &run); err != nil {
+			return e, err
+		}
 		e.At = e.At.UTC()
-		return e, err
+		return e, eventExtras(&e, hold, run)
 	})
 	if err != nil {
 		return nil, interpretError(op, err)

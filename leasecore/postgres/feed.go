@@ -182,17 +182,22 @@ func (c *cursor) Next(ctx context.Context, limit int) ([]leasecore.Event, error)
 	)
 	for rows.Next() {
 		var (
-			id, token                     *int64
-			task, kind, who, about, actor *string
-			at                            *time.Time
+			id, token                          *int64
+			task, kind, who, about, actor, run *string
+			at, hold                           *time.Time
 		)
-		if err := rows.Scan(&xmin, &bound, &newest, &id, &task, &kind, &who, &token, &at, &about, &actor); err != nil {
+		if err := rows.Scan(&xmin, &bound, &newest, &id, &task, &kind, &who, &token, &at, &about, &actor, &hold, &run); err != nil {
 			rows.Close()
 			return nil, interpretError(op, err)
 		}
 		if id != nil {
-			evs = append(evs, leasecore.Event{ID: *id, Task: *task, Kind: leasecore.EventKind(*kind),
-				Owner: *who, Token: *token, At: at.UTC(), Detail: *about, Credential: *actor})
+			e := leasecore.Event{ID: *id, Task: *task, Kind: leasecore.EventKind(*kind),
+				Owner: *who, Token: *token, At: at.UTC(), Detail: *about, Credential: *actor}
+			if err := eventExtras(&e, hold, run); err != nil {
+				rows.Close()
+				return nil, interpretError(op, err)
+			}
+			evs = append(evs, e)
 		}
 	}
 	rows.Close()

@@ -307,7 +307,8 @@ const lostEventSQL = `
 // given ($3 > 0), and records a "released" event in the same statement, at
 // the release's instant, with the release's credential. The row stays,
 // with its token and its minimum hold, whose end it answers when that has
-// not passed (NULL otherwise). $1 task, $2 owner, $3 token or 0, $4 credential (empty
+// not passed (NULL otherwise); the event keeps that end, and the run's
+// outcome $6 (runjson's text, NULL for none). $1 task, $2 owner, $3 token or 0, $4 credential (empty
 // for none), $5 the event's detail (empty for none). Its command tag counts the leases it ended (one event each). It is
 // releaseBatchSQL for a batch of one release.
 const releaseSQL = `
@@ -319,23 +320,24 @@ UPDATE leasehold_leases AS l
    AND ($3::bigint = 0 OR l.token = $3::bigint)
 RETURNING l.task, l.owner, l.token, l.released_at, CASE WHEN l.hold_until > l.released_at THEN l.hold_until END AS hold_until
 ), recorded AS (
-INSERT INTO leasehold_history (task, kind, owner, token, at, credential, detail)
-SELECT task, 'released', owner, token, released_at, $4::text, $5::text
+INSERT INTO leasehold_history (task, kind, owner, token, at, credential, detail, hold_until, run)
+SELECT task, 'released', owner, token, released_at, $4::text, $5::text, hold_until, $6::text::jsonb
   FROM released
 )
 SELECT hold_until FROM released`
 
 // releaseBatchSQL ends the owners' live leases of distinct tasks, in one
 // transaction, checking each one's token when given (> 0): $1 tasks,
-// $2 owners, $3 tokens or 0, $4 credentials, $5 the events' details. The rows stay, with their
+// $2 owners, $3 tokens or 0, $4 credentials, $5 the events' details, $6 the
+// runs' outcomes (runjson's text, NULL for none). The rows stay, with their
 // tokens. It records a "released" event for each lease it ended, with its
 // release's credential, and returns its task and the end of its minimum
 // hold when that has not passed (NULL otherwise). Rows are locked in task
 // order, as in renewBatchSQL.
 const releaseBatchSQL = `
 WITH locked AS MATERIALIZED (
-    SELECT l.task, r.owner, r.token, r.credential, r.detail
-      FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[]) AS r(task, owner, token, credential, detail)
+    SELECT l.task, r.owner, r.token, r.credential, r.detail, r.run
+      FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[]) AS r(task, owner, token, credential, detail, run)
       JOIN leasehold_leases AS l ON l.task = r.task AND l.owner = r.owner
      ORDER BY l.task
        FOR UPDATE OF l
@@ -346,11 +348,11 @@ UPDATE leasehold_leases AS l
   FROM locked AS r
  WHERE l.task = r.task AND l.owner = r.owner AND ` + live + `
    AND (r.token = 0 OR l.token = r.token)
-RETURNING l.task, l.owner, l.token, l.released_at, r.credential, r.detail,
+RETURNING l.task, l.owner, l.token, l.released_at, r.credential, r.detail, r.run,
           CASE WHEN l.hold_until > l.released_at THEN l.hold_until END AS hold_until
 ), recorded AS (
-INSERT INTO leasehold_history (task, kind, owner, token, at, credential, detail)
-SELECT task, 'released', owner, token, released_at, credential, detail
+INSERT INTO leasehold_history (task, kind, owner, token, at, credential, detail, hold_until, run)
+SELECT task, 'released', owner, token, released_at, credential, detail, hold_until, run::jsonb
   FROM released
  ORDER BY task
 )
@@ -484,7 +486,7 @@ const policyUsersSQL = `SELECT t.name FROM leasehold_tasks AS t WHERE t.retentio
 
 // historySQL reads a task's newest events, newest first. $1 task, $2 limit.
 const historySQL = `
-SELECT h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail, h.credential
+SELECT h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail, h.credential, h.hold_until, h.run::text
   FROM leasehold_history AS h
  WHERE h.task = $1
  ORDER BY h.id DESC
@@ -590,10 +592,10 @@ const readHistorySQL = `
 WITH snap AS (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
                      pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax)
 SELECT snap.xmin, snap.xmax + age((snap.xmax % 4294967296)::text::xid), ` + highWaterExpr + `,
-       h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail, h.credential
+       h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail, h.credential, h.hold_until, h.run
   FROM snap
   LEFT JOIN LATERAL (
-       SELECT h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail, h.credential
+       SELECT h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail, h.credential, h.hold_until, h.run::text
          FROM leasehold_history AS h
         WHERE h.id > $1::bigint
         ORDER BY h.id

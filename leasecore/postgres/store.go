@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/internal/runjson"
 	"github.com/leasehold/leasehold/leasecore/internal/notify"
 	"github.com/leasehold/leasehold/leasecore/internal/redact"
 	"github.com/leasehold/leasehold/leasecore/internal/snapcache"
@@ -224,6 +225,7 @@ type (
 		task, owner        string
 		token              int64
 		credential, detail string
+		run                *string // runjson's text, nil for none
 	}
 )
 
@@ -675,7 +677,8 @@ func (s *Store) ReleaseHold(ctx context.Context, p leasecore.ReleaseParams) (lea
 	if err := s.checkScope(ctx, op, leasecore.RightHold, p.Task); err != nil {
 		return leasecore.ReleaseResult{}, err
 	}
-	return s.releases.do(ctx, releaseReq{task: p.Task, owner: p.Owner, token: p.Token, credential: p.Credential, detail: p.Detail})
+	return s.releases.do(ctx, releaseReq{task: p.Task, owner: p.Owner, token: p.Token, credential: p.Credential, detail: p.Detail,
+		run: runjson.Encode(p.Run)})
 }
 
 // sendReleases runs one batch of releases of distinct tasks and reports which
@@ -683,7 +686,7 @@ func (s *Store) ReleaseHold(ctx context.Context, p leasecore.ReleaseParams) (lea
 func (s *Store) sendReleases(ctx context.Context, reqs []releaseReq) ([]leasecore.ReleaseResult, error) {
 	if len(reqs) == 1 {
 		r := reqs[0]
-		rows, err := s.pool.Query(ctx, releaseSQL, r.task, r.owner, r.token, r.credential, r.detail)
+		rows, err := s.pool.Query(ctx, releaseSQL, r.task, r.owner, r.token, r.credential, r.detail, r.run)
 		if err != nil {
 			return nil, err
 		}
@@ -694,11 +697,11 @@ func (s *Store) sendReleases(ctx context.Context, reqs []releaseReq) ([]leasecor
 		return []leasecore.ReleaseResult{releaseResult(holds[0])}, nil
 	}
 	tasks, owners, tokens := make([]string, len(reqs)), make([]string, len(reqs)), make([]int64, len(reqs))
-	credentials, details := make([]string, len(reqs)), make([]string, len(reqs))
+	credentials, details, runs := make([]string, len(reqs)), make([]string, len(reqs)), make([]*string, len(reqs))
 	for i, r := range reqs {
-		tasks[i], owners[i], tokens[i], credentials[i], details[i] = r.task, r.owner, r.token, r.credential, r.detail
+		tasks[i], owners[i], tokens[i], credentials[i], details[i], runs[i] = r.task, r.owner, r.token, r.credential, r.detail, r.run
 	}
-	rows, err := s.pool.Query(ctx, releaseBatchSQL, tasks, owners, tokens, credentials, details)
+	rows, err := s.pool.Query(ctx, releaseBatchSQL, tasks, owners, tokens, credentials, details, runs)
 	if err != nil {
 		return nil, err
 	}
@@ -720,6 +723,17 @@ func (s *Store) sendReleases(ctx context.Context, reqs []releaseReq) ([]leasecor
 		released[i] = ended[t]
 	}
 	return released, nil
+}
+
+// eventExtras completes e with a released event's hold and run, as read
+// (nil: NULL).
+func eventExtras(e *leasecore.Event, hold *time.Time, run *string) error {
+	if hold != nil {
+		e.HoldUntil = hold.UTC()
+	}
+	var err error
+	e.Run, err = runjson.Decode(run)
+	return err
 }
 
 // releaseResult is a release that ended a lease, whose minimum hold rests

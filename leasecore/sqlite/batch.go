@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/internal/runjson"
 )
 
 // maxBatch caps the operations one write transaction carries: the model's
@@ -395,7 +396,12 @@ func (st *txStmts) flush(ctx context.Context) error {
 		if e.prev != 0 {
 			prev = e.prev
 		}
-		return append(args, e.id, e.event.Task, string(e.event.Kind), e.event.Owner, e.event.Token, e.at, e.event.Detail, prev, e.event.Credential)
+		var hold any // NULL for none
+		if !e.event.HoldUntil.IsZero() {
+			hold = e.event.HoldUntil.UnixMilli()
+		}
+		return append(args, e.id, e.event.Task, string(e.event.Kind), e.event.Owner, e.event.Token, e.at, e.event.Detail, prev, e.event.Credential,
+			hold, runjson.Encode(e.event.Run))
 	})
 	st.recorded += len(st.events)
 	st.events = st.events[:0]

@@ -63,16 +63,16 @@ RETURNING ` + policyColumns
 // historySQL walks the task's chain of events from its newest (see the
 // migration), newest first, each step a lookup by id.
 const historySQL = `
-WITH RECURSIVE chain(id, task, kind, owner, token, at, detail, credential, prev) AS (
-    SELECT h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail, h.credential, h.prev_id
+WITH RECURSIVE chain(id, task, kind, owner, token, at, detail, credential, hold_until, run, prev) AS (
+    SELECT h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail, h.credential, h.hold_until, h.run, h.prev_id
     FROM leasehold_leases AS l JOIN leasehold_history AS h ON h.id = l.last_event AND h.task = l.task
     WHERE l.task = :task
     UNION ALL
-    SELECT h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail, h.credential, h.prev_id
+    SELECT h.id, h.task, h.kind, h.owner, h.token, h.at, h.detail, h.credential, h.hold_until, h.run, h.prev_id
     FROM chain AS c JOIN leasehold_history AS h ON h.id = c.prev AND h.task = :task
     LIMIT :limit
 )
-SELECT id, task, kind, owner, token, at, detail, credential FROM chain ORDER BY id DESC`
+SELECT id, task, kind, owner, token, at, detail, credential, hold_until, run FROM chain ORDER BY id DESC`
 
 // pruneTasksSQL lists the next tasks with history from :after on (the task
 // :after itself only when :again, to finish it), by name, with the bounds of
@@ -338,15 +338,10 @@ func (s *Store) History(ctx context.Context, task string, limit int) ([]leasecor
 	events := []leasecore.Event{}
 	err := s.read(ctx, "history", historySQL,
 		[]any{sql.Named("task", task), sql.Named("limit", limit)}, func(rows *sql.Rows) error {
-			var (
-				e    leasecore.Event
-				kind string
-				at   int64
-			)
-			if err := rows.Scan(&e.ID, &e.Task, &kind, &e.Owner, &e.Token, &at, &e.Detail, &e.Credential); err != nil {
+			e, err := scanEvent(rows)
+			if err != nil {
 				return err
 			}
-			e.Kind, e.At = leasecore.EventKind(kind), fromMS(at)
 			events = append(events, e)
 			return nil
 		})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/leasehold/leasehold/internal/backoff"
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/leasecore/internal/runjson"
 )
 
 // The history feed (leasecore.HistoryFeed): a cursor that reads the history
@@ -44,7 +45,7 @@ const changesRetryMax = 5 * time.Second
 // followSQL reads the events after :after in id order: a range of the
 // table's rowid, no sort.
 const followSQL = `
-SELECT id, task, kind, owner, token, at, detail, credential FROM leasehold_history
+SELECT id, task, kind, owner, token, at, detail, credential, hold_until, run FROM leasehold_history
 WHERE id > :after ORDER BY id LIMIT :limit`
 
 // newestEventSQL is the id of the newest event ever committed (0: none):
@@ -165,18 +166,26 @@ func (c *cursor) Pending() bool { return false }
 // Close is a no-op: the cursor holds no connection between calls.
 func (c *cursor) Close() error { return nil }
 
-// scanEvent reads id, task, kind, owner, token, at, detail, credential.
+// scanEvent reads id, task, kind, owner, token, at, detail, credential,
+// hold_until, run.
 func scanEvent(rows *sql.Rows) (leasecore.Event, error) {
 	var (
 		e    leasecore.Event
 		kind string
 		at   int64
+		hold sql.NullInt64
+		run  *string
 	)
-	if err := rows.Scan(&e.ID, &e.Task, &kind, &e.Owner, &e.Token, &at, &e.Detail, &e.Credential); err != nil {
+	if err := rows.Scan(&e.ID, &e.Task, &kind, &e.Owner, &e.Token, &at, &e.Detail, &e.Credential, &hold, &run); err != nil {
 		return e, err
 	}
 	e.Kind, e.At = leasecore.EventKind(kind), fromMS(at)
-	return e, nil
+	if hold.Valid {
+		e.HoldUntil = fromMS(hold.Int64)
+	}
+	var err error
+	e.Run, err = runjson.Decode(run)
+	return e, err
 }
 
 // HistoryChanges follows the file: a goroutine holds one connection of its

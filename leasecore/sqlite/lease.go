@@ -115,11 +115,11 @@ max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'leasehold_history'),
     coalesce((SELECT max(id) FROM leasehold_history), 0)) + 1`
 
 // insertEventsSQL appends n events with the ids the batch gave them, in one
-// statement: nine parameters per event (id, task, kind, owner, token, at,
-// detail, prev_id, credential).
+// statement: eleven parameters per event (id, task, kind, owner, token, at,
+// detail, prev_id, credential, hold_until, run).
 func insertEventsSQL(n int) string {
-	return multiRow(`INSERT INTO leasehold_history (id, task, kind, owner, token, at, detail, prev_id, credential) VALUES `,
-		`(?, ?, ?, ?, ?, ?, ?, ?, ?)`, n)
+	return multiRow(`INSERT INTO leasehold_history (id, task, kind, owner, token, at, detail, prev_id, credential, hold_until, run) VALUES `,
+		`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, n)
 }
 
 // insertLeasesSQL writes the first rows of n tasks, each its first lease
@@ -528,7 +528,10 @@ func release(ctx context.Context, st *txStmts, p leasecore.ReleaseParams) (answe
 	if !cur.live() || cur.owner != p.Owner || (p.Token != 0 && p.Token != cur.token) {
 		return answer{}, nil
 	}
-	end := leasecore.Event{Task: p.Task, Kind: leasecore.EventReleased, Owner: cur.owner, Token: cur.token, Credential: p.Credential, Detail: p.Detail}
+	end := leasecore.Event{Task: p.Task, Kind: leasecore.EventReleased, Owner: cur.owner, Token: cur.token, Credential: p.Credential, Detail: p.Detail, Run: p.Run}
+	if cur.holdUntil > cur.now {
+		end.HoldUntil = fromMS(cur.holdUntil)
+	}
 	event, err := record(ctx, st, end, cur.now, cur.lastEvent)
 	if err != nil {
 		return answer{}, err

@@ -317,7 +317,14 @@ func (m *memStore) release(ctx context.Context, p leasecore.ReleaseParams) (bool
 	if m.mutant == "releaseDropsDetail" {
 		detail = ""
 	}
-	m.record(leasecore.Event{Task: p.Task, Kind: leasecore.EventReleased, Owner: r.owner, Token: r.token, At: now, Credential: credential, Detail: detail})
+	ev := leasecore.Event{Task: p.Task, Kind: leasecore.EventReleased, Owner: r.owner, Token: r.token, At: now, Credential: credential, Detail: detail, Run: p.Run}
+	if r.holdUntil.After(now) {
+		ev.HoldUntil = r.holdUntil
+	}
+	if m.mutant == "releaseDropsRun" {
+		ev.Run = nil
+	}
+	m.record(ev)
 	if m.mutant == "releaseDeletesRow" { // the seed's releaseLease
 		delete(m.data.rows, p.Task)
 		return true, nil

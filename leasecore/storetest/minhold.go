@@ -30,6 +30,7 @@ func (s *suite) minHoldCases() []testCase {
 		{"RefreshKeepsTheLaterEnd", s.testMinHoldRefresh},
 		{"GrantWithoutHoldClearsIt", s.testMinHoldGrantClears},
 		{"DeclaredHoldApplies", s.testMinHoldDeclared},
+		{"ReleaseKeepsRunOutcome", s.testReleaseRunOutcome},
 	}
 }
 

@@ -101,6 +101,7 @@ func TestMutants(t *testing.T) {
 		"minHoldOwnerExempt":        {"MinHold/ReleaseRestsTheTask", "MinHold/ExpiryRestsTheTask"},
 		"refreshResetsHold":         {"MinHold/RefreshKeepsTheLaterEnd"},
 		"grantKeepsHold":            {"MinHold/GrantWithoutHoldClearsIt"},
+		"releaseDropsRun":           {"MinHold/ReleaseKeepsRunOutcome"},
 	} {
 		t.Run(mutant, func(t *testing.T) {
 			t.Parallel()

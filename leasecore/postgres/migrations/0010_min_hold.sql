@@ -9,3 +9,8 @@ ALTER TABLE leasehold_leases ADD COLUMN hold_until timestamptz;
 -- and its spelling as the declaration's author wrote it. 0 and '': none.
 ALTER TABLE leasehold_tasks ADD COLUMN min_hold_ms bigint NOT NULL DEFAULT 0;
 ALTER TABLE leasehold_tasks ADD COLUMN min_hold_spelling text NOT NULL DEFAULT '';
+
+-- A released event's hold (leasehold_history.hold_until; NULL: none, or passed) and what the
+-- job run under the lease did (run: leasecore/internal/runjson's object; NULL: not said).
+ALTER TABLE leasehold_history ADD COLUMN hold_until timestamptz;
+ALTER TABLE leasehold_history ADD COLUMN run jsonb;

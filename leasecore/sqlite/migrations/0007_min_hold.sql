@@ -9,3 +9,8 @@ ALTER TABLE leasehold_leases ADD COLUMN hold_until INTEGER;
 -- and its spelling as the declaration's author wrote it. 0 and '': none.
 ALTER TABLE leasehold_tasks ADD COLUMN min_hold_ms INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE leasehold_tasks ADD COLUMN min_hold_spelling TEXT NOT NULL DEFAULT '';
+
+-- A released event's hold (leasehold_history.hold_until, ms; NULL: none, or passed) and what the
+-- job run under the lease did (run: a JSON object, leasecore/internal/runjson; NULL: not said).
+ALTER TABLE leasehold_history ADD COLUMN hold_until INTEGER;
+ALTER TABLE leasehold_history ADD COLUMN run TEXT;
