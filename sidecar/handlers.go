@@ -76,10 +76,12 @@ func (h *handlers) ReleaseLease(c echo.Context, task api.Task) error {
 	if err != nil {
 		return err
 	}
+	run := api.ToRunOutcome(req.Run)
 	released, err := h.svc.ReleaseHold(c.Request().Context(), leasecore.ReleaseParams{
-		Task: task, Owner: req.Owner, Token: deref(req.Token), Credential: credentialName(c),
+		Task: task, Owner: req.Owner, Token: deref(req.Token), Credential: credentialName(c), Run: run,
 	})
 	h.metrics.released(released.Released, err)
+	h.metrics.ran(run, err)
 	return respondRelease(c, released, err)
 }
 

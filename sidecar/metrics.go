@@ -28,6 +28,7 @@ type metrics struct {
 	claims          *prometheus.CounterVec
 	renewals        *prometheus.CounterVec
 	releases        *prometheus.CounterVec
+	runs            *prometheus.CounterVec
 	storeDuration   *prometheus.HistogramVec
 	storeErrors     *prometheus.CounterVec
 	storeSeries     map[string]storeSeries // storeOps' series, resolved once; read-only
@@ -73,6 +74,10 @@ func newMetrics() *metrics {
 			Name: "leasehold_releases_total",
 			Help: "Releases answered by the store, by whether they ended a live lease (released=\"true\") or were no-ops.",
 		}, []string{"released"}),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leasehold_runs_total",
+			Help: "Runs of jobs under a lease (leasehold run, the clients' run helpers) whose release this sidecar answered, by outcome: succeeded (exit status 0), failed, lost (the lease was lost while the job ran). A run whose lease was lost is counted although its release ended nothing.",
+		}, []string{"outcome"}),
 		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "leasehold_store_operation_duration_seconds",
 			Help:    "Latency of lease store operations, by operation, whatever their outcome.",
@@ -105,7 +110,7 @@ func newMetrics() *metrics {
 		Name: "leasehold_connections_shed_total",
 		Help: "Connections answered 503 unavailable and closed, unserved, because the process had no file descriptor left (its open-file limit, RLIMIT_NOFILE, was reached).",
 	})
-	reg.MustRegister(m.claims, m.renewals, m.releases, m.storeDuration, m.storeErrors, m.requests, m.requestDuration, m.refusals, m.shed,
+	reg.MustRegister(m.claims, m.renewals, m.releases, m.runs, m.storeDuration, m.storeErrors, m.requests, m.requestDuration, m.refusals, m.shed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Start every known series at zero so that rates work from the first scrape.
 	for _, r := range []string{resultAcquired, resultRefreshed, resultHeld, resultUnavailable, resultInvalid, resultUndeclared, resultForbidden} {
@@ -117,6 +122,9 @@ func newMetrics() *metrics {
 	}
 	m.releases.WithLabelValues("true")
 	m.releases.WithLabelValues("false")
+	for _, r := range []leasecore.RunResult{leasecore.RunSucceeded, leasecore.RunFailed, leasecore.RunLost} {
+		m.runs.WithLabelValues(string(r))
+	}
 	m.storeSeries = make(map[string]storeSeries, len(storeOps))
 	for _, op := range storeOps {
 		m.storeSeries[op] = storeSeries{duration: m.storeDuration.WithLabelValues(op), errors: m.storeErrors.WithLabelValues(op)}
@@ -209,6 +217,14 @@ func (m *metrics) released(released bool, err error) {
 		return // counted by leasehold_store_errors_total, or refused before the store
 	}
 	m.releases.WithLabelValues(strconv.FormatBool(released)).Inc()
+}
+
+// ran counts a run whose release was answered (ended a lease or not).
+func (m *metrics) ran(run *leasecore.RunOutcome, err error) {
+	if run == nil || err != nil {
+		return
+	}
+	m.runs.WithLabelValues(string(run.Result())).Inc()
 }
 
 // Label values of the request metrics that stand for everything outside

@@ -121,3 +121,53 @@ func TestMinHoldDeclared(t *testing.T) {
 		}
 	})
 }
+
+// A release's run reaches the history's released event (outcome derived),
+// with the hold's end when one rests the task; a release that ends nothing
+// records nothing; every run answered is counted by outcome.
+func TestRunOutcomeOverHTTP(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, ts *testServer) {
+		r := ts.post("/v1/leases/report/claim", body{"owner": "w1", "ttl_ms": 60000, "min_hold_ms": 3600000})
+		expect(t, r, http.StatusOK)
+		l := decode[api.ClaimAcquired](t, r).Lease
+		r = ts.post("/v1/leases/report/release", body{"owner": "w1", "token": l.Token, "run": body{"exit_code": 3, "duration_ms": 1500}})
+		expect(t, r, http.StatusOK)
+		if rel := decode[api.ReleaseResult](t, r); !rel.Released {
+			t.Fatalf("release with a run: %+v", rel)
+		}
+		r = ts.post("/v1/leases/report/release", body{"owner": "w1", "run": body{"error": "killed by signal 9", "duration_ms": 20, "lost": true}})
+		expect(t, r, http.StatusOK)
+		if rel := decode[api.ReleaseResult](t, r); rel.Released {
+			t.Fatalf("second release with a run ended a lease: %+v", rel)
+		}
+
+		r = ts.get("/v1/leases/report/history")
+		expect(t, r, http.StatusOK)
+		evs := decode[api.EventList](t, r).Events
+		if len(evs) != 2 || evs[0].Kind != api.EventKind("released") {
+			t.Fatalf("history: %+v, want released then acquired", evs)
+		}
+		run := evs[0].Run
+		if run == nil || run.Outcome != "failed" || run.ExitCode == nil || *run.ExitCode != 3 || run.DurationMs != 1500 || run.Lost || run.Error != "" {
+			t.Errorf("released event's run: %+v, want failed, exit_code 3, 1500 ms", run)
+		}
+		if evs[0].HoldUntil == nil || *evs[0].HoldUntil != *l.HoldUntil {
+			t.Errorf("released event's hold_until: %v, want %s", evs[0].HoldUntil, *l.HoldUntil)
+		}
+		if evs[1].Run != nil || evs[1].HoldUntil != nil {
+			t.Errorf("acquired event says a run or a hold: %+v", evs[1])
+		}
+
+		metrics := ts.get("/metrics")
+		for series, want := range map[string]float64{
+			`leasehold_runs_total{outcome="failed"}`:    1,
+			`leasehold_runs_total{outcome="lost"}`:      1,
+			`leasehold_runs_total{outcome="succeeded"}`: 0,
+		} {
+			if got := metricValue(t, string(metrics.body), series); got != want {
+				t.Errorf("%s = %v, want %v", series, got, want)
+			}
+		}
+	})
+}

@@ -13,8 +13,12 @@ var wireNames = map[string]string{
 	"Note":    "note",
 	"Token":   "token",
 	"MinHold": "min_hold_ms",
-	"Limit":   "limit",
-	"After":   "after",
+	// A release's run.
+	"Run.ExitCode": "run.exit_code",
+	"Run.Error":    "run.error",
+	"Run.Duration": "run.duration_ms",
+	"Limit":        "limit",
+	"After":        "after",
 	// Declarations' and policies'.
 	"MaxTTL":          "max_ttl_ms",
 	"Description":     "description",

@@ -25,6 +25,10 @@ func TestWireNames(t *testing.T) {
 		leasecore.ClaimParams{Task: "t", Owner: owner, Note: "a\x00"}.Validate(),
 		leasecore.RenewParams{Task: "t", Owner: owner, Token: -1}.Validate(),
 		leasecore.ReleaseParams{Task: "t", Owner: owner, Token: -1}.Validate(),
+		leasecore.ReleaseParams{Task: "t", Owner: owner, Run: &leasecore.RunOutcome{ExitCode: 256}}.Validate(),
+		leasecore.ReleaseParams{Task: "t", Owner: owner, Run: &leasecore.RunOutcome{Error: "a\x00"}}.Validate(),
+		leasecore.ReleaseParams{Task: "t", Owner: owner, Run: &leasecore.RunOutcome{Duration: -time.Second}}.Validate(),
+		leasecore.ClaimParams{Task: "t", Owner: owner, MinHold: -time.Second}.Validate(),
 		leasecore.ListParams{Limit: -1}.Validate(),
 		leasecore.ListParams{After: "a b"}.Validate(),
 		leasecore.ValidateHistoryLimit(0),
@@ -61,8 +65,11 @@ func TestWireNames(t *testing.T) {
 				continue
 			}
 			for _, mt := range op.RequestBody.Value.Content {
-				for name := range mt.Schema.Value.Properties {
+				for name, prop := range mt.Schema.Value.Properties {
 					names[name] = true
+					for inner := range prop.Value.Properties { // an object's own (a release's run)
+						names[name+"."+inner] = true
+					}
 				}
 			}
 		}

@@ -156,7 +156,57 @@ func FromEvent(e *leasecore.Event) Event {
 		At:         FormatTime(e.At),
 		Detail:     e.Detail,
 		Credential: e.Credential,
+		HoldUntil:  optTime(e.HoldUntil),
+		Run:        FromRun(e.Run),
 	}
+}
+
+// FromRun is a run's outcome as an event carries it; nil for none.
+func FromRun(r *leasecore.RunOutcome) *RunResult {
+	if r == nil {
+		return nil
+	}
+	out := &RunResult{Outcome: RunResultOutcome(r.Result()), Error: r.Error, DurationMs: Millis(r.Duration), Lost: r.Lost}
+	if r.ExitCode != leasecore.NoExitCode {
+		out.ExitCode = new(r.ExitCode)
+	}
+	return out
+}
+
+// ToRunOutcome is a release's run read from the wire.
+func ToRunOutcome(r *RunOutcome) *leasecore.RunOutcome {
+	if r == nil {
+		return nil
+	}
+	out := &leasecore.RunOutcome{ExitCode: leasecore.NoExitCode, Duration: time.Duration(r.DurationMs) * time.Millisecond}
+	if r.ExitCode != nil {
+		out.ExitCode = *r.ExitCode
+	}
+	if r.Error != nil {
+		out.Error = *r.Error
+	}
+	if r.Lost != nil {
+		out.Lost = *r.Lost
+	}
+	return out
+}
+
+// FromRunOutcome is a run's outcome as a release sends it; nil for none.
+func FromRunOutcome(r *leasecore.RunOutcome) *RunOutcome {
+	if r == nil {
+		return nil
+	}
+	out := &RunOutcome{DurationMs: Millis(r.Duration)}
+	if r.ExitCode != leasecore.NoExitCode {
+		out.ExitCode = new(r.ExitCode)
+	}
+	if r.Error != "" {
+		out.Error = new(r.Error)
+	}
+	if r.Lost {
+		out.Lost = new(true)
+	}
+	return out
 }
 
 // The other way: a client reads the wire shapes back into leasecore's
@@ -230,8 +280,19 @@ func ToEvent(e *Event) (leasecore.Event, error) {
 	if err != nil {
 		return leasecore.Event{}, fmt.Errorf("event: %w", err)
 	}
-	return leasecore.Event{
+	hold, err := parseOptTime(e.HoldUntil)
+	if err != nil {
+		return leasecore.Event{}, fmt.Errorf("event: %w", err)
+	}
+	out := leasecore.Event{
 		ID: e.Id, Task: e.Task, Kind: leasecore.EventKind(e.Kind), Owner: e.Owner,
-		Token: e.Token, At: at, Detail: e.Detail, Credential: e.Credential,
-	}, nil
+		Token: e.Token, At: at, Detail: e.Detail, Credential: e.Credential, HoldUntil: hold,
+	}
+	if r := e.Run; r != nil {
+		out.Run = &leasecore.RunOutcome{ExitCode: leasecore.NoExitCode, Error: r.Error, Duration: time.Duration(r.DurationMs) * time.Millisecond, Lost: r.Lost}
+		if r.ExitCode != nil {
+			out.Run.ExitCode = *r.ExitCode
+		}
+	}
+	return out, nil
 }
