@@ -289,3 +289,4 @@ func TestHistoryShowsCredential(t *testing.T) {
 		}
 	}
 }
+
