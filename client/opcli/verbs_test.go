@@ -289,4 +289,3 @@ func TestHistoryShowsCredential(t *testing.T) {
 		}
 	}
 }
-
