@@ -262,6 +262,10 @@ var serviceCalls = map[string]func(ctx context.Context, svc *leasecore.Service) 
 		_, err := svc.Release(ctx, leasecore.ReleaseParams{Task: "t", Owner: "a"})
 		return err
 	},
+	"ReleaseHold": func(ctx context.Context, svc *leasecore.Service) error {
+		_, err := svc.ReleaseHold(ctx, leasecore.ReleaseParams{Task: "t", Owner: "a"})
+		return err
+	},
 	"Revoke": func(ctx context.Context, svc *leasecore.Service) error {
 		_, err := svc.Revoke(ctx, leasecore.RevokeParams{Task: "t", Credential: "ops"})
 		return err
