@@ -202,6 +202,37 @@ func TestRun(t *testing.T) {
 	})
 }
 
+// Run's release carries what fn did, and the history keeps it; a Run that
+// ends well reports no loss although the stream saw its lease released.
+func TestRunRecordsTheOutcome(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st leasecore.Store) {
+		hs := serve(t, st, sidecar.Options{})
+		c := newClient(t, hs, client.WithOwner("w1"))
+		ctx := t.Context()
+		for i, fnErr := range []error{nil, errors.New("no report today")} {
+			err := c.RunWith(ctx, client.KeepaliveParams{Task: "report", MinHold: time.Duration(i+1) * time.Millisecond}, func(context.Context, leasecore.Lease) error {
+				time.Sleep(20 * time.Millisecond)
+				return fnErr
+			})
+			if !errors.Is(err, fnErr) {
+				t.Fatalf("Run = %v, want %v", err, fnErr)
+			}
+			evs, err := c.History(ctx, "report", 1)
+			if err != nil || len(evs) != 1 || evs[0].Kind != leasecore.EventReleased || evs[0].Run == nil {
+				t.Fatalf("newest event %+v, %v; want released with a run", evs, err)
+			}
+			run, want := evs[0].Run, leasecore.RunSucceeded
+			if fnErr != nil {
+				want = leasecore.RunFailed
+			}
+			if run.Result() != want || run.Duration < 20*time.Millisecond || (fnErr != nil && run.Error != fnErr.Error()) {
+				t.Errorf("run %+v: result %s, want %s, duration ≥ 20ms, fn's error", run, run.Result(), want)
+			}
+		}
+	})
+}
+
 // A store that fails makes every answer unavailable, never held, never a
 // lease, and a keepalive is refused the same way.
 func TestStoreDown(t *testing.T) {

@@ -309,7 +309,10 @@ func (h *Holder) Close() error {
 }
 
 // Run holds the task's lease over a keepalive stream while fn runs, then
-// releases it, fn's error or not, and returns fn's error. fn's context is
+// releases it, fn's error or not, and returns fn's error. The release
+// carries the run's outcome (exit status 0 when fn returned nil, else its
+// error; the duration; whether the lease was lost), which the history's
+// released event keeps. fn's context is
 // cancelled when ctx is, or when the lease is lost (context.Cause says
 // why); fn should stop writing then. When the lease cannot be acquired,
 // Run returns the claim's outcome and fn does not run; when it was lost
@@ -326,10 +329,21 @@ func (c *Client) RunWith(ctx context.Context, p KeepaliveParams, fn func(ctx con
 	}
 	fctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(h.Context(), func() { cancel(context.Cause(h.Context())) })
+	start := time.Now()
 	err = fn(fctx, h.Lease())
 	stop()
 	cancel(nil)
+	lease := h.Lease()
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), streamAnswerTimeout)
+	released, rerr := c.Release(rctx, ReleaseParams{Task: p.Task, Owner: lease.Owner, Token: lease.Token,
+		Run: leasecore.BodyOutcome(err, time.Since(start), h.Err() != nil)})
+	rcancel()
 	lost := h.Close()
+	if released && rerr == nil {
+		// Released with its outcome: the stream may have seen the lease end
+		// (its next renewal found it released), which is no loss.
+		lost = nil
+	}
 	if err == nil {
 		err = lost
 	}

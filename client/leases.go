@@ -46,6 +46,9 @@ type ReleaseParams struct {
 	Owner string
 	// Token, when non-zero, must be the lease's.
 	Token int64
+	// Run, when not nil, is what the job run under the lease did: the
+	// history's released event keeps it (leasecore.ReleaseParams.Run).
+	Run *leasecore.RunOutcome
 }
 
 func (c *Client) ownerOr(owner string) string {
@@ -120,7 +123,7 @@ func (c *Client) Release(ctx context.Context, p ReleaseParams) (bool, error) {
 // ReleaseHold is Release, answering also the end of the released lease's
 // minimum hold when it has not passed: the task rests until then.
 func (c *Client) ReleaseHold(ctx context.Context, p ReleaseParams) (leasecore.ReleaseResult, error) {
-	req := api.ReleaseRequest{Owner: c.ownerOr(p.Owner)}
+	req := api.ReleaseRequest{Owner: c.ownerOr(p.Owner), Run: api.FromRunOutcome(p.Run)}
 	if p.Token != 0 {
 		req.Token = &p.Token
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -142,6 +143,36 @@ func TestScheduledJobOncePerPeriod(t *testing.T) {
 			}
 			if want := periods * (replicas - 1); skipped != want {
 				t.Errorf("%d fires skipped, want %d", skipped, want)
+			}
+			// Each period's run is in the history, with its outcome.
+			r := a.call("GET", "/v1/leases/reports%2Fhourly/history?limit=1000", nil)
+			var hist struct {
+				Events []struct {
+					Kind  string `json:"kind"`
+					Owner string `json:"owner"`
+					Run   *struct {
+						Outcome    string `json:"outcome"`
+						ExitCode   *int   `json:"exit_code"`
+						DurationMS int64  `json:"duration_ms"`
+					} `json:"run"`
+				} `json:"events"`
+			}
+			if err := json.Unmarshal([]byte(r.Raw), &hist); err != nil {
+				t.Fatalf("history: %v: %s", err, r.Raw)
+			}
+			recorded := 0
+			for _, e := range hist.Events {
+				if e.Kind != "released" {
+					continue
+				}
+				if e.Run == nil || e.Run.Outcome != "succeeded" || e.Run.ExitCode == nil || *e.Run.ExitCode != 0 || e.Run.DurationMS < 200 {
+					t.Errorf("released event of %s: run %+v, want succeeded, exit 0, at least the job's 200 ms", e.Owner, e.Run)
+					continue
+				}
+				recorded++
+			}
+			if recorded != periods {
+				t.Errorf("the history has %d runs with their outcome, want %d", recorded, periods)
 			}
 			if states["done"] == 0 {
 				t.Errorf("no replica fired after the job had ended: the minimum hold was never what skipped one")

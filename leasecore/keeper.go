@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Renewer is what a Keeper needs of the lease API; *Service has it.
@@ -215,11 +217,15 @@ func (k *Keeper) Stop() error {
 // over is not released, by the store's rules. The release runs with its own
 // bounded context, so it happens even when the keeper's parent context has
 // ended.
-func (k *Keeper) Release() (bool, error) {
+func (k *Keeper) Release() (bool, error) { return k.ReleaseRun(nil) }
+
+// ReleaseRun is Release, telling the store what the job run under the
+// lease did (ReleaseParams.Run), which the released event keeps.
+func (k *Keeper) ReleaseRun(run *RunOutcome) (bool, error) {
 	_ = k.Stop()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(k.ctx), DefaultOpTimeout)
 	defer cancel()
-	return k.renewer.Release(ctx, ReleaseParams{Task: k.task, Owner: k.owner, Token: k.token, Credential: k.cfg.Credential})
+	return k.renewer.Release(ctx, ReleaseParams{Task: k.task, Owner: k.owner, Token: k.token, Credential: k.cfg.Credential, Run: run})
 }
 
 // schedule sets the timer for the next renewal in d, never past the
@@ -335,10 +341,37 @@ func (k *Keeper) lose(err error) {
 	k.cancel(err)
 }
 
+// BodyOutcome is the outcome of a Go body run under a lease: exit status 0
+// when it returned nil, else no exit status and its error (truncated to
+// MaxNoteBytes at a rune boundary); the duration in whole milliseconds; lost.
+func BodyOutcome(err error, d time.Duration, lost bool) *RunOutcome {
+	run := &RunOutcome{ExitCode: 0, Duration: d.Truncate(time.Millisecond), Lost: lost}
+	if err != nil {
+		run.ExitCode, run.Error = NoExitCode, TruncateText(err.Error())
+	}
+	return run
+}
+
+// TruncateText is s made fit for a note or a run's error: valid UTF-8
+// without NUL, at most MaxNoteBytes bytes, cut at a rune boundary.
+func TruncateText(s string) string {
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
+	if len(s) <= MaxNoteBytes {
+		return s
+	}
+	cut := MaxNoteBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
+
 // Run claims p, and if it is acquired runs body while a Keeper holds the
 // lease. body's context is cancelled when the lease is lost (context.Cause
 // says why). When body returns, the renew loop is stopped and awaited, then
-// the lease is released, whatever body returned.
+// the lease is released, whatever body returned, with the run's outcome
+// (ReleaseParams.Run: exit status 0 when body returned nil, else its error;
+// its duration; whether the lease was lost), which the history keeps.
 //
 // ran reports whether body ran. A held task is (false, nil): somebody else
 // is doing the job. An unavailable store or invalid input is (false, err).
@@ -371,9 +404,10 @@ func Run(ctx context.Context, svc *Service, p ClaimParams, cfg KeeperConfig, bod
 		_, _ = svc.Release(rctx, ReleaseParams{Task: lease.Task, Owner: lease.Owner, Token: lease.Token, Credential: p.Credential})
 		return false, err
 	}
+	start := time.Now()
 	bodyErr := body(k.Context())
 	lost := k.Stop()
-	_, _ = k.Release() // the TTL is the backstop for a release that fails
+	_, _ = k.ReleaseRun(BodyOutcome(bodyErr, time.Since(start), lost != nil)) // the TTL is the backstop for a release that fails
 	if bodyErr != nil {
 		return true, bodyErr
 	}

@@ -57,6 +57,35 @@ func TestRunReleasesAfterTheBodyWhateverItReturns(t *testing.T) {
 	}
 }
 
+// Run's release says what the body did: the released event keeps exit
+// status 0 for a body that returned nil, its error otherwise.
+func TestRunRecordsTheOutcome(t *testing.T) {
+	t.Parallel()
+	svc := newService(t)
+	for _, body := range []error{nil, errors.New("no report today")} {
+		ran, err := leasecore.Run(t.Context(), svc, leasecore.ClaimParams{Task: "report", Owner: "a", TTL: time.Minute}, leasecore.KeeperConfig{},
+			func(context.Context) error { time.Sleep(20 * time.Millisecond); return body })
+		if !ran || !errors.Is(err, body) {
+			t.Fatalf("Run = %v, %v", ran, err)
+		}
+		evs, err := svc.History(t.Context(), "report", 1)
+		if err != nil || len(evs) != 1 || evs[0].Kind != leasecore.EventReleased || evs[0].Run == nil {
+			t.Fatalf("newest event %+v, %v; want released with a run", evs, err)
+		}
+		run := evs[0].Run
+		want := leasecore.RunSucceeded
+		if body != nil {
+			want = leasecore.RunFailed
+			if run.ExitCode != leasecore.NoExitCode || run.Error != body.Error() {
+				t.Errorf("run of a failing body: %+v, want no exit status and error %q", run, body)
+			}
+		}
+		if run.Result() != want || run.Duration < 20*time.Millisecond || run.Lost {
+			t.Errorf("run %+v: result %s, want %s, duration ≥ 20ms, not lost", run, run.Result(), want)
+		}
+	}
+}
+
 func TestRunCancelsTheBodyWhenTheLeaseIsLost(t *testing.T) {
 	t.Parallel()
 	svc := newService(t)

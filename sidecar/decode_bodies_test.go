@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
-	"reflect"
-	"strconv"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"

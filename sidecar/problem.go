@@ -265,7 +265,7 @@ func respondClaim(c echo.Context, lease *leasecore.Lease, err error) error {
 			Acquired: api.ClaimHeldAcquiredFalse,
 			Reason:   api.Held,
 			Holder:   api.FromHolder(&held.Holder),
-			Detail: err.Error(),
+			Detail:   err.Error(),
 		})
 	case errors.Is(err, leasecore.ErrUnavailable):
 		return writeJSON(c, http.StatusServiceUnavailable, api.ClaimUnavailable{

@@ -548,3 +548,24 @@ func TestFrameAround(t *testing.T) {
 		}
 	}
 }
+
+// The watch's released event carries the run's outcome and the hold, as
+// the history does.
+func TestWatchCarriesRuns(t *testing.T) {
+	eachStore(t, func(t *testing.T, ts *testServer) {
+		s := ts.openWatch("/v1/watch", nil)
+		s.expectReady()
+		r := ts.post("/v1/leases/job/claim", map[string]any{"owner": "w1", "ttl_ms": 60000, "min_hold_ms": 600000})
+		expect(t, r, http.StatusOK)
+		l := decode[api.ClaimAcquired](t, r).Lease
+		expect(t, ts.post("/v1/leases/job/release", map[string]any{"owner": "w1", "run": map[string]any{"exit_code": 0, "duration_ms": 1234}}), http.StatusOK)
+		if a := s.nextChange(); a.Kind != api.EventKindAcquired || a.Run != nil {
+			t.Fatalf("first event %+v, want acquired, no run", a)
+		}
+		e := s.nextChange()
+		if e.Kind != api.EventKindReleased || e.Run == nil || e.Run.Outcome != "succeeded" || e.Run.DurationMs != 1234 ||
+			e.HoldUntil == nil || *e.HoldUntil != *l.HoldUntil {
+			t.Fatalf("second event %+v (run %+v), want released, run succeeded in 1234 ms, hold_until %s", e, e.Run, *l.HoldUntil)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package leaserun
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -95,6 +96,20 @@ func (c *child) exitCode() int {
 		return exitcode.Signal + int(ws.Signal())
 	}
 	return c.state.ExitCode()
+}
+
+// outcome is the run's outcome once the command has exited: its exit
+// status, or, when a signal killed it, no status and the signal named;
+// the time since start; whether the lease was lost.
+func (c *child) outcome(start time.Time, lost bool) *leasecore.RunOutcome {
+	run := &leasecore.RunOutcome{ExitCode: c.exitCode(), Duration: time.Since(start).Truncate(time.Millisecond), Lost: lost}
+	if c.state == nil {
+		return run
+	}
+	if ws, ok := c.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		run.ExitCode, run.Error = leasecore.NoExitCode, fmt.Sprintf("killed by signal %d (%s)", int(ws.Signal()), ws.Signal())
+	}
+	return run
 }
 
 // startFailure is the status for a command that could not start, as shells

@@ -173,9 +173,10 @@ type hold interface {
 	lost() <-chan struct{}
 	cause() error
 	// release stops keeping the lease and gives it back (unless it was
-	// lost), releasing every resource of the hold. It reports false when
-	// the lease turned out to have ended already.
-	release() (bool, error)
+	// lost) with the run's outcome (nil: none, the command never ran),
+	// releasing every resource of the hold. It reports false when the
+	// lease turned out to have ended already.
+	release(run *leasecore.RunOutcome) (bool, error)
 }
 
 // Run holds the lease cfg names while cfg.Command runs and returns the exit
@@ -244,7 +245,7 @@ func acquire(ctx context.Context, cfg *Config, log *slog.Logger) (hold, int) {
 		cancel()
 		r = <-results
 		if r.h != nil {
-			_, _ = r.h.release()
+			_, _ = r.h.release(nil)
 		}
 		log.Warn("interrupted before the command started", "task", cfg.Task, "signal", interrupted.String())
 		return nil, exitcode.Signal + signalNumber(interrupted)
@@ -321,10 +322,13 @@ func claimWaiting(ctx context.Context, cfg *Config, log *slog.Logger, try func(c
 func supervise(ctx context.Context, cfg *Config, h hold, log *slog.Logger) int {
 	lease := h.lease()
 	log.Info("acquired", "task", lease.Task, "owner", lease.Owner, "token", lease.Token, "ttl", lease.TTL.String())
+	start := time.Now()
 	c, err := startChild(cfg, lease)
 	if err != nil {
 		log.Error("cannot start the command", "command", cfg.Command[0], "err", err)
-		released, rerr := h.release()
+		run := &leasecore.RunOutcome{ExitCode: leasecore.NoExitCode, Error: leasecore.TruncateText("cannot start: " + err.Error()),
+			Duration: time.Since(start).Truncate(time.Millisecond)}
+		released, rerr := h.release(run)
 		logReleased(log, lease, released, rerr)
 		return startFailure(err)
 	}
@@ -347,11 +351,11 @@ func supervise(ctx context.Context, cfg *Config, h hold, log *slog.Logger) int {
 				// Whatever the command left behind in its group ran under
 				// a lease that is gone.
 				c.signal(syscall.SIGKILL)
-				_, _ = h.release()
+				_, _ = h.release(c.outcome(start, true))
 				log.Error("command stopped after the lease was lost", "task", lease.Task, "token", lease.Token, "exit", code)
 				return exitcode.Lost
 			}
-			released, err := h.release()
+			released, err := h.release(c.outcome(start, false))
 			logReleased(log, lease, released, err, "exit", code)
 			return code
 		case <-lost:

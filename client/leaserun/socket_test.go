@@ -18,7 +18,7 @@ func TestSidecarOnAUnixSocket(t *testing.T) {
 	t.Parallel()
 	hosts := make(chan string, 1)
 	gone := make(chan struct{})
-	addr := testsidecar.ServeSocket(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr := testsidecar.ServeSocket(t, withRelease(srv0, func(w http.ResponseWriter, r *http.Request) {
 		hosts <- r.Host + " " + r.URL.EscapedPath()
 		beginStream(w)
 		sendEvent(w, "acquired", leaseData("nightly", r.URL.Query().Get("owner"), 7, 30*time.Second, 30*time.Second))

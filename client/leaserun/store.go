@@ -63,8 +63,8 @@ func (h *storeHold) lost() <-chan struct{} { return h.k.Done() }
 
 func (h *storeHold) cause() error { return h.k.Err() }
 
-func (h *storeHold) release() (bool, error) {
-	released, err := h.k.Release()
+func (h *storeHold) release(run *leasecore.RunOutcome) (bool, error) {
+	released, err := h.k.ReleaseRun(run)
 	_ = h.store.Close()
 	if h.k.Err() != nil {
 		return false, nil // lost: there was nothing to release

@@ -42,6 +42,34 @@ func TestStoreEnvironment(t *testing.T) {
 	r.logHas(t, "msg=released task=report token=2 exit=0")
 }
 
+// TestStoreRecordsTheOutcome: the release tells the store what the command
+// did (exit status, or the signal that killed it), and the history keeps it.
+func TestStoreRecordsTheOutcome(t *testing.T) {
+	t.Parallel()
+	st := newTestStore(t)
+	for _, tc := range []struct {
+		command []string
+		code    int
+		want    leasecore.RunOutcome
+	}{
+		{shell(`exit 0`), 0, leasecore.RunOutcome{ExitCode: 0}},
+		{shell(`exit 3`), 3, leasecore.RunOutcome{ExitCode: 3}},
+		{shell(`kill -9 $$`), exitcode.Signal + 9, leasecore.RunOutcome{ExitCode: leasecore.NoExitCode, Error: "killed by signal 9 (killed)"}},
+	} {
+		r := start(t, Config{Store: st.url, Task: "outcome", Owner: "w1", Command: tc.command})
+		r.expect(t, tc.code)
+		evs, err := leasecore.New(st.store).History(t.Context(), "outcome", 1)
+		if err != nil || len(evs) != 1 || evs[0].Run == nil {
+			t.Fatalf("%v: newest event %+v, %v; want released with a run", tc.command, evs, err)
+		}
+		got := *evs[0].Run
+		got.Duration = 0
+		if got != tc.want {
+			t.Errorf("%v: run %+v, want %+v", tc.command, *evs[0].Run, tc.want)
+		}
+	}
+}
+
 // TestStoreHeld: a task held by another owner ends the run with 75 and the
 // command never starts.
 func TestStoreHeld(t *testing.T) {

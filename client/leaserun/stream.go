@@ -13,7 +13,10 @@ import (
 
 // streamHold is a lease a sidecar holds for us over a keepalive stream
 // (the Go client's Holder).
-type streamHold struct{ h *lhclient.Holder }
+type streamHold struct {
+	c *lhclient.Client
+	h *lhclient.Holder
+}
 
 // acquireSidecar opens a keepalive stream on the sidecar at cfg.Addr (asking
 // it to wait, and asking again while cfg.Wait has time left) and keeps it.
@@ -33,7 +36,7 @@ func acquireSidecar(ctx context.Context, cfg *Config, log *slog.Logger) (hold, e
 		if err != nil {
 			return nil, err
 		}
-		return streamHold{h}, nil
+		return streamHold{c, h}, nil
 	})
 }
 
@@ -43,8 +46,24 @@ func (s streamHold) lost() <-chan struct{} { return s.h.Lost() }
 
 func (s streamHold) cause() error { return s.h.Err() }
 
-// release closes the stream, which is how a client releases: the sidecar
-// does it (owner- and token-checked) when the connection ends. Whether it
-// succeeded is the sidecar's to know; release reports true unless the lease
+// release gives the lease back with the run's outcome, which the history
+// keeps, then closes the stream. Without an outcome it only closes the
+// stream, which is how a client releases: the sidecar does it (owner- and
+// token-checked) when the connection ends; it reports true unless the lease
 // was lost.
-func (s streamHold) release() (bool, error) { return s.h.Close() == nil, nil }
+func (s streamHold) release(run *leasecore.RunOutcome) (bool, error) {
+	if run == nil {
+		return s.h.Close() == nil, nil
+	}
+	l := s.h.Lease()
+	ctx, cancel := context.WithTimeout(context.Background(), leasecore.DefaultOpTimeout)
+	defer cancel()
+	released, err := s.c.Release(ctx, lhclient.ReleaseParams{Task: l.Task, Owner: l.Owner, Token: l.Token, Run: run})
+	lost := s.h.Close()
+	if err != nil {
+		// The sidecar releases at the hang-up all the same; the outcome is
+		// not recorded.
+		return lost == nil, err
+	}
+	return released, nil
+}

@@ -22,12 +22,59 @@ import (
 // text/event-stream of `acquired`, `renewed`, `lost`, `released` events and
 // `: ping` comments. The real sidecar is exercised by the e2e tests.
 
-// fakeSidecar serves handler on 127.0.0.1 and returns its base URL.
+// fakeSidecar serves handler on 127.0.0.1 and returns its base URL. The
+// release that leasehold run sends with the run's outcome before it closes
+// the stream is answered released (see withRelease).
 func fakeSidecar(t *testing.T, handler http.HandlerFunc) string {
 	t.Helper()
-	srv := httptest.NewServer(handler)
+	srv := httptest.NewServer(withRelease(srv0, handler))
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// srv0 is the key fakeSidecar's releases are kept under: one fake sidecar
+// per test is all a test needs to ask about.
+const srv0 = ""
+
+// releases are the bodies of the releases the fake sidecars answered, by
+// test (withRelease's key).
+var releases sync.Map // string → chan map[string]any
+
+// withRelease answers POST …/release with released: true, keeping its
+// body for releaseBody, and passes every other request to handler.
+func withRelease(key string, handler http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/release") {
+			handler(w, r)
+			return
+		}
+		var body map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		owner, _ := body["owner"].(string)
+		ch, _ := releases.LoadOrStore(key+owner, make(chan map[string]any, 8))
+		select {
+		case ch.(chan map[string]any) <- body:
+		default: // nobody asks for this owner's releases
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"released":true}`)
+	}
+}
+
+// releaseBody is the body of the release the fake sidecar got from owner.
+func releaseBody(t *testing.T, owner string) map[string]any {
+	t.Helper()
+	ch, _ := releases.LoadOrStore(srv0+owner, make(chan map[string]any, 8))
+	select {
+	case b := <-ch.(chan map[string]any):
+		return b
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no release from %q", owner)
+		return nil
+	}
 }
 
 // beginStream answers 200 with an event stream.
@@ -128,6 +175,12 @@ func TestSidecarAcquired(t *testing.T) {
 	}
 	r.logHas(t, `msg=acquired task=billing/nightly owner="w 1" token=42`)
 	r.logHas(t, "msg=released")
+	// The release named the lease and carried the run's outcome.
+	rel := releaseBody(t, "w 1")
+	run, _ := rel["run"].(map[string]any)
+	if rel["token"] != float64(42) || run == nil || run["exit_code"] != float64(0) || run["lost"] != nil || run["duration_ms"] == nil {
+		t.Errorf("release %v, want token 42 and run {exit_code 0, duration_ms}", rel)
+	}
 }
 
 // TestSidecarLost: whatever ends the lease while the command runs (a lost

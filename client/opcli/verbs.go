@@ -114,9 +114,35 @@ func runHistory(ctx context.Context, b backend, o *options, v *verbFlags) error 
 	w := tabwriter.NewWriter(o.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tAT\tKIND\tOWNER\tTOKEN\tCREDENTIAL\tDETAIL")
 	for _, e := range events {
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Id, display(e.At), display(string(e.Kind)), display(e.Owner), e.Token, display(orDash(e.Credential)), display(e.Detail))
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Id, display(e.At), display(string(e.Kind)), display(e.Owner), e.Token, display(orDash(e.Credential)), display(eventDetail(e)))
 	}
 	return w.Flush()
+}
+
+// eventDetail is what `history` and `watch` say of an event beyond its
+// columns: its detail, then, on a released event, the run's outcome and the
+// hold that rests the task, each only when there is one.
+func eventDetail(e api.Event) string {
+	var parts []string
+	if e.Detail != "" {
+		parts = append(parts, e.Detail)
+	}
+	if r := e.Run; r != nil {
+		run := "run " + string(r.Outcome)
+		switch {
+		case r.ExitCode != nil && r.Error != "":
+			run += fmt.Sprintf(" (exit %d: %s)", *r.ExitCode, r.Error)
+		case r.ExitCode != nil && (*r.ExitCode != 0 || r.Lost):
+			run += fmt.Sprintf(" (exit %d)", *r.ExitCode)
+		case r.Error != "":
+			run += " (" + r.Error + ")"
+		}
+		parts = append(parts, run+" in "+millisText(r.DurationMs))
+	}
+	if e.HoldUntil != nil {
+		parts = append(parts, "rests until "+*e.HoldUntil)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // orDash is s, or "-" for an empty column (an event recorded for no
@@ -232,7 +258,7 @@ func runWatch(ctx context.Context, b backend, o *options, v *verbFlags) error {
 			return printJSONLine(o.stdout, e)
 		}
 		_, err := io.WriteString(o.stdout, cols.line(strconv.FormatInt(e.Id, 10), display(e.At), display(string(e.Kind)),
-			display(e.Task), display(e.Owner), "token "+strconv.FormatInt(e.Token, 10), display(e.Detail)))
+			display(e.Task), display(e.Owner), "token "+strconv.FormatInt(e.Token, 10), display(eventDetail(e))))
 		return err
 	}
 	ready := func(pos int64) {

@@ -73,3 +73,24 @@ func TestWatchSilentStream(t *testing.T) {
 		})
 	}
 }
+
+// history and watch say a released event's run and hold after its detail.
+func TestEventDetail(t *testing.T) {
+	t.Parallel()
+	hold := "2026-12-04T23:10:32.936Z"
+	for _, tc := range []struct {
+		e    api.Event
+		want string
+	}{
+		{api.Event{}, ""},
+		{api.Event{Detail: "revoked by an operator"}, "revoked by an operator"},
+		{api.Event{Run: &api.RunResult{Outcome: "succeeded", ExitCode: new(0), DurationMs: 1500}}, "run succeeded in 1.5s"},
+		{api.Event{Run: &api.RunResult{Outcome: "failed", ExitCode: new(3), DurationMs: 20000}, HoldUntil: &hold}, "run failed (exit 3) in 20s; rests until " + hold},
+		{api.Event{Run: &api.RunResult{Outcome: "failed", Error: "killed by signal 9 (killed)", DurationMs: 100}}, "run failed (killed by signal 9 (killed)) in 100ms"},
+		{api.Event{Detail: "d", Run: &api.RunResult{Outcome: "lost", ExitCode: new(143), Lost: true, DurationMs: 5000}}, "d; run lost (exit 143) in 5s"},
+	} {
+		if got := eventDetail(tc.e); got != tc.want {
+			t.Errorf("eventDetail(%+v) = %q, want %q", tc.e, got, tc.want)
+		}
+	}
+}

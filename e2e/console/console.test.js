@@ -277,11 +277,45 @@ test('the console: token prompt, leases with countdowns, history, policies, heal
     await force.waitFor({ state: 'hidden', ...WAIT });
   });
 
+  await t.test('a task\'s runs: the last run, the last success, the last failure', async () => {
+    // Four hourly runs as leasehold run reports them with its releases.
+    const runs = [
+      { owner: 'web-1#311#a1', run: { exit_code: 0, duration_ms: 61_000 } },
+      { owner: 'web-2#412#b2', run: { exit_code: 0, duration_ms: 58_500 } },
+      { owner: 'web-3#513#c3', run: { exit_code: 2, duration_ms: 4_200 } },
+      { owner: 'web-1#311#a1', run: { exit_code: 0, duration_ms: 63_000 } },
+    ];
+    for (const r of runs) {
+      const lease = await claim('reports/hourly', r.owner, 60000);
+      const rel = await api('POST', '/v1/leases/reports%2Fhourly/release', { owner: r.owner, token: lease.token, run: r.run });
+      assert.equal(rel.body.released, true, JSON.stringify(rel.body));
+    }
+    await page.getByLabel('Any task\'s history').fill('reports/hourly');
+    await page.getByRole('button', { name: 'Show history' }).click();
+    await page.waitForFunction(() => document.getElementById('history-task').textContent === 'reports/hourly', null, WAIT);
+    await page.locator('#runs').waitFor({ state: 'visible', ...WAIT });
+    const fact = (id) => page.locator(`#${id} dd`).textContent();
+    assert.match(await fact('run-last'), /succeeded in 1 min 03 s, .* by web-1#311#a1 \(token 4\)/);
+    assert.match(await fact('run-success'), /succeeded in 1 min 03 s, .* by web-1#311#a1 \(token 4\)/);
+    assert.match(await fact('run-failure'), /failed \(exit 2\) in 4 s, .* by web-3#513#c3 \(token 3\)/);
+    assert.match(await page.locator('#runs-facts').textContent(), /4: 3 succeeded, 1 failed, 0 lost/);
+    const released = page.locator('#history-rows tr[data-kind="released"]').first();
+    assert.match(await released.locator('td[data-label="Detail"]').textContent(), /^run succeeded in 1 min 03 s$/);
+    // A failure after: the last run and the last failure move, the last success stays.
+    const lease = await claim('reports/hourly', 'web-2#412#b2', 60000);
+    await api('POST', '/v1/leases/reports%2Fhourly/release', { owner: 'web-2#412#b2', token: lease.token, run: { error: 'killed by signal 9 (killed)', duration_ms: 900 } });
+    await page.waitForFunction(() => /token 5/.test(document.querySelector('#run-last dd')?.textContent ?? ''), null, WAIT);
+    assert.match(await fact('run-failure'), /failed \(killed by signal 9 \(killed\)\) in 900 ms, .* by web-2#412#b2 \(token 5\)/);
+    assert.match(await fact('run-success'), /by web-1#311#a1 \(token 4\)/);
+  });
+
   await t.test('a screenshot of the console, when asked for', async (st) => {
     if (!screenshot) {
       st.diagnostic('LEASEHOLD_CONSOLE_SCREENSHOT is not set: no screenshot taken');
       return;
     }
+    // The runs view of the task above, then the whole console.
+    await page.locator('#history').screenshot({ path: screenshot.replace(/\.png$/, '-runs.png') });
     await claim('billing/invoices', 'billing-7f9c#1#q2', 110000, 'December invoices');
     await row(page, 'lease-rows', 'billing/invoices').waitFor(WAIT);
     await page.screenshot({ path: screenshot, fullPage: true });

@@ -16,9 +16,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasehold/leasehold/leasecore"
-	"github.com/leasehold/leasehold/leasecore/internal/runjson"
 	"github.com/leasehold/leasehold/leasecore/internal/notify"
 	"github.com/leasehold/leasehold/leasecore/internal/redact"
+	"github.com/leasehold/leasehold/leasecore/internal/runjson"
 	"github.com/leasehold/leasehold/leasecore/internal/snapcache"
 )
 

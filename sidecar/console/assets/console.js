@@ -2,7 +2,7 @@
 // bearer token, follows GET /v1/watch for changes (or polls GET /v1/leases
 // where the sidecar has no watch stream), and redraws.
 import { follow } from './live.js';
-import { clockOffset, eventKinds, formatAgo, formatCountdown, formatDuration, formatTime } from './format.js';
+import { clockOffset, eventKinds, formatAgo, formatCountdown, formatDuration, formatTime, runOutcomes, runText, summarizeRuns } from './format.js';
 
 const TOKEN_KEY = 'leasehold.token';
 const POLL_MS = 3000;           // polling period without a watch stream
@@ -444,10 +444,39 @@ function renderHistory(events) {
       cell('Token', el('span', { class: 'mono token' }, ev.token)),
       // The credential the recording operation acted for; none (—) for the library, the pruner, an expiry.
       cell('Credential', ev.credential ? el('span', { class: 'mono credential' }, ev.credential) : '—'),
-      cell('Detail', ev.detail || '—'));
+      cell('Detail', eventDetail(ev) || '—'));
   }));
   $('history-empty').hidden = events.length > 0;
   $('history-table').hidden = events.length === 0;
+  renderRuns(events);
+}
+
+/** What an event says beyond its columns: its detail, a released event's run and the hold that rests the task. */
+function eventDetail(ev) {
+  const parts = [];
+  if (ev.detail) parts.push(ev.detail);
+  if (ev.run) parts.push(`run ${runText(ev.run)}`);
+  if (ev.hold_until) parts.push(`rests until ${formatTime(ev.hold_until, serverNow())}`);
+  return parts.join('; ');
+}
+
+/** The task's runs: the newest, the newest success and failure, with when, who and how long. */
+function renderRuns(events) {
+  const s = summarizeRuns(events);
+  $('runs').hidden = s.total === 0;
+  if (s.total === 0) return;
+  const outcome = (ev) => {
+    const o = runOutcomes[ev.run.outcome] ?? { icon: '•', label: ev.run.outcome };
+    return el('span', { class: `state run-${ev.run.outcome}` }, icon(o.icon), runText(ev.run));
+  };
+  const when = (ev) => [timeNode(ev.at), ' by ', el('span', { class: 'mono owner' }, ev.owner), ` (token ${ev.token})`];
+  const fact2 = (term, id, ev) => el('div', { id }, el('dt', {}, term),
+    el('dd', {}, ...(ev ? [outcome(ev), ', ', ...when(ev)] : ['none among these events'])));
+  $('runs-facts').replaceChildren(
+    fact2('Last run', 'run-last', s.last),
+    fact2('Last success', 'run-success', s.lastSuccess),
+    fact2('Last failure', 'run-failure', s.lastFailure),
+    fact('Runs shown', `${s.total}: ${s.counts.succeeded} succeeded, ${s.counts.failed} failed, ${s.counts.lost} lost`));
 }
 
 function renderPolicies() {

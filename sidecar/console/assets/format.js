@@ -80,3 +80,39 @@ export const eventKinds = {
   taken_over: { icon: '⇄', label: 'taken over' },
   lost: { icon: '✖', label: 'lost' },
 };
+
+/** A run's outcome in words, as the history's Detail and the runs summary say it: "succeeded in 1 s", "failed (exit 3) in 20 s". */
+export function runText(run) {
+  if (!run) return '';
+  let why = '';
+  if (run.exit_code !== undefined && run.error) why = ` (exit ${run.exit_code}: ${run.error})`;
+  else if (run.exit_code !== undefined && (run.exit_code !== 0 || run.lost)) why = ` (exit ${run.exit_code})`;
+  else if (run.error) why = ` (${run.error})`;
+  return `${run.outcome}${why} in ${formatDuration(run.duration_ms)}`;
+}
+
+/** The words and symbol of a run's outcome: never colour alone. */
+export const runOutcomes = {
+  succeeded: { icon: '✔', label: 'succeeded' },
+  failed: { icon: '✖', label: 'failed' },
+  lost: { icon: '⚠', label: 'lost' },
+};
+
+/**
+ * A task's runs, from its history events (newest first): the released
+ * events that say what their run did. last is the newest run, lastSuccess
+ * and lastFailure the newest of each (a lost run is a failure), counts the
+ * outcomes of the runs among these events.
+ */
+export function summarizeRuns(events) {
+  const runs = events.filter((ev) => ev.kind === 'released' && ev.run);
+  const counts = { succeeded: 0, failed: 0, lost: 0 };
+  for (const ev of runs) counts[ev.run.outcome] = (counts[ev.run.outcome] ?? 0) + 1;
+  return {
+    last: runs[0],
+    lastSuccess: runs.find((ev) => ev.run.outcome === 'succeeded'),
+    lastFailure: runs.find((ev) => ev.run.outcome !== 'succeeded'),
+    counts,
+    total: runs.length,
+  };
+}

@@ -50,3 +50,28 @@ test('backoff doubles to a cap, with jitter in [0.5, 1)', () => {
   assert.equal(backoff(50, () => 0.999999), 30000);
   for (let i = 0; i < 20; i++) assert.ok(backoff(i) <= 30000);
 });
+
+test('a run reads as its outcome, why, and how long', async () => {
+  const { runText } = await import('../assets/format.js');
+  assert.equal(runText({ outcome: 'succeeded', exit_code: 0, error: '', duration_ms: 1500, lost: false }), 'succeeded in 1 s');
+  assert.equal(runText({ outcome: 'failed', exit_code: 3, error: '', duration_ms: 20_000, lost: false }), 'failed (exit 3) in 20 s');
+  assert.equal(runText({ outcome: 'failed', error: 'killed by signal 9 (killed)', duration_ms: 100, lost: false }), 'failed (killed by signal 9 (killed)) in 100 ms');
+  assert.equal(runText({ outcome: 'lost', exit_code: 143, error: '', duration_ms: 65_000, lost: true }), 'lost (exit 143) in 1 min 05 s');
+  assert.equal(runText(undefined), '');
+});
+
+test('a task\'s runs: the newest, the newest success and failure, the counts', async () => {
+  const { summarizeRuns } = await import('../assets/format.js');
+  const ev = (id, kind, outcome) => ({ id, kind, ...(outcome ? { run: { outcome, duration_ms: id } } : {}) });
+  const events = [ev(9, 'acquired'), ev(8, 'released', 'failed'), ev(7, 'acquired'), ev(6, 'released'), ev(5, 'released', 'lost'),
+    ev(4, 'released', 'succeeded'), ev(3, 'expired'), ev(2, 'released', 'succeeded')];
+  const s = summarizeRuns(events);
+  assert.equal(s.last.id, 8);
+  assert.equal(s.lastSuccess.id, 4);
+  assert.equal(s.lastFailure.id, 8);
+  assert.deepEqual(s.counts, { succeeded: 2, failed: 1, lost: 1 });
+  assert.equal(s.total, 4);
+  const none = summarizeRuns([ev(1, 'acquired')]);
+  assert.equal(none.total, 0);
+  assert.equal(none.last, undefined);
+});
