@@ -104,14 +104,14 @@ function toHolder(w) {
 const MAX_RUN_ERROR_BYTES = 1024;
 
 /**
- * text as a run's outcome may carry it: valid UTF-8 without NUL (a NUL becomes U+FFFD, as does
- * a lone surrogate when encoded), cut to at most MAX_RUN_ERROR_BYTES bytes on a character
- * boundary.
+ * text as a run's outcome may carry it, as the Go client's leasecore.TruncateText makes it:
+ * valid UTF-8 (a lone surrogate becomes U+FFFD when encoded) without NUL (dropped), cut to at
+ * most MAX_RUN_ERROR_BYTES bytes on a character boundary.
  * @param {string} text
  * @returns {string}
  */
 function runErrorText(text) {
-  const buf = Buffer.from(text.replaceAll("\0", "\uFFFD"), "utf8");
+  const buf = Buffer.from(text.replaceAll("\0", ""), "utf8");
   if (buf.length <= MAX_RUN_ERROR_BYTES) return buf.toString("utf8");
   let end = MAX_RUN_ERROR_BYTES;
   // buf[end] is the first byte left out: while it continues a character, that character does
@@ -128,7 +128,7 @@ function toWireRun(run) {
   return {
     exit_code: run.exitCode,
     error: run.error === undefined ? undefined : runErrorText(run.error),
-    duration_ms: Math.max(0, Math.round(run.durationMs)),
+    duration_ms: Math.max(0, Math.floor(run.durationMs)),
     lost: run.lost,
   };
 }

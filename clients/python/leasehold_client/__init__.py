@@ -29,6 +29,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -51,6 +52,7 @@ DEFAULT_ADDR = "http://127.0.0.1:7411"
 
 _MAX_TOKEN_BYTES = 4096  # a token file holds one token, as the leasehold binary reads it
 _MAX_RUN_ERROR_BYTES = 1024  # a run's error text, in bytes of UTF-8: the sidecar's bound
+_SURROGATE = re.compile("[\ud800-\udfff]")  # a str may hold one; UTF-8 cannot
 
 
 @dataclass(frozen=True)
@@ -150,7 +152,7 @@ class RunOutcome:
     lost: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"duration_ms": max(0, int(round(self.duration_ms)))}
+        d: dict[str, Any] = {"duration_ms": max(0, int(self.duration_ms))}
         if self.exit_code is not None:
             d["exit_code"] = self.exit_code
         if self.error is not None:
@@ -161,9 +163,10 @@ class RunOutcome:
 
 
 def _run_error_text(text: str) -> str:
-    """text as a run's outcome may carry it: valid UTF-8 without NUL (a NUL becomes U+FFFD, an
-    unencodable surrogate ?), cut to at most 1024 bytes on a character boundary."""
-    raw = text.replace("\0", "\ufffd").encode("utf-8", errors="replace")
+    """text as a run's outcome may carry it, as the Go client's leasecore.TruncateText makes it:
+    valid UTF-8 (a lone surrogate becomes U+FFFD) without NUL (dropped), cut to at most 1024
+    bytes on a character boundary."""
+    raw = _SURROGATE.sub("\ufffd", text.replace("\0", "")).encode("utf-8")
     # A cut inside a character leaves a partial one at the end, which the decoding drops.
     return raw[:_MAX_RUN_ERROR_BYTES].decode("utf-8", errors="ignore")
 
@@ -518,7 +521,7 @@ class Client:
 
 
 def _ms_since(start: float) -> int:
-    return round((time.monotonic() - start) * 1000)
+    return int((time.monotonic() - start) * 1000)
 
 
 def _skipped(held: Held) -> Skipped:

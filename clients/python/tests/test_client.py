@@ -494,15 +494,15 @@ class RunOutcomes(SidecarTest):
 
         def work(lease, lost):
             tokens.append(lease.token)
-            # "ValueError: a\0b" is 17 bytes once the NUL is U+FFFD; each é is 2, so the 1024th
-            # byte starts an é that does not fit.
-            raise ValueError("a\0b" + "é" * 700)
+            # "ValueError: ab\0\ud800" is 17 bytes once the NUL is dropped and the lone surrogate
+            # is U+FFFD; each é is 2, so the 1024th byte starts an é that does not fit whole.
+            raise ValueError("ab\0\ud800" + "é" * 700)
 
         with self.assertRaises(ValueError):
             self.a.run(task, work)
         [released] = released_events(task, tokens[0])
         error = (released.get("run") or {}).get("error")
-        self.assertEqual(error, "ValueError: a\ufffdb" + "é" * 503, released)
+        self.assertEqual(error, "ValueError: ab\ufffd" + "é" * 503, released)
         self.assertEqual(len(error.encode()), 1023)
 
     def test_release_with_an_exit_code(self):

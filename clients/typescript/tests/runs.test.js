@@ -238,8 +238,9 @@ test("run() cuts a long error to 1024 bytes of valid UTF-8, without NUL", async 
   const task = "ts/outcome/long";
   /** @type {number | undefined} */
   let leaseToken;
-  // "a\0b" is 5 bytes once the NUL is U+FFFD; each é is 2, so byte 1024 is the second of one.
-  const message = "a\0b" + "é".repeat(700);
+  // "ab\0\uD800" is 5 bytes once the NUL is dropped and the lone surrogate is U+FFFD; each é
+  // is 2, so the 1024th byte starts an é that does not fit whole.
+  const message = "ab\0\uD800" + "é".repeat(700);
   await assert.rejects(
     client.run(task, (lease) => {
       leaseToken = lease.token;
@@ -249,7 +250,7 @@ test("run() cuts a long error to 1024 bytes of valid UTF-8, without NUL", async 
   );
   const [released] = await releasedEvents(runsUrl, task, leaseToken ?? 0);
   assert.ok(released?.run, `the released event carries the run: ${JSON.stringify(released)}`);
-  assert.equal(released.run.error, "a\uFFFDb" + "é".repeat(509));
+  assert.equal(released.run.error, "ab\uFFFD" + "é".repeat(509));
   assert.equal(Buffer.byteLength(released.run.error), 1023);
 });
 
