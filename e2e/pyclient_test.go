@@ -17,12 +17,24 @@ import (
 var unittestRanRE = regexp.MustCompile(`(?m)^Ran (\d+) tests? in `)
 
 // The Python client's own unittest suite (clients/python/tests) runs against
-// real sidecars: one open (with a declared task), one that wants a bearer
-// token, one on a Unix socket over the open one's store. Every test must run
-// (a skip means the suite did not get its sidecars) and pass.
+// real sidecars on each store: one open (with a declared task), one that
+// wants a bearer token, one on a Unix socket over the open one's store. Every
+// test must run (a skip means the suite did not get its sidecars) and pass.
 func TestPythonClientPackage(t *testing.T) {
 	t.Parallel()
 	py := python3(t)
+	for _, kind := range storeKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			runPythonClientSuite(t, py, kind.url(t), kind.url(t))
+		})
+	}
+}
+
+// runPythonClientSuite runs clients/python's suite against sidecars on
+// openStore (the open one and the Unix socket's) and authStore (the one that
+// wants a token).
+func runPythonClientSuite(t *testing.T, py, openStore, authStore string) {
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
 	if err := os.WriteFile(tokenFile, []byte("py-client-secret\n"), 0o600); err != nil {
@@ -30,13 +42,12 @@ func TestPythonClientPackage(t *testing.T) {
 	}
 	// A declared task, declared before the sidecar starts so that its first
 	// read of the declarations has it: clients that give no ttl get its ttl.
-	openStore := "sqlite:" + filepath.Join(dir, "open.db")
 	decl := leasecore.TaskDecl{Name: "py/declared", TTL: 7 * time.Second, MaxTTL: 10 * time.Second}
 	if _, err := openService(t, openStore).CreateTask(t.Context(), decl, leasecore.Writer{}); err != nil {
 		t.Fatal(err)
 	}
 	open := startSidecar(t, openStore)
-	auth := startSidecar(t, "sqlite:"+filepath.Join(dir, "auth.db"), "--token-file", tokenFile)
+	auth := startSidecar(t, authStore, "--token-file", tokenFile)
 	// A third sidecar, on a Unix socket, shares the open one's store: what
 	// a client does over the socket shows over TCP.
 	sock := startSidecar(t, openStore, "--listen", "unix:"+socketPath(t))

@@ -20,9 +20,10 @@ import (
 // The TypeScript client (clients/typescript) passes its own node --test suite
 // against real sidecars: one on each store behind a bearer token (whose
 // store declares a task with a max_ttl, for the prune lock's clamp), another
-// on a Unix socket over the same store, one whose store is down (every lease
-// call 503), and a spare one the suite stops with SIGTERM to see a keepalive
-// holder told of the shutdown.
+// on a Unix socket over the same store, a third over the same store that only
+// tests/runs.test.js asks (its /metrics count that file's runs alone), one
+// whose store is down (every lease call 503), and a spare one the suite stops
+// with SIGTERM to see a keepalive holder told of the shutdown.
 func TestTypeScriptClient(t *testing.T) {
 	t.Parallel()
 	node := nodeBin(t, "the TypeScript client's tests")
@@ -44,10 +45,12 @@ func TestTypeScriptClient(t *testing.T) {
 			main := startSidecar(t, store, "--token-file", tokenFile)
 			// On a Unix socket, over main's store, with its token.
 			unix := startSidecar(t, store, "--token-file", tokenFile, "--listen", "unix:"+socketPath(t))
+			runs := startSidecar(t, store, "--token-file", tokenFile)
 			down := startSidecar(t, pgtest.ClosedURL(t))
 			spare := startSidecar(t, "sqlite:"+filepath.Join(t.TempDir(), "spare.db"))
 			main.waitReady()
 			unix.waitReady()
+			runs.waitReady()
 			spare.waitReady()
 
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -61,6 +64,7 @@ func TestTypeScriptClient(t *testing.T) {
 				"LEASEHOLD_TEST_SPARE_URL="+spare.base,
 				"LEASEHOLD_TEST_SPARE_PID="+strconv.Itoa(spare.proc.PID()),
 				"LEASEHOLD_TEST_UNIX_URL="+unix.addr,
+				"LEASEHOLD_TEST_RUNS_URL="+runs.base,
 				fmt.Sprintf("LEASEHOLD_TEST_CAPPED_TASK=%s=%d", capped.Name, capped.MaxTTL.Milliseconds()),
 			)
 			out, err := cmd.CombinedOutput()

@@ -14,16 +14,32 @@ export interface Lease {
   readonly ttlRemainingMs: number;
   readonly renewCount: number;
   readonly note: string;
+  /**
+   * The end of the lease's minimum hold (a claim's `minHoldMs`); absent when it has none. The
+   * task is granted to nobody before it, its owner included, even after a release or expiry.
+   */
+  readonly holdUntil?: string;
 }
 
-/** Who holds a task another owner asked for. */
+/**
+ * Who holds a task another owner asked for: the owner of a live lease, or, with `resting`,
+ * the owner of a lease that ended (released or expired) inside its minimum hold, which keeps
+ * the task from every claimant until `holdUntil`.
+ */
 export interface Holder {
   readonly owner: string;
+  /** When the task may next be granted, as far as the store knows now. */
   readonly expiresAt: string;
   readonly ttlRemainingMs: number;
+  /** When the holder's lease was granted. */
+  readonly acquiredAt?: string;
+  /** The end of the holder's minimum hold; absent when it has none. */
+  readonly holdUntil?: string;
+  /** The holder's lease has ended and its minimum hold keeps the task resting. */
+  readonly resting: boolean;
 }
 
-/** Another owner holds a live lease: a healthy refusal. */
+/** Another owner holds a live lease, or the task rests in a minimum hold: a healthy refusal. */
 export interface Held {
   readonly kind: "held";
   readonly holder: Holder;
@@ -44,15 +60,58 @@ export type RenewResult =
   | { readonly kind: "lost"; readonly reason: string; readonly detail: string }
   | Unavailable;
 
-export type ReleaseResult = { readonly kind: "released"; readonly released: boolean } | Unavailable;
+/**
+ * `released: false`: there was nothing of the owner's to release. `holdUntil`: the end of the
+ * released lease's minimum hold when it has not passed; the task rests until then.
+ */
+export type ReleaseResult =
+  | { readonly kind: "released"; readonly released: boolean; readonly holdUntil?: string }
+  | Unavailable;
+
+/**
+ * What a job run under a lease did, sent with its release (`run()` sends it); the history's
+ * released event keeps it. `exitCode` (0–255) or `error` (at most 1024 bytes of UTF-8 are
+ * sent) says how it ended; `lost`, that the lease was lost while it ran.
+ */
+export interface RunOutcome {
+  readonly exitCode?: number;
+  readonly error?: string;
+  readonly durationMs: number;
+  readonly lost?: boolean;
+}
 
 export type KeepaliveResult = { readonly kind: "acquired"; readonly holder: KeepaliveHolder } | Held | Unavailable;
 
-/** `lost`: the signal had aborted by the time fn settled. */
-export type RunResult<T> =
-  | { readonly kind: "ran"; readonly value: T; readonly lease: Lease; readonly lost: boolean }
-  | Held
-  | Unavailable;
+/** fn ran: its value and the lease; `lost`: the signal had aborted by the time fn settled. */
+export interface Ran<T> {
+  readonly kind: "ran";
+  readonly value: T;
+  readonly lease: Lease;
+  readonly lost: boolean;
+}
+
+export type RunResult<T> = Ran<T> | Held | Unavailable;
+
+/**
+ * A scheduled-job run (`oncePerMs`) that found this period's job another replica's, and did
+ * not call fn: a healthy outcome, as held is.
+ */
+export interface Skipped {
+  readonly kind: "skipped";
+  /** Who ran it, or runs it: the holder's owner. */
+  readonly runBy: string;
+  /** When that run started: the holder's lease's acquisition. */
+  readonly startedAt?: string;
+  /** true: the run is still going (a live lease); false: it is done (the task rests). */
+  readonly running: boolean;
+  /** When the task may next be granted: the live lease's expiry, or the end of the hold. */
+  readonly freeAt: string;
+  readonly holder: Holder;
+  readonly detail: string;
+}
+
+/** run() with `oncePerMs`: never held, skipped instead. */
+export type OncePerResult<T> = Ran<T> | Skipped | Unavailable;
 
 export interface ClientOptions {
   /**
@@ -83,6 +142,35 @@ export interface KeepaliveOptions {
   note?: string;
   /** Wait up to this long for a held task instead of answering held at once. */
   waitMs?: number;
+  /**
+   * The lease's minimum hold in ms (1 ms to 31 days): however early the stream ends, the task
+   * rests, refused to every claimant, until the lease's acquisition plus this.
+   */
+  minHoldMs?: number;
+}
+
+/**
+ * run()'s scheduled-job mode: the job runs at most once per `oncePerMs` across the replicas
+ * whose schedulers fire it. The lease is claimed with a minimum hold of half the period
+ * (whole ms), so a replica that fires within half a period after the one that ran resolves
+ * `skipped`. Exclusive with `waitMs` and `minHoldMs`.
+ */
+export interface OncePerOptions {
+  owner?: string;
+  ttlMs?: number;
+  note?: string;
+  /** The period in ms, at least 2. */
+  oncePerMs: number;
+  waitMs?: never;
+  minHoldMs?: never;
+}
+
+export interface ClaimOptions {
+  owner: string;
+  ttlMs?: number;
+  note?: string;
+  /** The lease's minimum hold in ms (1 ms to 31 days); see KeepaliveOptions.minHoldMs. */
+  minHoldMs?: number;
 }
 
 export class LeaseholdError extends Error {
@@ -104,8 +192,11 @@ export class KeepaliveHolder {
   readonly token: number;
   /** Aborts, with a LeaseLostError as its reason, when the lease is lost. */
   readonly signal: AbortSignal;
-  /** Hang up and release this grant; idempotent, never throws. */
-  release(): Promise<void>;
+  /**
+   * Release this grant (with `run`, the outcome of the job run under it), then hang up;
+   * idempotent, never throws.
+   */
+  release(options?: { run?: RunOutcome }): Promise<void>;
 }
 
 /** `LEASEHOLD_ADDR`: the environment variable naming the sidecar's address. */
@@ -119,16 +210,27 @@ export class LeaseholdClient {
   /** With no options, the sidecar `LEASEHOLD_ADDR` names, with the token of `LEASEHOLD_TOKEN_FILE`. */
   constructor(options?: ClientOptions);
   readonly baseUrl: string;
-  claim(task: string, options: { owner: string; ttlMs?: number; note?: string }): Promise<ClaimResult>;
+  claim(task: string, options: ClaimOptions): Promise<ClaimResult>;
   renew(task: string, options: { owner: string; token?: number; ttlMs?: number }): Promise<RenewResult>;
-  release(task: string, options: { owner: string; token?: number }): Promise<ReleaseResult>;
+  /** With `run`, the outcome of the job run under the lease, which the history keeps. */
+  release(task: string, options: { owner: string; token?: number; run?: RunOutcome }): Promise<ReleaseResult>;
   /** The current lease, or null when the task is free; throws LeaseholdError when it cannot tell. */
   get(task: string): Promise<Lease | null>;
   keepalive(task: string, options?: KeepaliveOptions): Promise<KeepaliveResult>;
+  /**
+   * Runs fn under the lease and releases it when fn settles, with the run's outcome (exit code
+   * 0, or fn's error; lost; duration), kept in the history; fn's rejection is passed on.
+   * With `oncePerMs`: the scheduled-job mode, where another replica's run is `skipped`.
+   */
   run<T>(
     task: string,
     fn: (lease: Lease, signal: AbortSignal) => Promise<T> | T,
-    options?: KeepaliveOptions,
+    options: OncePerOptions,
+  ): Promise<OncePerResult<T>>;
+  run<T>(
+    task: string,
+    fn: (lease: Lease, signal: AbortSignal) => Promise<T> | T,
+    options?: KeepaliveOptions & { oncePerMs?: never },
   ): Promise<RunResult<T>>;
 }
 

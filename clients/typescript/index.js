@@ -81,6 +81,7 @@ function toLease(w) {
     ttlRemainingMs: w.ttl_remaining_ms,
     renewCount: w.renew_count,
     note: w.note ?? "",
+    ...(w.hold_until ? { holdUntil: w.hold_until } : {}),
   };
 }
 
@@ -89,7 +90,58 @@ function toLease(w) {
  * @returns {import("./index.js").Holder}
  */
 function toHolder(w) {
-  return { owner: w.owner, expiresAt: w.expires_at, ttlRemainingMs: w.ttl_remaining_ms };
+  return {
+    owner: w.owner,
+    expiresAt: w.expires_at,
+    ttlRemainingMs: w.ttl_remaining_ms,
+    resting: w.resting === true,
+    ...(w.acquired_at ? { acquiredAt: w.acquired_at } : {}),
+    ...(w.hold_until ? { holdUntil: w.hold_until } : {}),
+  };
+}
+
+/** The longest error text a run's outcome carries, in bytes of UTF-8 (the sidecar's bound). */
+const MAX_RUN_ERROR_BYTES = 1024;
+
+/**
+ * text as a run's outcome may carry it, as the Go client's leasecore.TruncateText makes it:
+ * valid UTF-8 (a lone surrogate becomes U+FFFD when encoded) without NUL (dropped), cut to at
+ * most MAX_RUN_ERROR_BYTES bytes on a character boundary.
+ * @param {string} text
+ * @returns {string}
+ */
+function runErrorText(text) {
+  const buf = Buffer.from(text.replaceAll("\0", ""), "utf8");
+  if (buf.length <= MAX_RUN_ERROR_BYTES) return buf.toString("utf8");
+  let end = MAX_RUN_ERROR_BYTES;
+  // buf[end] is the first byte left out: while it continues a character, that character does
+  // not fit whole, so it is left out too.
+  while (end > 0 && (buf[end] & 0xc0) === 0x80) end--;
+  return buf.subarray(0, end).toString("utf8");
+}
+
+/**
+ * A run's outcome as a release sends it.
+ * @param {import("./index.js").RunOutcome} run
+ */
+function toWireRun(run) {
+  return {
+    exit_code: run.exitCode,
+    error: run.error === undefined ? undefined : runErrorText(run.error),
+    duration_ms: Math.max(0, Math.floor(run.durationMs)),
+    lost: run.lost,
+  };
+}
+
+/**
+ * What a thrown value says, as a run's error: its message (an Error's, with its cause's), or
+ * its text; never empty, since an empty error with no exit status would read as no error.
+ * @param {unknown} err
+ */
+function thrownText(err) {
+  const text = describe(err);
+  if (text !== "") return text;
+  return err instanceof Error ? err.name || "Error" : `threw ${String(err) || "an empty value"}`;
 }
 
 /** @param {unknown} err */
@@ -320,13 +372,16 @@ export class LeaseholdClient {
   }
 
   /**
-   * Claims task for owner. Never waits: a live lease of another owner is "held".
+   * Claims task for owner. Never waits: a live lease of another owner is "held", and so is a
+   * task resting in the minimum hold of a lease that ended (holder.resting), for every owner.
+   * With minHoldMs, the task rests until the lease's acquisition plus minHoldMs even if the
+   * lease is released or expires before then.
    * @param {string} task
-   * @param {{owner: string, ttlMs?: number, note?: string}} options
+   * @param {{owner: string, ttlMs?: number, note?: string, minHoldMs?: number}} options
    * @returns {Promise<import("./index.js").ClaimResult>}
    */
   async claim(task, options) {
-    const body = { owner: options?.owner, ttl_ms: options?.ttlMs, note: options?.note };
+    const body = { owner: options?.owner, ttl_ms: options?.ttlMs, note: options?.note, min_hold_ms: options?.minHoldMs };
     const r = await this.send("POST", this.path(task, "claim"), body);
     if (r.status === 200 && r.body.acquired === true) return { kind: "acquired", lease: toLease(r.body.lease) };
     if (r.status === 409 && r.body.reason === "held") {
@@ -355,14 +410,20 @@ export class LeaseholdClient {
 
   /**
    * Releases owner's lease on task; with token, only that grant. `released: false` means
-   * there was nothing of owner's (with token: of that grant) to release.
+   * there was nothing of owner's (with token: of that grant) to release. `holdUntil`, when
+   * set, is the end of the lease's minimum hold: the task rests until then. `run`, when
+   * given, is the outcome of the job run under the lease, which the history's released event
+   * keeps.
    * @param {string} task
-   * @param {{owner: string, token?: number}} options
+   * @param {{owner: string, token?: number, run?: import("./index.js").RunOutcome}} options
    * @returns {Promise<import("./index.js").ReleaseResult>}
    */
   async release(task, options) {
-    const r = await this.send("POST", this.path(task, "release"), { owner: options?.owner, token: options?.token });
-    if (r.status === 200) return { kind: "released", released: r.body.released === true };
+    const body = { owner: options?.owner, token: options?.token, run: options?.run && toWireRun(options.run) };
+    const r = await this.send("POST", this.path(task, "release"), body);
+    if (r.status === 200) {
+      return { kind: "released", released: r.body.released === true, ...(r.body.hold_until ? { holdUntil: r.body.hold_until } : {}) };
+    }
     this.refuseBad(r);
     return this.unavailable(r);
   }
@@ -382,9 +443,10 @@ export class LeaseholdClient {
 
   /**
    * Opens a keepalive stream: the sidecar renews the lease for as long as it stays open.
-   * On "acquired", the holder's signal aborts when the lease is lost.
+   * On "acquired", the holder's signal aborts when the lease is lost. With minHoldMs, the
+   * task rests until the lease's acquisition plus minHoldMs, however early the stream ends.
    * @param {string} task
-   * @param {{owner?: string, ttlMs?: number, note?: string, waitMs?: number}} [options]
+   * @param {{owner?: string, ttlMs?: number, note?: string, waitMs?: number, minHoldMs?: number}} [options]
    * @returns {Promise<import("./index.js").KeepaliveResult>}
    */
   async keepalive(task, options = {}) {
@@ -392,6 +454,7 @@ export class LeaseholdClient {
     if (options.owner !== undefined) q.set("owner", options.owner);
     if (options.ttlMs !== undefined) q.set("ttl_ms", String(options.ttlMs));
     if (options.note !== undefined) q.set("note", options.note);
+    if (options.minHoldMs !== undefined) q.set("min_hold_ms", String(options.minHoldMs));
     if (options.waitMs !== undefined) q.set("wait_ms", String(options.waitMs));
     const url = `${this.path(task, "keepalive")}?${q}`;
     const conn = new AbortController();
@@ -444,25 +507,72 @@ export class LeaseholdClient {
 
   /**
    * Runs fn while holding task through a keepalive stream: fn gets the lease and a signal
-   * that aborts when the lease is lost. The lease is released when fn settles; fn's
+   * that aborts when the lease is lost. When fn settles, the lease is released with the
+   * run's outcome (exit_code 0 when fn resolved, its error when it rejected, lost when the
+   * signal had aborted, and the duration), which the history's released event keeps; fn's
    * rejection is passed on after the release.
+   *
+   * With oncePerMs (the scheduled-job mode, exclusive with waitMs and minHoldMs), the lease
+   * is claimed with a minimum hold of half the period, so that of the replicas whose
+   * schedulers fire the job within half a period of each other one runs it; the others
+   * resolve {kind: "skipped"}, saying who ran it, when, whether it still runs, and when the
+   * task is free.
    * @template T
    * @param {string} task
    * @param {(lease: import("./index.js").Lease, signal: AbortSignal) => Promise<T> | T} fn
-   * @param {{owner?: string, ttlMs?: number, note?: string, waitMs?: number}} [options]
-   * @returns {Promise<import("./index.js").RunResult<T>>}
+   * @param {{owner?: string, ttlMs?: number, note?: string, waitMs?: number, minHoldMs?: number, oncePerMs?: number}} [options]
+   * @returns {Promise<import("./index.js").RunResult<T> | import("./index.js").OncePerResult<T>>}
    */
   async run(task, fn, options = {}) {
-    const k = await this.keepalive(task, { owner: defaultOwner(), ...options });
+    const { oncePerMs, ...rest } = options;
+    /** @type {{owner?: string, ttlMs?: number, note?: string, waitMs?: number, minHoldMs?: number}} */
+    const ka = { owner: defaultOwner(), ...rest };
+    if (oncePerMs !== undefined) {
+      if (typeof oncePerMs !== "number" || !Number.isFinite(oncePerMs) || oncePerMs < 2) {
+        throw new TypeError(`oncePerMs: the period in ms, at least 2 (the minimum hold is half of it), got ${oncePerMs}`);
+      }
+      if (rest.waitMs !== undefined) throw new TypeError("oncePerMs, waitMs: exclusive; a replica that finds this period's job taken is skipped, not kept waiting");
+      if (rest.minHoldMs !== undefined) throw new TypeError("oncePerMs, minHoldMs: exclusive; oncePerMs holds the task for half the period");
+      ka.minHoldMs = Math.floor(oncePerMs / 2);
+    }
+    const k = await this.keepalive(task, ka);
+    if (k.kind === "held" && oncePerMs !== undefined) return skipped(k);
     if (k.kind !== "acquired") return k;
     const { holder } = k;
+    const start = performance.now();
+    /** @type {import("./index.js").RunOutcome} */
+    let outcome = { durationMs: 0 };
     try {
       const value = await fn(holder.lease, holder.signal);
-      return { kind: "ran", value, lease: holder.lease, lost: holder.signal.aborted };
+      const lost = holder.signal.aborted;
+      outcome = { exitCode: 0, durationMs: performance.now() - start, ...(lost ? { lost } : {}) };
+      return { kind: "ran", value, lease: holder.lease, lost };
+    } catch (err) {
+      const lost = holder.signal.aborted;
+      outcome = { error: thrownText(err), durationMs: performance.now() - start, ...(lost ? { lost } : {}) };
+      throw err;
     } finally {
-      await holder.release();
+      await holder.release({ run: outcome });
     }
   }
+}
+
+/**
+ * A held answer to a scheduled-job run, as its skipped result.
+ * @param {import("./index.js").Held} held
+ * @returns {import("./index.js").Skipped}
+ */
+function skipped(held) {
+  const h = held.holder;
+  return {
+    kind: "skipped",
+    runBy: h.owner,
+    ...(h.acquiredAt ? { startedAt: h.acquiredAt } : {}),
+    running: !h.resting,
+    freeAt: h.expiresAt,
+    holder: h,
+    detail: held.detail,
+  };
 }
 
 /**
@@ -595,22 +705,26 @@ export class KeepaliveHolder {
   }
 
   /**
-   * Hangs up (the sidecar releases on hang-up) and releases the grant at once, owner- and
-   * token-checked, so the task is free when this resolves if the sidecar answers.
-   * Idempotent; never throws.
+   * Releases the grant, owner- and token-checked (with run, the outcome of the job run under
+   * it, which the history's released event keeps), then hangs up, so the task is free (or
+   * resting in its minimum hold) when this resolves if the sidecar answers; if it does not,
+   * the hang-up releases it. Idempotent (a later call's run is not sent); never throws.
+   * @param {{run?: import("./index.js").RunOutcome}} [options]
    * @returns {Promise<void>}
    */
-  release() {
+  release(options = {}) {
     this.released ??= (async () => {
+      // From here on a loss is none: the release ends the lease on purpose.
       this.releasing = true;
       clearTimeout(this.deadline);
-      this.conn.abort();
-      await this.reading.catch(() => undefined);
       try {
-        await this.client.release(this.task, { owner: this.lease.owner, token: this.lease.token });
+        const run = options.run;
+        await this.client.release(this.task, { owner: this.lease.owner, token: this.lease.token, ...(run ? { run } : {}) });
       } catch {
         // The hang-up releases it too; the ttl is the backstop.
       }
+      this.conn.abort();
+      await this.reading.catch(() => undefined);
     })();
     return this.released;
   }

@@ -17,13 +17,19 @@ since retrying it cannot help.
 
 `client.keepalive(task)` holds a lease over the sidecar's keepalive stream (the sidecar renews
 it; closing the holder releases it) and sets `holder.lost`, a threading.Event, when the lease
-is lost. `client.run(task, fn)` holds the lease while `fn(lease, lost)` runs.
+is lost. `client.run(task, fn)` holds the lease while `fn(lease, lost)` runs, and releases it
+with the run's outcome, which the task's history keeps. A claim, a stream or a run may ask for
+a minimum hold (`min_hold_ms`): the task then rests, refused to every claimant, until the
+lease's acquisition plus that, however early the lease ends. `client.run(task, fn,
+once_per_ms=PERIOD)` is the scheduled-job mode: of the replicas that fire a job within half a
+period of each other one runs it, and the others get `Skipped` (who ran it, and when).
 """
 from __future__ import annotations
 
 import http.client
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -33,7 +39,7 @@ from typing import Any, Callable
 
 __all__ = [
     "Client", "Lease", "Holder", "Acquired", "Held", "Unavailable", "Renewed", "Lost",
-    "Released", "Ran", "Keepalive", "LeaseholdError", "default_owner",
+    "Released", "Ran", "Skipped", "RunOutcome", "Keepalive", "LeaseholdError", "default_owner",
     "ENV_ADDR", "ENV_TOKEN_FILE", "DEFAULT_ADDR",
 ]
 
@@ -45,11 +51,15 @@ DEFAULT_ADDR = "http://127.0.0.1:7411"
 """The address asked when neither base_url nor LEASEHOLD_ADDR names one: the sidecar's default."""
 
 _MAX_TOKEN_BYTES = 4096  # a token file holds one token, as the leasehold binary reads it
+_MAX_RUN_ERROR_BYTES = 1024  # a run's error text, in bytes of UTF-8: the sidecar's bound
+_SURROGATE = re.compile("[\ud800-\udfff]")  # a str may hold one; UTF-8 cannot
 
 
 @dataclass(frozen=True)
 class Lease:
-    """A lease as the sidecar reports it; `token` is the fencing token."""
+    """A lease as the sidecar reports it; `token` is the fencing token. `hold_until` is the end
+    of the lease's minimum hold (`min_hold_ms`), None when it has none: the task is granted to
+    nobody before it, its owner included, even after a release or an expiry."""
     task: str
     owner: str
     token: int
@@ -60,6 +70,7 @@ class Lease:
     expires_at: str = ""
     renew_count: int = 0
     note: str = ""
+    hold_until: str | None = None
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Lease:
@@ -69,10 +80,21 @@ class Lease:
 
 @dataclass(frozen=True)
 class Holder:
-    """Who holds a task another owner asked for."""
+    """Who holds a task another owner asked for: the owner of a live lease, or, with `resting`,
+    the owner of a lease that ended (released or expired) inside its minimum hold, which keeps
+    the task from every claimant until `hold_until`. `expires_at` is when the task may next be
+    granted as far as the store knows: the live lease's expiry, or the end of the hold."""
     owner: str
     ttl_remaining_ms: int
     expires_at: str = ""
+    acquired_at: str = ""
+    hold_until: str | None = None
+    resting: bool = False
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Holder:
+        return cls(d.get("owner", ""), d.get("ttl_remaining_ms", 0), d.get("expires_at", ""),
+                   d.get("acquired_at", ""), d.get("hold_until"), d.get("resting") is True)
 
 
 @dataclass(frozen=True)
@@ -82,7 +104,8 @@ class Acquired:
 
 @dataclass(frozen=True)
 class Held:
-    """Another owner holds the task: the claim was answered, and the answer is no."""
+    """Another owner holds the task, or it rests in a minimum hold (holder.resting): the claim
+    was answered, and the answer is no."""
     holder: Holder | None
     detail: str = ""
 
@@ -111,7 +134,47 @@ class Lost:
 
 @dataclass(frozen=True)
 class Released:
-    released: bool  # False: there was nothing of yours to release
+    """`released` False: there was nothing of yours to release. `hold_until`: the end of the
+    released lease's minimum hold when it has not passed (the task rests until then), else None."""
+    released: bool
+    hold_until: str | None = None
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What a job run under a lease did, sent with its release (run() sends it): the task's
+    history keeps it on the released event. `exit_code` (0 to 255) or `error` says how it ended
+    (at most 1024 bytes of the error's UTF-8 are sent); `lost`, that the lease was lost while it
+    ran."""
+    duration_ms: int
+    exit_code: int | None = None
+    error: str | None = None
+    lost: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"duration_ms": max(0, int(self.duration_ms))}
+        if self.exit_code is not None:
+            d["exit_code"] = self.exit_code
+        if self.error is not None:
+            d["error"] = _run_error_text(self.error)
+        if self.lost:
+            d["lost"] = True
+        return d
+
+
+def _run_error_text(text: str) -> str:
+    """text as a run's outcome may carry it, as the Go client's leasecore.TruncateText makes it:
+    valid UTF-8 (a lone surrogate becomes U+FFFD) without NUL (dropped), cut to at most 1024
+    bytes on a character boundary."""
+    raw = _SURROGATE.sub("\ufffd", text.replace("\0", "")).encode("utf-8")
+    # A cut inside a character leaves a partial one at the end, which the decoding drops.
+    return raw[:_MAX_RUN_ERROR_BYTES].decode("utf-8", errors="ignore")
+
+
+def _raised_text(err: BaseException) -> str:
+    """What an exception says, as a run's error: its type and text, never empty."""
+    text = str(err)
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 @dataclass(frozen=True)
@@ -123,6 +186,20 @@ class Ran:
     lease: Lease
     lost: threading.Event
     reason: Lost | None = None
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """run()'s answer in the scheduled-job mode (once_per_ms) when this period's job is another
+    replica's: fn was not called. `run_by` ran it (or runs it), starting at `started_at`;
+    `running` is True while that run goes on (its lease is live) and False once it is done (the
+    task rests); `free_at` is when the task may next be granted. A healthy outcome, as Held is."""
+    run_by: str
+    started_at: str
+    running: bool
+    free_at: str
+    holder: Holder
+    detail: str = ""
 
 
 class LeaseholdError(Exception):
@@ -280,13 +357,18 @@ class Client:
     # --- the lease protocol ---
 
     def claim(self, task: str, *, ttl_ms: int | None = None, note: str | None = None,
-              owner: str | None = None) -> Acquired | Held | Unavailable:
-        """Claim task. With no ttl_ms the task's declared ttl (or the sidecar's default) applies."""
+              owner: str | None = None, min_hold_ms: int | None = None) -> Acquired | Held | Unavailable:
+        """Claim task. With no ttl_ms the task's declared ttl (or the sidecar's default) applies.
+        With min_hold_ms (1 ms to 31 days) the task rests, refused to every claimant, until the
+        lease's acquisition plus that, even if the lease is released or expires before then; a
+        claim of a resting task is Held with holder.resting True."""
         body: dict[str, Any] = {"owner": owner or self.owner}
         if ttl_ms is not None:
             body["ttl_ms"] = ttl_ms
         if note is not None:
             body["note"] = note
+        if min_hold_ms is not None:
+            body["min_hold_ms"] = min_hold_ms
         r = self._call("POST", _task_path(task, "claim"), body)
         if isinstance(r, Unavailable):
             return r
@@ -295,8 +377,7 @@ class Client:
             return Acquired(Lease.from_json(doc["lease"]))
         if status == 409:
             h = doc.get("holder")
-            holder = Holder(h.get("owner", ""), h.get("ttl_remaining_ms", 0), h.get("expires_at", "")) if h else None
-            return Held(holder, doc.get("detail", ""))
+            return Held(Holder.from_json(h) if h else None, doc.get("detail", ""))
         raise LeaseholdError(status, doc)
 
     def renew(self, task: str, *, token: int | None = None, ttl_ms: int | None = None,
@@ -317,18 +398,21 @@ class Client:
             return Lost(doc.get("reason", ""), doc.get("detail", ""))
         raise LeaseholdError(status, doc)
 
-    def release(self, task: str, *, token: int | None = None, owner: str | None = None
-                ) -> Released | Unavailable:
-        """Release task if this owner (and, with token, this lease) holds it."""
+    def release(self, task: str, *, token: int | None = None, owner: str | None = None,
+                run: RunOutcome | None = None) -> Released | Unavailable:
+        """Release task if this owner (and, with token, this lease) holds it. With run, the
+        outcome of the job run under the lease, which the history's released event keeps."""
         body: dict[str, Any] = {"owner": owner or self.owner}
         if token is not None:
             body["token"] = token
+        if run is not None:
+            body["run"] = run.to_json()
         r = self._call("POST", _task_path(task, "release"), body)
         if isinstance(r, Unavailable):
             return r
         status, doc = r
         if status == 200:
-            return Released(bool(doc.get("released")))
+            return Released(bool(doc.get("released")), doc.get("hold_until"))
         raise LeaseholdError(status, doc)
 
     def get(self, task: str) -> Lease | None | Unavailable:
@@ -345,16 +429,19 @@ class Client:
 
     def keepalive(self, task: str, *, ttl_ms: int | None = None, note: str | None = None,
                   wait_ms: int | None = None, owner: str | None = None,
-                  on_event: Callable[[str, dict[str, Any]], None] | None = None
-                  ) -> Keepalive | Held | Unavailable:
+                  on_event: Callable[[str, dict[str, Any]], None] | None = None,
+                  min_hold_ms: int | None = None) -> Keepalive | Held | Unavailable:
         """Open a keepalive stream on task: the sidecar renews the lease while the stream is
         open and releases it when the holder is closed. on_event(name, data) sees every event
-        (acquired, renewed, lost, released) from the reader thread."""
+        (acquired, renewed, lost, released) from the reader thread. With min_hold_ms, the task
+        rests until the lease's acquisition plus that, however early the stream ends."""
         q: dict[str, Any] = {"owner": owner or self.owner}
         if ttl_ms is not None:
             q["ttl_ms"] = ttl_ms
         if note is not None:
             q["note"] = note
+        if min_hold_ms is not None:
+            q["min_hold_ms"] = min_hold_ms
         if wait_ms is not None:
             q["wait_ms"] = wait_ms
         path = self._prefix + _task_path(task, "keepalive") + "?" + urllib.parse.urlencode(q)
@@ -380,12 +467,11 @@ class Client:
                 doc = {}
             if resp.status == 409:
                 h = doc.get("holder")
-                holder = Holder(h.get("owner", ""), h.get("ttl_remaining_ms", 0), h.get("expires_at", "")) if h else None
-                return Held(holder, doc.get("detail", ""))
+                return Held(Holder.from_json(h) if h else None, doc.get("detail", ""))
             if resp.status >= 500:
                 return Unavailable(doc.get("detail") or f"HTTP {resp.status}", resp.status)
             raise LeaseholdError(resp.status, doc)
-        ka = Keepalive(task, conn, sock, resp, on_event)
+        ka = Keepalive(task, conn, sock, resp, on_event, self)
         first = ka._start()
         if first is not None:
             return first
@@ -393,29 +479,68 @@ class Client:
 
     def run(self, task: str, fn: Callable[[Lease, threading.Event], Any], *,
             ttl_ms: int | None = None, note: str | None = None, wait_ms: int | None = None,
-            owner: str | None = None) -> Ran | Held | Unavailable:
+            owner: str | None = None, min_hold_ms: int | None = None,
+            once_per_ms: int | None = None) -> Ran | Held | Skipped | Unavailable:
         """Hold task over a keepalive stream while fn(lease, lost) runs, then release it.
 
         fn gets the lease (lease.token is the fencing token) and `lost`, a threading.Event set
         when the lease is lost: fn should check it between units of work (or wait on it) and
-        stop writing once it is set. An exception from fn propagates after the release."""
-        ka = self.keepalive(task, ttl_ms=ttl_ms, note=note, wait_ms=wait_ms, owner=owner)
+        stop writing once it is set. The release carries the run's outcome, which the task's
+        history keeps: exit_code 0 when fn returned, the exception ("Type: text", cut to 1024
+        bytes) when it raised, lost when `lost` was set by then, and the duration. An exception
+        from fn propagates after the release.
+
+        once_per_ms is the scheduled-job mode (exclusive with wait_ms and min_hold_ms; a
+        ValueError otherwise): the lease is claimed with a minimum hold of half the period
+        (whole ms), so that of the replicas whose schedulers fire the job within half a period
+        of each other one runs it, and the others get Skipped, never Held."""
+        if once_per_ms is not None:
+            if isinstance(once_per_ms, bool) or not isinstance(once_per_ms, (int, float)) or not once_per_ms >= 2:
+                raise ValueError(f"once_per_ms: the period in ms, at least 2 (the minimum hold is half of it), got {once_per_ms!r}")
+            if wait_ms is not None:
+                raise ValueError("once_per_ms, wait_ms: exclusive; a replica that finds this period's job taken is skipped, not kept waiting")
+            if min_hold_ms is not None:
+                raise ValueError("once_per_ms, min_hold_ms: exclusive; once_per_ms holds the task for half the period")
+            min_hold_ms = int(once_per_ms // 2)
+        ka = self.keepalive(task, ttl_ms=ttl_ms, note=note, wait_ms=wait_ms, owner=owner, min_hold_ms=min_hold_ms)
+        if isinstance(ka, Held) and once_per_ms is not None:
+            return _skipped(ka)
         if not isinstance(ka, Keepalive):
             return ka
-        with ka:
+        start = time.monotonic()
+        outcome = None
+        try:
             result = fn(ka.lease, ka.lost)
+            outcome = RunOutcome(_ms_since(start), exit_code=0, lost=ka.lost.is_set())
             return Ran(result, ka.lease, ka.lost, ka.lost_reason)
+        except BaseException as err:
+            outcome = RunOutcome(_ms_since(start), error=_raised_text(err), lost=ka.lost.is_set())
+            raise
+        finally:
+            ka.release(run=outcome)
+
+
+def _ms_since(start: float) -> int:
+    return int((time.monotonic() - start) * 1000)
+
+
+def _skipped(held: Held) -> Skipped:
+    """A held answer to a scheduled-job run, as its Skipped."""
+    h = held.holder or Holder("", 0)
+    return Skipped(h.owner, h.acquired_at, not h.resting, h.expires_at, h, held.detail)
 
 
 class Keepalive:
     """A lease held over a keepalive stream. `lost` is set when the lease is lost: a `lost` or
     `released` event, the stream ending, or the local deadline (monotonic time of the last
     acquired/renewed event + its ttl_remaining_ms) passing with no newer event.
-    close() (or leaving a `with` block) hangs up, and the sidecar releases the lease."""
+    close() (or leaving a `with` block) hangs up, and the sidecar releases the lease; release()
+    releases it first (with the outcome of a run, if given), then hangs up."""
 
     def __init__(self, task: str, conn: http.client.HTTPConnection, sock: socket.socket | None,
-                 resp: http.client.HTTPResponse, on_event):
+                 resp: http.client.HTTPResponse, on_event, client: Client):
         self.task = task
+        self._client = client
         self.lost = threading.Event()
         self.lease: Lease | None = None
         self.lost_reason: Lost | None = None
@@ -497,6 +622,20 @@ class Keepalive:
                 return
             if self._ended.wait(left):
                 return
+
+    def release(self, run: RunOutcome | None = None) -> None:
+        """Release the lease (owner- and token-checked; with run, the outcome of the job run under
+        it, which the task's history keeps), then hang up: the task is free, or rests in its
+        minimum hold, when this returns if the sidecar answered; if it did not, the hang-up
+        releases it. From the call on, a loss is none: `lost` is not set by it. Never raises."""
+        with self._lock:
+            self._ended.set()
+        if self.lease is not None:
+            try:
+                self._client.release(self.task, token=self.lease.token, owner=self.lease.owner, run=run)
+            except LeaseholdError:
+                pass  # a refused release: the hang-up releases the lease all the same
+        self.close()
 
     def close(self) -> None:
         """Hang up: the sidecar releases the lease (owner- and token-checked)."""

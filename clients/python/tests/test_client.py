@@ -11,7 +11,10 @@ test e2e/TestPythonClientPackage starts them and runs this suite (make test); by
 A test whose sidecar is not given skips, except under CI (CI set, as .ci/run sets it), where it
 fails: there every test must run.
 """
+import json
 import os
+import random
+import re
 import socket
 import subprocess
 import sys
@@ -19,11 +22,14 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.parse
+import urllib.request
 import uuid
+from datetime import datetime
 from unittest import mock
 
 from leasehold_client import (DEFAULT_ADDR, Acquired, Client, Held, Keepalive, LeaseholdError,
-                              Lost, Ran, Released, Renewed, Unavailable)
+                              Lost, Ran, Released, Renewed, RunOutcome, Skipped, Unavailable)
 
 URL = os.environ.get("LEASEHOLD_CLIENT_TEST_URL", "")
 AUTH_URL = os.environ.get("LEASEHOLD_CLIENT_TEST_AUTH_URL", "")
@@ -68,6 +74,36 @@ def eventually(pred, what: str) -> None:
         if time.monotonic() > stop:
             raise AssertionError(f"not within {PATIENCE}s: {what}")
         time.sleep(0.05)
+
+
+def ms_between(a: str, b: str) -> int:
+    """The milliseconds from RFC 3339 time a to b."""
+    return round((datetime.fromisoformat(b) - datetime.fromisoformat(a)).total_seconds() * 1000)
+
+
+def ask(method: str, path: str, body: dict | None = None) -> dict:
+    """Asks URL's sidecar (which wants no token) directly; the decoded JSON answer."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(URL + path, data=data, method=method, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=PATIENCE) as resp:
+        return json.loads(resp.read() or b"{}")
+
+
+def released_events(task: str, token: int) -> list[dict]:
+    """The history's released events of task's grant with token (the newest first)."""
+    events = ask("GET", f"/v1/leases/{urllib.parse.quote(task, safe='')}/history")["events"]
+    return [e for e in events if e["kind"] == "released" and e["token"] == token]
+
+
+def runs_total() -> dict[str, int]:
+    """URL's sidecar's leasehold_runs_total by outcome. The suite's tests run one at a time, so
+    a change across one test is that test's runs."""
+    with urllib.request.urlopen(URL + "/metrics", timeout=PATIENCE) as resp:
+        text = resp.read().decode()
+    out = {m[1]: int(m[2]) for m in re.finditer(r'^leasehold_runs_total\{outcome="(\w+)"\} (\d+)$', text, re.M)}
+    if len(out) != 3:
+        raise AssertionError(f"leasehold_runs_total: want its three outcomes, got {out}")
+    return out
 
 
 class SidecarTest(unittest.TestCase):
@@ -278,6 +314,223 @@ class RunHelper(SidecarTest):
         with self.assertRaisesRegex(RuntimeError, "boom"):
             self.a.run(task, work, ttl_ms=2000)
         eventually(lambda: self.a.get(task) is None, "the lease is released after fn raised")
+
+
+class MinimumHold(SidecarTest):
+    def test_claim_rests_after_release_for_every_owner(self):
+        task = task_name("min-hold")
+        r = self.a.claim(task, ttl_ms=30000, min_hold_ms=60000)
+        self.assertIsInstance(r, Acquired)
+        lease = r.lease
+        self.assertIsNotNone(lease.hold_until)
+        self.assertEqual(ms_between(lease.acquired_at, lease.hold_until), 60000)
+        live = self.b.claim(task)
+        self.assertIsInstance(live, Held)
+        self.assertEqual((live.holder.owner, live.holder.resting), (self.a.owner, False))
+        self.assertEqual((live.holder.acquired_at, live.holder.hold_until), (lease.acquired_at, lease.hold_until))
+        self.assertEqual(self.a.release(task, token=lease.token), Released(True, lease.hold_until))
+        self.assertIsNone(self.a.get(task))
+        for c in (self.b, self.a):  # its own owner too
+            held = c.claim(task)
+            self.assertIsInstance(held, Held, c.owner)
+            h = held.holder
+            self.assertEqual((h.owner, h.resting, h.acquired_at, h.hold_until), (self.a.owner, True, lease.acquired_at, lease.hold_until))
+            self.assertEqual(h.expires_at, lease.hold_until)
+            self.assertTrue(0 < h.ttl_remaining_ms <= 60000, h.ttl_remaining_ms)
+        # Without a minimum hold, nothing says one.
+        plain = self.a.claim(task_name("no-hold"), ttl_ms=30000)
+        self.assertIsNone(plain.lease.hold_until)
+        self.assertEqual(self.a.release(plain.lease.task, token=plain.lease.token), Released(True, None))
+
+    def test_keepalive_hold_outlasts_the_stream(self):
+        task = task_name("min-hold-ka")
+        ka = self.a.keepalive(task, ttl_ms=1000, min_hold_ms=60000)
+        self.assertIsInstance(ka, Keepalive)
+        with ka:
+            hold = ka.lease.hold_until
+            self.assertEqual(ms_between(ka.lease.acquired_at, hold), 60000)
+        eventually(lambda: self.a.get(task) is None, "the stream's lease is released on hang-up")
+        for c in (self.b, self.a):
+            held = c.keepalive(task, ttl_ms=1000)
+            self.assertIsInstance(held, Held, c.owner)
+            self.assertEqual((held.holder.owner, held.holder.resting, held.holder.hold_until), (self.a.owner, True, hold))
+
+
+class OncePerPeriod(SidecarTest):
+    PERIOD = 60000
+
+    def replica(self, n: int) -> Client:
+        return Client(URL, owner=f"py-replica-{n}#" + uuid.uuid4().hex[:6])
+
+    def test_two_runs_in_a_row(self):
+        task = task_name("once-row")
+        first, second = self.replica(1), self.replica(2)
+        calls = []
+        during = []
+
+        def work(lease, lost):
+            calls.append(lease.owner)
+            # The other replica fires while this one runs.
+            during.append(second.run(task, lambda lease, lost: calls.append(lease.owner), once_per_ms=self.PERIOD))
+            return "done"
+
+        r = first.run(task, work, once_per_ms=self.PERIOD, ttl_ms=10000)
+        self.assertIsInstance(r, Ran)
+        self.assertIsNotNone(r.lease.hold_until, "no minimum hold")
+        self.assertEqual(ms_between(r.lease.acquired_at, r.lease.hold_until), self.PERIOD // 2, "a minimum hold of half the period")
+        s = during[0]
+        self.assertIsInstance(s, Skipped)
+        self.assertEqual((s.run_by, s.running, s.started_at), (first.owner, True, r.lease.acquired_at))
+        self.assertGreater(ms_between(s.started_at, s.free_at), 0)
+        for c in (second, first):  # the one that ran is skipped too
+            s = c.run(task, lambda lease, lost: calls.append(lease.owner), once_per_ms=self.PERIOD)
+            self.assertIsInstance(s, Skipped, c.owner)
+            self.assertEqual((s.run_by, s.running, s.started_at, s.free_at), (first.owner, False, r.lease.acquired_at, r.lease.hold_until))
+            self.assertTrue(s.holder.resting)
+            self.assertIn(first.owner, s.detail)
+        self.assertEqual(calls, [first.owner], "fn ran once")
+
+    def test_five_replicas_jittered_exactly_one_runs(self):
+        for round_ in range(3):
+            task = task_name(f"once-fleet-{round_}")
+            ran, results = [], [None] * 5
+            lock = threading.Lock()
+
+            def work(lease, lost):
+                with lock:
+                    ran.append(lease.owner)
+                time.sleep(0.02)
+
+            def fire(i: int, c: Client, delay: float):
+                time.sleep(delay)
+                results[i] = c.run(task, work, once_per_ms=self.PERIOD, ttl_ms=5000)
+
+            threads = [threading.Thread(target=fire, args=(i, self.replica(i), random.uniform(0, 0.3))) for i in range(5)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(PATIENCE)
+            self.assertEqual(len(ran), 1, f"round {round_}: fn ran {len(ran)} times: {ran}")
+            kinds = sorted(type(r).__name__ for r in results)
+            self.assertEqual(kinds, ["Ran", "Skipped", "Skipped", "Skipped", "Skipped"], f"round {round_}: {results}")
+            for r in results:
+                owner = r.run_by if isinstance(r, Skipped) else r.lease.owner
+                self.assertEqual(owner, ran[0], f"round {round_}: {r}")
+
+    def test_next_period_runs_once_the_hold_has_passed(self):
+        task = task_name("once-next")
+        first = self.replica(1).run(task, lambda lease, lost: None, once_per_ms=400, ttl_ms=5000)
+        self.assertIsInstance(first, Ran)
+        self.assertIsNotNone(first.lease.hold_until, "no minimum hold")
+        self.assertEqual(ms_between(first.lease.acquired_at, first.lease.hold_until), 200)
+        other = self.replica(2)
+        stop = time.monotonic() + PATIENCE
+        while True:
+            r = other.run(task, lambda lease, lost: None, once_per_ms=400, ttl_ms=5000)
+            if isinstance(r, Ran):
+                self.assertGreaterEqual(ms_between(first.lease.hold_until, r.lease.acquired_at), 0, "granted before the hold's end")
+                break
+            self.assertIsInstance(r, Skipped)
+            self.assertLess(time.monotonic(), stop, "the task never came free")
+            time.sleep(0.02)
+
+    def test_bad_options_raise_before_anything_is_claimed(self):
+        task = task_name("once-bad")
+        for kwargs, message in (({"wait_ms": 1000}, "once_per_ms, wait_ms"),
+                                ({"min_hold_ms": 1000}, "once_per_ms, min_hold_ms"),
+                                ({"once_per_ms": 1}, "once_per_ms"),
+                                ({"once_per_ms": True}, "once_per_ms")):
+            kwargs = {"once_per_ms": self.PERIOD, **kwargs}
+            with self.assertRaisesRegex(ValueError, message):
+                self.a.run(task, lambda lease, lost: self.fail("fn ran"), **kwargs)
+        self.assertIsNone(self.a.get(task))
+        self.assertEqual(ask("GET", f"/v1/leases/{urllib.parse.quote(task, safe='')}/history"), {"events": []})
+
+
+class RunOutcomes(SidecarTest):
+    """run() releases with the run's outcome, which the history's released event keeps."""
+
+    def counted(self, body) -> dict[str, int]:
+        before = runs_total()
+        body()
+        after = runs_total()
+        return {k: after[k] - before[k] for k in after}
+
+    def test_success(self):
+        task = task_name("outcome-ok")
+        out = []
+        counted = self.counted(lambda: out.append(self.a.run(task, lambda lease, lost: time.sleep(0.05))))
+        [released] = released_events(task, out[0].lease.token)
+        run = dict(released.get("run") or {})
+        duration = run.pop("duration_ms", None)
+        self.assertEqual(run, {"outcome": "succeeded", "exit_code": 0, "error": "", "lost": False}, released)
+        self.assertGreaterEqual(duration, 40, "a body that slept 50 ms")
+        self.assertEqual(counted, {"succeeded": 1, "failed": 0, "lost": 0})
+
+    def test_exception(self):
+        task = task_name("outcome-raise")
+        tokens = []
+
+        def work(lease, lost):
+            tokens.append(lease.token)
+            raise RuntimeError("report failed: disk full")
+
+        def body():
+            with self.assertRaisesRegex(RuntimeError, "disk full"):
+                self.a.run(task, work)
+
+        counted = self.counted(body)
+        [released] = released_events(task, tokens[0])
+        run = released.get("run") or {}
+        self.assertEqual((run.get("outcome"), run.get("error"), run.get("lost")),
+                         ("failed", "RuntimeError: report failed: disk full", False), released)
+        self.assertNotIn("exit_code", run, "an exception has no exit status")
+        self.assertEqual(counted, {"succeeded": 0, "failed": 1, "lost": 0})
+        self.assertIsNone(self.a.get(task))
+
+    def test_long_error_is_cut_to_1024_bytes(self):
+        task = task_name("outcome-long")
+        tokens = []
+
+        def work(lease, lost):
+            tokens.append(lease.token)
+            # "ValueError: ab\0\ud800" is 17 bytes once the NUL is dropped and the lone surrogate
+            # is U+FFFD; each é is 2, so the 1024th byte starts an é that does not fit whole.
+            raise ValueError("ab\0\ud800" + "é" * 700)
+
+        with self.assertRaises(ValueError):
+            self.a.run(task, work)
+        [released] = released_events(task, tokens[0])
+        error = (released.get("run") or {}).get("error")
+        self.assertEqual(error, "ValueError: ab\ufffd" + "é" * 503, released)
+        self.assertEqual(len(error.encode()), 1023)
+
+    def test_release_with_an_exit_code(self):
+        task = task_name("outcome-exit")
+        lease = self.a.claim(task, ttl_ms=30000).lease
+        self.assertEqual(self.a.release(task, token=lease.token, run=RunOutcome(1250, exit_code=3)), Released(True))
+        [released] = released_events(task, lease.token)
+        self.assertEqual(released.get("run"), {"outcome": "failed", "exit_code": 3, "error": "", "duration_ms": 1250, "lost": False})
+
+    def test_lost_lease_is_counted(self):
+        task = task_name("outcome-lost")
+        out = []
+
+        def work(lease, lost):
+            # An operator ends the lease under the run.
+            revoked = ask("POST", f"/v1/leases/{urllib.parse.quote(task, safe='')}/revoke", {"token": lease.token})
+            self.assertTrue(revoked["released"])
+            return lost.wait(PATIENCE)
+
+        counted = self.counted(lambda: out.append(self.a.run(task, work, ttl_ms=2000)))
+        r = out[0]
+        self.assertIsInstance(r, Ran)
+        self.assertTrue(r.result, "fn was not told the lease was lost")
+        self.assertEqual(counted, {"succeeded": 0, "failed": 0, "lost": 1})
+        # The revoke's released event is the grant's only one: the run's release found no lease.
+        events = released_events(task, r.lease.token)
+        self.assertEqual(len(events), 1, events)
+        self.assertNotIn("run", events[0])
 
 
 class BearerToken(unittest.TestCase):

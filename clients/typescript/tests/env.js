@@ -20,6 +20,11 @@ export const downUrl = need("LEASEHOLD_TEST_DOWN_URL");
 /** A sidecar of its own the suite may stop (SIGSTOP/SIGCONT, SIGTERM). */
 export const spareUrl = need("LEASEHOLD_TEST_SPARE_URL");
 export const sparePid = Number(need("LEASEHOLD_TEST_SPARE_PID"));
+/**
+ * A sidecar over url's store, wanting the same token, that only runs.test.js asks: its
+ * /metrics count that file's runs alone.
+ */
+export const runsUrl = need("LEASEHOLD_TEST_RUNS_URL");
 /** unix:PATH: a sidecar on a Unix socket over url's store, wanting the same token. */
 export const unixUrl = need("LEASEHOLD_TEST_UNIX_URL");
 /** A task declared on url's store with a max_ttl (TASK=MAX_TTL_MS). */
@@ -67,3 +72,53 @@ export function aborted(signal) {
     });
   });
 }
+
+/**
+ * Asks the sidecar at base with the suite's token; answers the decoded JSON, or throws with
+ * the status.
+ * @param {string} base
+ * @param {string} method
+ * @param {string} path
+ * @param {object} [body]
+ * @returns {Promise<any>}
+ */
+export async function ask(base, method, path, body) {
+  const res = await fetch(base + path, {
+    method,
+    headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${path}: HTTP ${res.status}: ${text}`);
+  return text ? JSON.parse(text) : {};
+}
+
+/**
+ * The history's released events of task's grant with this token (the newest first).
+ * @param {string} base
+ * @param {string} task
+ * @param {number} leaseToken
+ * @returns {Promise<any[]>}
+ */
+export async function releasedEvents(base, task, leaseToken) {
+  const { events } = await ask(base, "GET", `/v1/leases/${encodeURIComponent(task)}/history`);
+  return events.filter((/** @type {any} */ e) => e.kind === "released" && e.token === leaseToken);
+}
+
+/**
+ * The sidecar's leasehold_runs_total by outcome (succeeded, failed, lost).
+ * @param {string} base
+ * @returns {Promise<Record<string, number>>}
+ */
+export async function runsTotal(base) {
+  const res = await fetch(base + "/metrics");
+  const text = await res.text();
+  /** @type {Record<string, number>} */
+  const out = {};
+  for (const m of text.matchAll(/^leasehold_runs_total\{outcome="(\w+)"\} (\d+)$/gm)) out[m[1]] = Number(m[2]);
+  if (Object.keys(out).length !== 3) throw new Error(`leasehold_runs_total: want its three outcomes, got ${JSON.stringify(out)}`);
+  return out;
+}
+
+/** @param {number} ms */
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));

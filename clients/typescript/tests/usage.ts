@@ -17,19 +17,26 @@ import {
   leaseholdPruneLock,
 } from "@leasehold/client";
 import type {
+  ClaimOptions,
   ClaimResult,
   ClientOptions,
   Held,
+  Holder,
   KeepaliveOptions,
   KeepaliveResult,
   Lease,
+  OncePerOptions,
+  OncePerResult,
+  Ran,
   PruneLease,
   PruneLock,
   PruneLockRequest,
   PruneLockResult,
   ReleaseResult,
   RenewResult,
+  RunOutcome,
   RunResult,
+  Skipped,
   Unavailable,
 } from "@leasehold/client";
 
@@ -59,13 +66,32 @@ export function describeLease(l: Lease): string {
   const numbers: number[] = [l.ttlMs, l.ttlRemainingMs, l.renewCount];
   // @ts-expect-error: a lease is read-only
   l.token = 2;
-  return `${l.task} ${l.owner} ${token} ${times.join()} ${numbers.join()} ${l.note}`;
+  // The end of a minimum hold, absent when the claim asked for none.
+  const hold: string | undefined = l.holdUntil;
+  // @ts-expect-error: holdUntil may be absent
+  const sure: string = l.holdUntil;
+  void sure;
+  return `${l.task} ${l.owner} ${token} ${times.join()} ${numbers.join()} ${l.note} ${hold ?? "no hold"}`;
+}
+
+/** A holder: a live lease's owner, or a resting task's last owner, with the hold's end. */
+export function describeHolder(h: Holder): string {
+  const resting: boolean = h.resting;
+  const acquired: string | undefined = h.acquiredAt;
+  const hold: string | undefined = h.holdUntil;
+  // @ts-expect-error: a holder is read-only
+  h.resting = false;
+  return `${h.owner} ${h.expiresAt} ${h.ttlRemainingMs} ${resting} ${acquired ?? ""} ${hold ?? ""}`;
 }
 
 /** A claim's outcome is a discriminated union: the lease only when acquired. */
 export async function claim(c: LeaseholdClient): Promise<number | null> {
   const owner = defaultOwner();
   const r: ClaimResult = await c.claim("nightly-report", { owner, ttlMs: 30_000, note: "v1" });
+  const once: ClaimOptions = { owner, ttlMs: 30_000, minHoldMs: 1_800_000 };
+  await c.claim("nightly-report", once);
+  // @ts-expect-error: a minimum hold is a number of ms
+  await c.claim("nightly-report", { owner, minHoldMs: "30m" });
   // @ts-expect-error: the lease is unreachable until the result is narrowed to acquired
   r.lease.token;
   // @ts-expect-error: an owner is required
@@ -82,14 +108,22 @@ export async function claim(c: LeaseholdClient): Promise<number | null> {
       const released: ReleaseResult = await c.release("nightly-report", { owner, token: r.lease.token });
       if (released.kind === "released") {
         const freed: boolean = released.released;
-        void freed;
+        const restsUntil: string | undefined = released.holdUntil;
+        void [freed, restsUntil];
       }
+      // A release may say what the job run under the lease did.
+      const outcome: RunOutcome = { exitCode: 3, durationMs: 1_250 };
+      await c.release("nightly-report", { owner, token: r.lease.token, run: outcome });
+      await c.release("nightly-report", { owner, run: { error: "disk full", durationMs: 10, lost: true } });
+      // @ts-expect-error: an outcome says how long the run took
+      await c.release("nightly-report", { owner, run: { exitCode: 0 } });
       return r.lease.token;
     }
     case "held": {
       const held: Held = r;
       const holder: string = held.holder.owner;
       const left: number = held.holder.ttlRemainingMs;
+      describeHolder(held.holder);
       return holder.length + left;
     }
     case "unavailable": {
@@ -121,7 +155,7 @@ export async function get(c: LeaseholdClient): Promise<string> {
 
 /** A keepalive holder: its signal aborts with a LeaseLostError. */
 export async function keepalive(c: LeaseholdClient): Promise<void> {
-  const opts: KeepaliveOptions = { owner: "w1", ttlMs: 10_000, note: "n", waitMs: 1_000 };
+  const opts: KeepaliveOptions = { owner: "w1", ttlMs: 10_000, note: "n", waitMs: 1_000, minHoldMs: 60_000 };
   const k: KeepaliveResult = await c.keepalive("nightly-report", opts);
   if (k.kind !== "acquired") return;
   const holder: KeepaliveHolder = k.holder;
@@ -136,6 +170,9 @@ export async function keepalive(c: LeaseholdClient): Promise<void> {
   describeLease(holder.lease);
   const done: Promise<void> = holder.release();
   await done;
+  await holder.release({ run: { exitCode: 0, durationMs: 5 } });
+  // @ts-expect-error: an outcome's exit code is a number
+  await holder.release({ run: { exitCode: "0", durationMs: 5 } });
 }
 
 /** run: fn's value comes back typed, with the lease it ran under. */
@@ -154,6 +191,46 @@ export async function run(c: LeaseholdClient): Promise<number> {
   }
   // @ts-expect-error: no value unless fn ran
   return r.value;
+}
+
+/** run's scheduled-job mode: ran, skipped (another replica's run this period) or unavailable. */
+export async function oncePer(c: LeaseholdClient): Promise<string> {
+  const opts: OncePerOptions = { oncePerMs: 3_600_000, ttlMs: 60_000 };
+  const r: OncePerResult<number> = await c.run("hourly-prune", async (lease) => lease.token, opts);
+  // @ts-expect-error: a scheduled run is never held, but skipped
+  if (r.kind === "held") return "held";
+  // @ts-expect-error: without oncePerMs, run answers held, not skipped
+  const plain: OncePerResult<number> = await c.run("hourly-prune", async (lease) => lease.token);
+  void plain;
+  // @ts-expect-error: once per period is exclusive with waiting
+  await c.run("hourly-prune", () => 1, { oncePerMs: 60_000, waitMs: 1_000 });
+  // @ts-expect-error: once per period sets the minimum hold itself
+  await c.run("hourly-prune", () => 1, { oncePerMs: 60_000, minHoldMs: 1_000 });
+  // A minimum hold of one's own, without the skipped answer.
+  const held: RunResult<void> = await c.run("hourly-prune", () => undefined, { minHoldMs: 30_000 });
+  void held;
+  switch (r.kind) {
+    case "ran": {
+      const ran: Ran<number> = r;
+      return `ran under token ${ran.value}`;
+    }
+    case "skipped": {
+      const s: Skipped = r;
+      const by: string = s.runBy;
+      const at: string | undefined = s.startedAt;
+      const running: boolean = s.running;
+      const free: string = s.freeAt;
+      // @ts-expect-error: fn did not run
+      s.value;
+      return `${by} ${running ? "runs" : "ran"} it (since ${at ?? "?"}); free at ${free}; ${describeHolder(s.holder)} ${s.detail}`;
+    }
+    case "unavailable":
+      return r.detail;
+    default: {
+      const never: never = r;
+      return never;
+    }
+  }
 }
 
 /** The console's prune-lock seam, structurally: leasehold's adapter is a PruneLock. */
