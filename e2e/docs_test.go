@@ -156,18 +156,16 @@ func normalizeSession(s string) string {
 }
 
 // The README's quick start, on a fresh sidecar as `make run` serves it.
-func TestREADMEQuickStart(t *testing.T) {
-	t.Parallel()
-	steps := consoleSteps(t, "README.md", "## Quick start")
-	s := startSidecar(t, "sqlite:"+filepath.Join(t.TempDir(), "leasehold.db"))
-	s.waitReady()
-	runSession(t, "README.md", s, steps)
-}
+func TestREADMEQuickStart(t *testing.T) { runREADMESection(t, "## Quick start") }
 
 // The README's scheduled job, on a fresh sidecar: one run, one skip.
-func TestREADMEScheduledJobs(t *testing.T) {
+func TestREADMEScheduledJobs(t *testing.T) { runREADMESection(t, "## Scheduled jobs") }
+
+// runREADMESection runs the console session under the README's heading on
+// a fresh sidecar, as `make run` serves it.
+func runREADMESection(t *testing.T, heading string) {
 	t.Parallel()
-	steps := consoleSteps(t, "README.md", "## Scheduled jobs")
+	steps := consoleSteps(t, "README.md", heading)
 	s := startSidecar(t, "sqlite:"+filepath.Join(t.TempDir(), "leasehold.db"))
 	s.waitReady()
 	runSession(t, "README.md", s, steps)
