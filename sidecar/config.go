@@ -20,6 +20,10 @@ type Config struct {
 	// Listen is the address to serve on: a TCP host:port (port 0 picks
 	// one), or unix:PATH for a Unix socket at PATH.
 	Listen string
+	// ProbeListen, when set, is a second TCP host:port (port 0 picks one)
+	// that serves the probe routes only (Server.ProbeHandler), with no token
+	// and no Host check, for the kubelet's probes; empty: none.
+	ProbeListen string
 	// ListenMode is the file mode of the socket of a unix: Listen; 0 means
 	// DefaultListenMode. It must be 0 for a TCP Listen.
 	ListenMode os.FileMode
@@ -87,6 +91,8 @@ func DefaultConfig() Config {
 // RegisterFlags defines the serve flags on fs, with c's values as defaults.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "`address` to listen on: host:port (a non-loopback host needs --token-file), or unix:PATH for a Unix socket")
+	fs.StringVar(&c.ProbeListen, "probe-listen", c.ProbeListen, "`address` (host:port) of a second listener for Kubernetes probes, such as 0.0.0.0:7412: "+
+		"it answers GET /healthz, /readyz and /v1/leases/{task}/held-here only, with no token and no Host check, so it may listen on any interface; unset: none")
 	fs.Var(listenModeFlag{&c.ListenMode}, "listen-mode", "file `mode` of a unix:PATH socket, in octal (default 0660: its owner and group may connect)")
 	fs.StringVar(&c.Store, "store", c.Store, "store `URL`: sqlite:PATH or postgres://USER@HOST:PORT/DB")
 	fs.StringVar(&c.WatchStore, "watch-store", c.WatchStore, "ignored, and deprecated: the watch (GET /v1/watch) follows a PostgreSQL store through --store, PgBouncer included, with no connection of its own")
@@ -136,7 +142,27 @@ func (c Config) Validate() error {
 	if c.TokenFile != "" && c.CredentialsFile != "" {
 		return errors.New("--token-file and --credentials-file are exclusive: a credentials file can hold the token file's token as one credential (leasehold credentials hash)")
 	}
+	if err := checkProbeListen(c.ProbeListen); err != nil {
+		return err
+	}
 	return CheckListen(c.Listen, c.TokenFile != "" || c.CredentialsFile != "")
+}
+
+// checkProbeListen checks --probe-listen: empty (no probe listener) or a
+// TCP host:port. Any host is allowed, with or without a token: the probe
+// listener's answers change nothing and need none (probe.go). A Unix
+// socket is refused: the kubelet probes over TCP.
+func checkProbeListen(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	if _, ok := endpoint.SocketPath(addr); ok {
+		return fmt.Errorf("--probe-listen %q: must be host:port, as in 0.0.0.0:7412: the kubelet probes over TCP, not a Unix socket", addr)
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("--probe-listen %q: must be host:port, as in 0.0.0.0:7412: %w", addr, err)
+	}
+	return nil
 }
 
 // hostList is --allow-host: each use (or LEASEHOLD_ALLOW_HOST) adds its

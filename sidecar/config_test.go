@@ -92,6 +92,16 @@ func TestConfigValidate(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Errorf("all interfaces with a token file: %v", err)
 	}
+
+	// The probe listener may listen anywhere without a token; it is TCP.
+	for addr, ok := range map[string]bool{"": true, "0.0.0.0:7412": true, ":7412": true, "10.0.0.5:7412": true, "[::]:0": true,
+		"0.0.0.0": false, "unix:/run/leasehold/probe.sock": false, "7412": false} {
+		c = DefaultConfig()
+		c.ProbeListen = addr
+		if err := c.Validate(); (err == nil) != ok || (err != nil && !strings.Contains(err.Error(), "--probe-listen")) {
+			t.Errorf("--probe-listen %q: %v, want accepted=%v (a refusal names --probe-listen)", addr, err, ok)
+		}
+	}
 }
 
 // TestServeFlagsFromEnv: every serve flag is read from its variable, and
@@ -107,6 +117,7 @@ func TestServeFlagsFromEnv(t *testing.T) {
 		"LEASEHOLD_PRUNE_INTERVAL":   "30m",
 		"LEASEHOLD_ALLOW_HOST":       "leasehold.default.svc, *.svc.cluster.local",
 		"LEASEHOLD_WATCH_POLL":       "250ms",
+		"LEASEHOLD_PROBE_LISTEN":     "0.0.0.0:7412",
 	}
 	cfg := DefaultConfig()
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
@@ -119,7 +130,7 @@ func TestServeFlagsFromEnv(t *testing.T) {
 	}
 	want := Config{Listen: "127.0.0.1:9999", Store: "sqlite:/from/flag.db", TokenFile: "/env/token", LogFormat: "text",
 		RequireDeclared: true, PruneInterval: 30 * time.Minute, AllowHosts: []string{"leasehold.default.svc", "*.svc.cluster.local"},
-		WatchPoll: 250 * time.Millisecond}
+		WatchPoll: 250 * time.Millisecond, ProbeListen: "0.0.0.0:7412"}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("config %+v, want %+v (flag wins over env, env over default)", cfg, want)
 	}

@@ -62,5 +62,8 @@
 // With a token file, every /v1/* request needs Authorization: Bearer
 // <token>, compared in constant time; health, readiness, metrics and the
 // OpenAPI document stay open. Without one, Serve refuses any listen address
-// that is not loopback.
+// that is not loopback. The probe listener (serve --probe-listen) is the
+// exception, by design: it answers only /healthz, /readyz and
+// /v1/leases/{task}/held-here, which change nothing, so it needs no token
+// on any address (probe.go).
 package sidecar

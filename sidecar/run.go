@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -43,6 +44,10 @@ const StartupMigrateTimeout = 15 * time.Second
 // anything else), publishes the socket with cfg.ListenMode already set, and
 // removes it as it stops.
 // No credential in cfg.Store reaches the log or the error.
+//
+// With cfg.ProbeListen, Serve also listens there, before it logs, and serves
+// Server.ProbeHandler (the probe routes only) until it stops, after the
+// streams have released their leases.
 //
 // Before it opens anything, Serve raises the soft open-file limit to the
 // hard one and fits the stream caps to it, with FileReserve descriptors to
@@ -134,6 +139,22 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if ln, err = newFDListener(ln, log, srv.metrics.shed); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	// The probe listener, when asked for: the probe routes only, no token
+	// (probe.go). Its address is the listening line's probe=, after addr=,
+	// the one tools read the sidecar's address from.
+	servers := []served{{srv.HTTPServer(), ln}}
+	if cfg.ProbeListen != "" {
+		pln, err := net.Listen("tcp", cfg.ProbeListen)
+		if err == nil {
+			pln, err = newFDListener(pln, log, srv.metrics.shed)
+		}
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("probe listener (--probe-listen): %w", err)
+		}
+		servers = append(servers, served{srv.ProbeHTTPServer(), pln})
+		where = append(where, "probe", pln.Addr().String())
+	}
 	log.Info("leasehold listening", append(where, "store", storeName, "auth", authMode(cfg), "version", version.String())...)
 
 	bgCtx, stopBackground := context.WithCancel(ctx)
@@ -159,12 +180,16 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer wg.Wait()
 	defer stopBackground()
 
-	hs := srv.HTTPServer()
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
+	ended := make(chan error, len(servers))
+	for _, s := range servers {
+		go func() { ended <- s.hs.Serve(s.ln) }()
+	}
 
 	select {
-	case err := <-served:
+	case err := <-ended:
+		for _, s := range servers {
+			_ = s.hs.Close()
+		}
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
@@ -177,14 +202,28 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := srv.CloseStreams(shutdownCtx); err != nil { // streams release their leases and say so
 		log.Warn("shutdown", "err", err)
 	}
-	if err := hs.Shutdown(shutdownCtx); err != nil {
+	// The probe listener, like the API's, answers until here: held-here
+	// says 503 as soon as the streams have released their leases.
+	var stopped []error
+	for _, s := range servers {
+		stopped = append(stopped, s.hs.Shutdown(shutdownCtx))
+	}
+	if err := errors.Join(stopped...); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
-	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", err)
+	for range servers {
+		if err := <-ended; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve: %w", err)
+		}
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// served is an HTTP server and the listener it serves.
+type served struct {
+	hs *http.Server
+	ln net.Listener
 }
 
 // authMode says in the start-up log how callers are authenticated.

@@ -3,6 +3,8 @@ package sidecar
 import (
 	"context"
 	"net"
+	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -95,5 +97,89 @@ func TestConsoleURL(t *testing.T) {
 		if got := consoleURL(c.addr); got != c.want {
 			t.Errorf("consoleURL(%v) = %q, want %q", c.addr, got, c.want)
 		}
+	}
+}
+
+// With --probe-listen, Serve listens there too, names the address on its
+// listening line, serves the probe routes there without a token while the
+// API wants one, and closes it when it stops.
+func TestServeProbeListener(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("serve-probe-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedbuf.Buffer
+	log, _ := cli.NewLogger("text", &logs)
+	cfg := Config{Listen: "127.0.0.1:0", ProbeListen: "127.0.0.1:0", TokenFile: tokenFile, Store: "sqlite:" + filepath.Join(dir, "leasehold.db"), LogFormat: "text"}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, cfg, log) }()
+
+	line := regexp.MustCompile(`addr=(127\.0\.0\.1:\d+) .*probe=(127\.0\.0\.1:\d+)`)
+	var m []string
+	deadline := time.After(30 * time.Second)
+	for m = line.FindStringSubmatch(logs.String()); m == nil; m = line.FindStringSubmatch(logs.String()) {
+		select {
+		case err := <-done:
+			t.Fatalf("Serve returned before listening: %v\n%s", err, logs.String())
+		case <-deadline:
+			cancel()
+			<-done
+			t.Fatalf("no listening line with addr= and probe= within 30 s:\n%s", logs.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	api, probe := "http://"+m[1], "http://"+m[2]
+	if api == probe {
+		t.Fatalf("one address for both listeners: %s", api)
+	}
+	status := func(url string) int {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for url, want := range map[string]int{
+		probe + "/readyz": http.StatusOK, probe + "/v1/leases/job/held-here": http.StatusServiceUnavailable,
+		probe + "/metrics": http.StatusNotFound, api + "/v1/leases/job/held-here": http.StatusUnauthorized,
+	} {
+		if got := status(url); got != want {
+			t.Errorf("GET %s: %d, want %d", url, got, want)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve after cancel: %v\n%s", err, logs.String())
+	}
+	if conn, err := net.Dial("tcp", m[2]); err == nil {
+		conn.Close()
+		t.Errorf("the probe listener %s still accepts connections after Serve returned", m[2])
+	}
+}
+
+// A --probe-listen address that cannot be bound fails Serve, naming the
+// flag, and nothing is left listening.
+func TestServeProbeListenerBindFails(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	var logs lockedbuf.Buffer
+	log, _ := cli.NewLogger("text", &logs)
+	cfg := Config{Listen: "127.0.0.1:0", ProbeListen: taken.Addr().String(), Store: "sqlite:" + filepath.Join(t.TempDir(), "leasehold.db"), LogFormat: "text"}
+	err = Serve(context.Background(), cfg, log)
+	if err == nil || !strings.Contains(err.Error(), "--probe-listen") {
+		t.Fatalf("Serve = %v, want an error naming --probe-listen", err)
+	}
+	if strings.Contains(logs.String(), "leasehold listening") {
+		t.Errorf("logged a listening line although the probe listener failed:\n%s", logs.String())
 	}
 }

@@ -107,6 +107,23 @@ func (st *stream) releaseLease() {
 	})
 }
 
+// holds returns the stream's lease while the stream holds it: its start
+// has finished, and its keeper has neither lost the lease, nor been stopped
+// (a release stops it first), nor let its local deadline pass (a loss its
+// timer has yet to report). It asks the store nothing.
+func (st *stream) holds() (leasecore.Lease, bool) {
+	select {
+	case <-st.started:
+	default:
+		return leasecore.Lease{}, false // still sending the acquired event
+	}
+	k := st.keeper
+	if k == nil || k.Context().Err() != nil || !time.Now().Before(k.Deadline()) {
+		return leasecore.Lease{}, false
+	}
+	return k.Lease(), true
+}
+
 // renewed is the keeper's OnRenew: tell the client.
 func (st *stream) renewed(l leasecore.Lease) {
 	st.h.metrics.renewed(nil)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/leasehold/leasehold/leasecore"
 )
 
 // DefaultMaxStreams caps concurrent keepalive streams per sidecar.
@@ -91,6 +93,23 @@ func (s *streams) remove(st *stream) {
 	s.mu.Unlock()
 	s.running.Done()
 	s.leave()
+}
+
+// holder returns the lease on task that one of the booked streams holds
+// (stream.holds), if any. It walks the book: a probe every few seconds
+// costs a pass over at most --max-streams entries, and no store call.
+func (s *streams) holder(task string) (leasecore.Lease, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for st := range s.held {
+		if st.task != task {
+			continue
+		}
+		if l, ok := st.holds(); ok {
+			return l, true
+		}
+	}
+	return leasecore.Lease{}, false
 }
 
 // releasedSignal returns a channel closed at the next local release.

@@ -4,6 +4,7 @@
 //	                  [--store sqlite:./leasehold.db]
 //	                  [--require-declared] [--prune-interval 10m]
 //	                  [--token-file PATH] [--log-format text|json] [--allow-host NAME]
+//	                  [--probe-listen 0.0.0.0:7412]
 //	leasehold migrate [--store URL] [--grant-runtime ROLE,…] [--log-format text|json]
 //	leasehold migrate --status [--json] [--store URL]
 //	leasehold prune   [--store URL] [--log-format text|json]
@@ -52,9 +53,11 @@ Usage:
                     [--require-declared] [--prune-interval 10m]
                     [--token-file PATH] [--log-format text|json] [--max-streams 20000]
                     [--max-watchers 1000] [--allow-host NAME]
-                    [--credentials-file PATH] [--token-grace 2m]
+                    [--credentials-file PATH] [--token-grace 2m] [--probe-listen 0.0.0.0:7412]
                     serve the HTTP API and the web console at /ui/ (migrates the store at start);
-                    on unix:PATH, a Unix socket whose file mode decides who may connect
+                    on unix:PATH, a Unix socket whose file mode decides who may connect;
+                    --probe-listen adds a listener for Kubernetes probes (no token):
+                    /healthz, /readyz and /v1/leases/{task}/held-here only
   leasehold migrate [--store URL] [--grant-runtime ROLE,…] [--log-format text|json]
                     create or upgrade the store's schema, then exit; with --grant-runtime
                     (PostgreSQL, run as the owner) give those roles the runtime privileges

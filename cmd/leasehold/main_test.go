@@ -54,6 +54,14 @@ func TestCommandLine(t *testing.T) {
 			args: []string{"serve"}, env: map[string]string{"LEASEHOLD_LOG_FORMAT": "xml"},
 		},
 		{
+			name: "probe listener on a socket", code: exitcode.Usage, stderr: "--probe-listen",
+			args: []string{"serve", "--probe-listen", "unix:" + filepath.Join(dir, "probe.sock"), "--store", "sqlite:" + filepath.Join(dir, "p.db")},
+		},
+		{
+			name: "probe listener without a port, from env", code: exitcode.Usage, stderr: "--probe-listen",
+			args: []string{"serve", "--store", "sqlite:" + filepath.Join(dir, "p.db")}, env: map[string]string{"LEASEHOLD_PROBE_LISTEN": "0.0.0.0"},
+		},
+		{
 			name: "missing token file", code: exitcode.Failure, stderr: "token file",
 			args: []string{"serve", "--listen", "127.0.0.1:0", "--token-file", filepath.Join(dir, "none"), "--store", "sqlite:" + filepath.Join(dir, "c.db")},
 		},

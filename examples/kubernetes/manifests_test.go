@@ -40,23 +40,60 @@ import (
 const (
 	kustomizationFile = "kustomization.yaml"
 	sidecarName       = "leasehold"
+	// routeDir is the example whose Service routes to the lease's holder.
+	routeDir = "route-to-holder"
 )
 
-// manifests is every object of the directory's manifests, decoded strictly.
+// exampleDirs are the examples these tests check: this directory and each
+// subdirectory with a kustomization.yaml, each a set of manifests that
+// `kubectl apply -k` applies on its own.
+func exampleDirs(t *testing.T) []string {
+	t.Helper()
+	subs, err := filepath.Glob(filepath.Join("*", kustomizationFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := []string{"."}
+	for _, k := range subs {
+		dirs = append(dirs, filepath.Dir(k))
+	}
+	if !slices.Contains(dirs, routeDir) {
+		t.Fatalf("examples %q: no %s", dirs, routeDir)
+	}
+	return dirs
+}
+
+// forEachExample runs check on every example, each in a parallel subtest
+// named after its directory.
+func forEachExample(t *testing.T, check func(t *testing.T, dir string)) {
+	t.Parallel()
+	for _, dir := range exampleDirs(t) {
+		name := dir
+		if dir == "." {
+			name = "kubernetes"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			check(t, dir)
+		})
+	}
+}
+
+// manifests is every object of an example's manifests, decoded strictly.
 type manifests struct {
 	deployments []*appsv1.Deployment
+	services    []*corev1.Service
 	secrets     map[string]*corev1.Secret
 }
 
-// load decodes every document of every manifest in the directory (all
-// *.yaml files but kustomization.yaml) strictly into its Kubernetes API
-// type: an unknown or misspelt field, or a kind this test does not know,
-// fails.
-func load(t *testing.T) manifests {
+// load decodes every document of every manifest in dir (all *.yaml files
+// but kustomization.yaml) strictly into its Kubernetes API type: an unknown
+// or misspelt field, or a kind this test does not know, fails.
+func load(t *testing.T, dir string) manifests {
 	t.Helper()
-	files := manifestFiles(t)
+	files := manifestFiles(t, dir)
 	if len(files) == 0 {
-		t.Fatal("no manifests")
+		t.Fatalf("%s: no manifests", dir)
 	}
 	m := manifests{secrets: map[string]*corev1.Secret{}}
 	for _, file := range files {
@@ -90,6 +127,10 @@ func load(t *testing.T) manifests {
 				var d appsv1.Deployment
 				strict(&d)
 				m.deployments = append(m.deployments, &d)
+			case corev1.SchemeGroupVersion.WithKind("Service"):
+				var svc corev1.Service
+				strict(&svc)
+				m.services = append(m.services, &svc)
 			case corev1.SchemeGroupVersion.WithKind("Secret"):
 				var s corev1.Secret
 				strict(&s)
@@ -98,7 +139,7 @@ func load(t *testing.T) manifests {
 				}
 				m.secrets[s.Name] = &s
 			default:
-				t.Fatalf("%s: document %d: apiVersion %q kind %q: this test knows Deployment (apps/v1) and Secret (v1) only", file, i, tm.APIVersion, tm.Kind)
+				t.Fatalf("%s: document %d: apiVersion %q kind %q: this test knows Deployment (apps/v1), Service and Secret (v1) only", file, i, tm.APIVersion, tm.Kind)
 			}
 		}
 	}
@@ -115,17 +156,29 @@ func stripComments(doc []byte) []byte {
 	return out
 }
 
-func manifestFiles(t *testing.T) []string {
+// manifestFiles are the paths of dir's manifests.
+func manifestFiles(t *testing.T, dir string) []string {
 	t.Helper()
-	files, err := filepath.Glob("*.yaml")
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	yml, _ := filepath.Glob("*.yml")
+	yml, _ := filepath.Glob(filepath.Join(dir, "*.yml"))
 	if len(yml) > 0 {
 		t.Fatalf("%q: name manifests *.yaml, which this test reads", yml)
 	}
-	return slices.DeleteFunc(files, func(f string) bool { return f == kustomizationFile })
+	return slices.DeleteFunc(files, func(f string) bool { return filepath.Base(f) == kustomizationFile })
+}
+
+// manifestNames are the names of dir's manifests, as its kustomization.yaml
+// lists them.
+func manifestNames(t *testing.T, dir string) []string {
+	t.Helper()
+	var names []string
+	for _, f := range manifestFiles(t, dir) {
+		names = append(names, filepath.Base(f))
+	}
+	return names
 }
 
 // secretValue is a Secret's value for key, from data or stringData.
@@ -258,8 +311,11 @@ func mountedSecretFile(t *testing.T, spec corev1.PodSpec, c corev1.Container, fi
 }
 
 func TestKustomizationListsEveryManifest(t *testing.T) {
-	t.Parallel()
-	data, err := os.ReadFile(kustomizationFile)
+	forEachExample(t, kustomizationListsEveryManifest)
+}
+
+func kustomizationListsEveryManifest(t *testing.T, dir string) {
+	data, err := os.ReadFile(filepath.Join(dir, kustomizationFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,15 +330,18 @@ func TestKustomizationListsEveryManifest(t *testing.T) {
 	if k.APIVersion != "kustomize.config.k8s.io/v1beta1" || k.Kind != "Kustomization" {
 		t.Errorf("%s: apiVersion %q kind %q", kustomizationFile, k.APIVersion, k.Kind)
 	}
-	got, want := slices.Sorted(slices.Values(k.Resources)), manifestFiles(t)
+	got, want := slices.Sorted(slices.Values(k.Resources)), manifestNames(t, dir)
 	if !slices.Equal(got, want) {
 		t.Errorf("%s lists %q, want every manifest: %q", kustomizationFile, got, want)
 	}
 }
 
 func TestDeploymentSelectsItsPods(t *testing.T) {
-	t.Parallel()
-	d := deployment(t, load(t))
+	forEachExample(t, deploymentSelectsItsPods)
+}
+
+func deploymentSelectsItsPods(t *testing.T, dir string) {
+	d := deployment(t, load(t, dir))
 	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
 	if err != nil {
 		t.Fatal(err)
@@ -296,8 +355,11 @@ func TestDeploymentSelectsItsPods(t *testing.T) {
 // serve` accepts, with the store URL from a Secret in the environment and
 // the token from a Secret mounted as a file.
 func TestSidecarConfiguration(t *testing.T) {
-	t.Parallel()
-	m := load(t)
+	forEachExample(t, sidecarConfiguration)
+}
+
+func sidecarConfiguration(t *testing.T, dir string) {
+	m := load(t, dir)
 	spec := deployment(t, m).Spec.Template.Spec
 	c := sidecarContainer(t, spec)
 	if c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
@@ -367,8 +429,11 @@ func TestSidecarConfiguration(t *testing.T) {
 // at the limit, the kernel would kill it before the collector worked
 // harder, since the runtime does not count the binary's own resident pages.
 func TestSidecarMemoryLimit(t *testing.T) {
-	t.Parallel()
-	m := load(t)
+	forEachExample(t, sidecarMemoryLimit)
+}
+
+func sidecarMemoryLimit(t *testing.T, dir string) {
+	m := load(t, dir)
 	c := sidecarContainer(t, deployment(t, m).Spec.Template.Spec)
 	env, _ := m.environment(t, c)
 	raw, ok := env["GOMEMLIMIT"]
@@ -450,8 +515,11 @@ func listenPort(t *testing.T, c corev1.Container, cfg sidecar.Config) int32 {
 // Each probe asks the port leasehold listens on for a path that a real
 // sidecar requiring a token answers 200 without one.
 func TestSidecarProbes(t *testing.T) {
-	t.Parallel()
-	m := load(t)
+	forEachExample(t, sidecarProbes)
+}
+
+func sidecarProbes(t *testing.T, dir string) {
+	m := load(t, dir)
 	spec := deployment(t, m).Spec.Template.Spec
 	c := sidecarContainer(t, spec)
 	cfg, _ := serveConfig(t, m, c)
@@ -521,27 +589,36 @@ func resolvePort(t *testing.T, c corev1.Container, p intstr.IntOrString) int32 {
 // migrated SQLite store.
 func realSidecar(t *testing.T) http.Handler {
 	t.Helper()
+	return realServer(t, "probe-test-token").HTTPServer().Handler
+}
+
+// realServer is a sidecar that requires token, on a migrated SQLite store.
+func realServer(t *testing.T, token string) *sidecar.Server {
+	t.Helper()
 	store, err := storeurl.Open(t.Context(), storeurl.MustParse("sqlite:"+filepath.Join(t.TempDir(), "leasehold.db")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	srv, err := sidecar.New(sidecar.Options{Store: store, Token: []byte("probe-test-token")})
+	srv, err := sidecar.New(sidecar.Options{Store: store, Token: []byte(token)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	return srv.HTTPServer().Handler
+	return srv
 }
 
 // When the pod stops, the sidecar gets SIGTERM after the app has exited and
 // then takes up to ShutdownTimeout to release its streams: the grace period
 // must leave it that time.
 func TestGracePeriodCoversSidecarShutdown(t *testing.T) {
-	t.Parallel()
-	spec := deployment(t, load(t)).Spec.Template.Spec
+	forEachExample(t, gracePeriodCoversSidecarShutdown)
+}
+
+func gracePeriodCoversSidecarShutdown(t *testing.T, dir string) {
+	spec := deployment(t, load(t, dir)).Spec.Template.Spec
 	grace := time.Duration(corev1.DefaultTerminationGracePeriodSeconds) * time.Second
 	if spec.TerminationGracePeriodSeconds != nil {
 		grace = time.Duration(*spec.TerminationGracePeriodSeconds) * time.Second
@@ -559,8 +636,11 @@ func TestGracePeriodCoversSidecarShutdown(t *testing.T) {
 // its address on loopback at the port the sidecar listens on, and the same
 // token file from the same Secret.
 func TestAppReachesSidecar(t *testing.T) {
-	t.Parallel()
-	m := load(t)
+	forEachExample(t, appReachesSidecar)
+}
+
+func appReachesSidecar(t *testing.T, dir string) {
+	m := load(t, dir)
 	spec := deployment(t, m).Spec.Template.Spec
 	sc := sidecarContainer(t, spec)
 	cfg, _ := serveConfig(t, m, sc)

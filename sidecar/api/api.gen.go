@@ -563,6 +563,32 @@ type EventList struct {
 	Events []Event `json:"events"`
 }
 
+// HeldHereState Whether a keepalive stream of this sidecar holds a live lease on `task`; `token` and
+// `owner` are the lease's, present exactly when `held_here` is true.
+type HeldHereState struct {
+	HeldHere bool `json:"held_here"`
+
+	// Owner An opaque identity chosen by the client, stable for its process and distinct between
+	// replicas, e.g. `<hostname>#<pid>#<random>`. 1 to 256 printable characters.
+	//
+	//
+	// Example: web-1#4242#k3j9
+	Owner *Owner `json:"owner,omitempty"`
+
+	// Task 1 to 200 characters of `A-Z a-z 0-9 . _ : / @ -`, with no empty, `.` or `..` segment between slashes.
+	//
+	// Example: telescope:prune
+	Task TaskName `json:"task"`
+
+	// Token A fencing token: per task, it rises each time the task is granted to an owner who did
+	// not hold it live, and never goes down or repeats (not after release, expiry or restart).
+	// Pass it to whatever the lease protects so a stale holder can be refused.
+	//
+	//
+	// Example: 7
+	Token *Token `json:"token,omitempty"`
+}
+
 // Holder The owner of a live lease, as seen by a refused claimant; or, with `resting: true`, the
 // owner of the lease that ended (released or expired) before its minimum hold did, which
 // keeps the task from every claimant until `hold_until`.
@@ -1362,6 +1388,9 @@ type ServerInterface interface {
 	// ClaimLease Claim a task
 	// (POST /v1/leases/{task}/claim)
 	ClaimLease(ctx echo.Context, task Task) error
+	// HeldHere Whether this sidecar holds the task
+	// (GET /v1/leases/{task}/held-here)
+	HeldHere(ctx echo.Context, task Task) error
 	// GetLeaseHistory A task's lease history
 	// (GET /v1/leases/{task}/history)
 	GetLeaseHistory(ctx echo.Context, task Task, params GetLeaseHistoryParams) error
@@ -1504,6 +1533,22 @@ func (w *ServerInterfaceWrapper) ClaimLease(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.ClaimLease(ctx, task)
+	return err
+}
+
+// HeldHere converts echo context to params.
+func (w *ServerInterfaceWrapper) HeldHere(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "task" -------------
+	var task Task
+
+	err = runtime.BindStyledParameterWithOptions("simple", "task", ctx.Param("task"), &task, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter task: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.HeldHere(ctx, task)
 	return err
 }
 
@@ -1899,6 +1944,7 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 
 	router.GET(options.BaseURL+"/v1/leases", wrapper.ListLeases, options.OperationMiddlewares["listLeases"]...)
 	router.GET(options.BaseURL+"/v1/leases/:task", wrapper.GetLease, options.OperationMiddlewares["getLease"]...)
+	router.GET(options.BaseURL+"/v1/leases/:task/held-here", wrapper.HeldHere, options.OperationMiddlewares["heldHere"]...)
 	router.POST(options.BaseURL+"/v1/leases/:task/claim", wrapper.ClaimLease, options.OperationMiddlewares["claimLease"]...)
 	router.GET(options.BaseURL+"/v1/leases/:task/keepalive", wrapper.KeepaliveLease, options.OperationMiddlewares["keepaliveLease"]...)
 	router.POST(options.BaseURL+"/v1/leases/:task/renew", wrapper.RenewLease, options.OperationMiddlewares["renewLease"]...)
