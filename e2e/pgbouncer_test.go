@@ -167,11 +167,14 @@ func TestFleetThroughPgBouncer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Keepalive streams on the last few sidecars, each on its own task.
+	// Keepalive streams on the last few sidecars, each on its own task. A
+	// ttl of 4 s (renewals every 1.6 s) renews during the few seconds of
+	// load, with room for a renewal slowed down by a busy machine (with
+	// 1 s, a stream lost its lease to one slow renewal in a CI run).
 	streams := make([]*keepalive, bouncerStreams)
 	for i := range streams {
 		s := sidecars[len(sidecars)-1-i]
-		streams[i] = s.openKeepalive(fmt.Sprintf("/v1/leases/stream-%d/keepalive?owner=streamer&ttl_ms=1000", i))
+		streams[i] = s.openKeepalive(fmt.Sprintf("/v1/leases/stream-%d/keepalive?owner=streamer&ttl_ms=4000", i))
 		if ev := streams[i].next(); ev.Name != "acquired" {
 			t.Fatalf("stream %d: first event %+v, want acquired", i, ev)
 		}

@@ -99,13 +99,23 @@ func TestComposeWorkers(t *testing.T) {
 		}
 		return n >= 3
 	})
-	// The new grant, by the store: it is still live, the idle worker holding it.
-	r := sidecars[idle.sidecar].callWithToken(idle.token, "GET", "/v1/leases/"+url.PathEscape(idle.task), nil)
-	lease, _ := r.Body["lease"].(map[string]any)
-	newToken, _ := lease["token"].(float64)
-	acquiredAt, err := time.Parse(time.RFC3339Nano, fmt.Sprint(lease["acquired_at"]))
-	if r.Status != http.StatusOK || err != nil || int64(newToken) <= oldToken {
-		t.Fatalf("the lease of %s after the hand-over: %d %s (%v); want one with a token above %d", idle.task, r.Status, r.Raw, err, oldToken)
+	// The new grant, by the store: the history's first acquired event after
+	// the old token (read from the history, not the live lease: on a busy
+	// machine a 2 s lease may have run out again by the time it is read).
+	r := sidecars[idle.sidecar].callWithToken(idle.token, "GET", "/v1/leases/"+url.PathEscape(idle.task)+"/history?limit=1000", nil)
+	var newToken float64
+	var acquiredAt time.Time
+	evs, _ := r.Body["events"].([]any)
+	for i := len(evs) - 1; i >= 0; i-- { // oldest first
+		e, _ := evs[i].(map[string]any)
+		if tok, _ := e["token"].(float64); e["kind"] == "acquired" && int64(tok) > oldToken {
+			newToken = tok
+			acquiredAt, _ = time.Parse(time.RFC3339Nano, fmt.Sprint(e["at"]))
+			break
+		}
+	}
+	if r.Status != http.StatusOK || newToken == 0 || acquiredAt.IsZero() {
+		t.Fatalf("the history of %s after the hand-over: %d %s; want an acquired event with a token above %d", idle.task, r.Status, r.Raw, oldToken)
 	}
 	handover := acquiredAt.Sub(killed)
 	bound, retries := handoverBound(t, idle, int64(newToken))
