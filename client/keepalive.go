@@ -59,6 +59,7 @@ type KeepaliveParams struct {
 // monotonic clock); when either says the lease is gone, Lost is closed and
 // Context is cancelled with the reason.
 type Holder struct {
+	c      *Client // for ReleaseRun's release
 	first  leasecore.Lease
 	body   io.ReadCloser
 	tr     *http.Transport
@@ -171,7 +172,7 @@ func (c *Client) Keepalive(ctx context.Context, p KeepaliveParams) (*Holder, err
 
 	hctx, hcancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	h := &Holder{
-		first: lease, latest: lease, body: resp.Body, tr: tr, cancel: cancel,
+		c: c, first: lease, latest: lease, body: resp.Body, tr: tr, cancel: cancel,
 		ctx: hctx, cancelCtx: hcancel, scrub: c.scrub,
 		events: make(chan sse.Event), closing: make(chan struct{}),
 		watchDone: make(chan struct{}), lostc: make(chan struct{}),
@@ -308,6 +309,22 @@ func (h *Holder) Close() error {
 	return h.Err()
 }
 
+// ReleaseRun gives the lease back with what the job run under it did,
+// which the history's released event keeps, then closes the stream as
+// Close does. It reports whether the release ended the lease (a loss the
+// stream saw meanwhile, its next renewal finding the lease released, is
+// then none), and the release's error: when it failed, the sidecar still
+// releases at the hang-up, and the outcome is not recorded. A loss before
+// the release is Err's.
+func (h *Holder) ReleaseRun(ctx context.Context, run *leasecore.RunOutcome) (bool, error) {
+	l := h.Lease()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), streamAnswerTimeout)
+	released, err := h.c.Release(rctx, ReleaseParams{Task: l.Task, Owner: l.Owner, Token: l.Token, Run: run})
+	cancel()
+	_ = h.Close() // its loss is Err's
+	return released, err
+}
+
 // Run holds the task's lease over a keepalive stream while fn runs, then
 // releases it, fn's error or not, and returns fn's error. The release
 // carries the run's outcome (exit status 0 when fn returned nil, else its
@@ -333,19 +350,8 @@ func (c *Client) RunWith(ctx context.Context, p KeepaliveParams, fn func(ctx con
 	err = fn(fctx, h.Lease())
 	stop()
 	cancel(nil)
-	lease := h.Lease()
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), streamAnswerTimeout)
-	released, rerr := c.Release(rctx, ReleaseParams{Task: p.Task, Owner: lease.Owner, Token: lease.Token,
-		Run: leasecore.BodyOutcome(err, time.Since(start), h.Err() != nil)})
-	rcancel()
-	lost := h.Close()
-	if released && rerr == nil {
-		// Released with its outcome: the stream may have seen the lease end
-		// (its next renewal found it released), which is no loss.
-		lost = nil
-	}
-	if err == nil {
-		err = lost
+	if released, _ := h.ReleaseRun(ctx, leasecore.BodyOutcome(err, time.Since(start), h.Err() != nil)); err == nil && !released {
+		err = h.Err() // the loss, if the lease was lost: Close's answer
 	}
 	return err
 }

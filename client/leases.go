@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -131,20 +130,8 @@ func (c *Client) ReleaseHold(ctx context.Context, p ReleaseParams) (leasecore.Re
 	if err != nil {
 		return leasecore.ReleaseResult{}, err
 	}
-	notAPI := func(why string) error { return c.notSidecar("release", x, &notTheAPI{why}) }
-	_, released, err := outcome("release", p.Task, x, c.scrub, notAPI)
-	if err != nil || !released {
-		return leasecore.ReleaseResult{}, err
-	}
-	var answer api.ReleaseResult
-	if err := json.Unmarshal(x.body, &answer); err != nil {
-		return leasecore.ReleaseResult{}, notAPI(err.Error())
-	}
-	res, err := api.ToRelease(&answer)
-	if err != nil {
-		return leasecore.ReleaseResult{}, notAPI(err.Error())
-	}
-	return res, nil
+	_, res, err := outcome("release", p.Task, x, c.scrub, func(why string) error { return c.notSidecar("release", x, &notTheAPI{why}) })
+	return res, err
 }
 
 // RevokeParams are the inputs of a revoke.

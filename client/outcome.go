@@ -209,41 +209,49 @@ func excerpt(body []byte) string {
 // records the Python client's).
 func Outcome(op, task string, status int, header http.Header, body []byte) (*leasecore.Lease, bool, error) {
 	x := &exchange{method: http.MethodPost, path: taskPath(task) + "/" + op, status: status, header: header, body: body}
-	return outcome(op, task, x, noScrub, func(why string) error {
+	lease, released, err := outcome(op, task, x, noScrub, func(why string) error {
 		return leasecore.Unavailable(op, &NotSidecarError{Addr: "(recorded)", Method: x.method, Path: x.path, Status: status, Reason: why})
 	})
+	return lease, released.Released, err
 }
 
-// outcome is Outcome of the exchange x; bad makes the error of an answer
-// that is not the operation's.
-func outcome(op, task string, x *exchange, scrub func(string) string, bad func(why string) error) (*leasecore.Lease, bool, error) {
+// outcome is Outcome of the exchange x, a release's answer whole (with the
+// end of the hold it reports); bad makes the error of an answer that is not
+// the operation's.
+func outcome(op, task string, x *exchange, scrub func(string) string, bad func(why string) error) (*leasecore.Lease, leasecore.ReleaseResult, error) {
+	var none leasecore.ReleaseResult
 	if x.status/100 != 2 {
-		return nil, false, refusal(op, task, x.status, x.header, x.body, scrub)
+		return nil, none, refusal(op, task, x.status, x.header, x.body, scrub)
 	}
 	if mt, _, _ := mime.ParseMediaType(x.header.Get("Content-Type")); mt != "application/json" {
-		return nil, false, bad(fmt.Sprintf("status %d with Content-Type %q", x.status, x.header.Get("Content-Type")))
+		return nil, none, bad(fmt.Sprintf("status %d with Content-Type %q", x.status, x.header.Get("Content-Type")))
 	}
 	// Pointers: a field the answer lacks is no answer of the operation's
 	// (api.ClaimAcquired would read a missing "acquired" as false).
 	var a struct {
-		Acquired *bool      `json:"acquired"`
-		Renewed  *bool      `json:"renewed"`
-		Released *bool      `json:"released"`
-		Lease    *api.Lease `json:"lease"`
+		Acquired  *bool          `json:"acquired"`
+		Renewed   *bool          `json:"renewed"`
+		Released  *bool          `json:"released"`
+		HoldUntil *api.Timestamp `json:"hold_until"`
+		Lease     *api.Lease     `json:"lease"`
 	}
 	if err := json.Unmarshal(x.body, &a); err != nil {
-		return nil, false, bad(fmt.Sprintf("status %d with a body that does not decode: %v", x.status, err))
+		return nil, none, bad(fmt.Sprintf("status %d with a body that does not decode: %v", x.status, err))
 	}
 	granted := map[string]*bool{"claim": a.Acquired, "renew": a.Renewed}
 	switch {
 	case op == "release" && a.Released != nil:
-		return nil, *a.Released, nil
+		res, err := api.ToRelease(&api.ReleaseResult{Released: *a.Released, HoldUntil: a.HoldUntil})
+		if err != nil {
+			return nil, none, bad(err.Error())
+		}
+		return nil, res, nil
 	case granted[op] != nil && *granted[op] && a.Lease != nil:
 		lease, err := api.ToLease(a.Lease)
 		if err != nil {
-			return nil, false, bad(err.Error())
+			return nil, none, bad(err.Error())
 		}
-		return &lease, false, nil
+		return &lease, none, nil
 	}
-	return nil, false, bad(fmt.Sprintf("status %d that is not a %s's answer", x.status, op))
+	return nil, none, bad(fmt.Sprintf("status %d that is not a %s's answer", x.status, op))
 }

@@ -119,8 +119,8 @@ func doRenew(c *storeCall, ctx context.Context) (err error) {
 }
 
 func doRelease(c *storeCall, ctx context.Context) (err error) {
-	if hr, ok := c.s.store.(HoldReleaser); ok {
-		c.released, err = hr.ReleaseHold(ctx, c.release)
+	if c.s.holds != nil {
+		c.released, err = c.s.holds.ReleaseHold(ctx, c.release)
 		return err
 	}
 	c.released.Released, err = c.s.store.Release(ctx, c.release)

@@ -23,6 +23,7 @@ import (
 // The lease pointer is non-nil exactly when err is nil.
 type Service struct {
 	store        Store         // called only through s.call and storeCall
+	holds        HoldReleaser  // store's, nil when it keeps no minimum holds
 	interceptors []Interceptor // outermost first
 	opTimeout    time.Duration
 	decls        declarations // applied to claims and renewals
@@ -42,6 +43,7 @@ func WithOpTimeout(d time.Duration) Option { return func(s *Service) { s.opTimeo
 // New returns a Service over store.
 func New(store Store, opts ...Option) *Service {
 	s := &Service{store: store, opTimeout: DefaultOpTimeout}
+	s.holds, _ = store.(HoldReleaser)
 	s.decls.copy.MaxAge = DefaultDeclarationsMaxAge
 	for _, o := range opts {
 		o(s)
@@ -70,7 +72,7 @@ func (s *Service) Claim(ctx context.Context, p ClaimParams) (*Lease, error) {
 	if p.TTL == 0 {
 		p.TTL = DefaultTTL
 	}
-	if _, ok := s.store.(HoldReleaser); p.MinHold != 0 && !ok {
+	if p.MinHold != 0 && s.holds == nil {
 		return nil, &ValidationError{Field: "MinHold", Rule: "is not kept by this store: it does not implement leasecore.HoldReleaser"}
 	}
 	ctx, cancel := s.bound(ctx)

@@ -13,10 +13,7 @@ import (
 
 // streamHold is a lease a sidecar holds for us over a keepalive stream
 // (the Go client's Holder).
-type streamHold struct {
-	c *lhclient.Client
-	h *lhclient.Holder
-}
+type streamHold struct{ h *lhclient.Holder }
 
 // acquireSidecar opens a keepalive stream on the sidecar at cfg.Addr (asking
 // it to wait, and asking again while cfg.Wait has time left) and keeps it.
@@ -36,7 +33,7 @@ func acquireSidecar(ctx context.Context, cfg *Config, log *slog.Logger) (hold, e
 		if err != nil {
 			return nil, err
 		}
-		return streamHold{c, h}, nil
+		return streamHold{h}, nil
 	})
 }
 
@@ -47,23 +44,17 @@ func (s streamHold) lost() <-chan struct{} { return s.h.Lost() }
 func (s streamHold) cause() error { return s.h.Err() }
 
 // release gives the lease back with the run's outcome, which the history
-// keeps, then closes the stream. Without an outcome it only closes the
-// stream, which is how a client releases: the sidecar does it (owner- and
-// token-checked) when the connection ends; it reports true unless the lease
-// was lost.
+// keeps, then closes the stream (Holder.ReleaseRun). Without an outcome it
+// only closes the stream, which is how a client releases: the sidecar does
+// it (owner- and token-checked) when the connection ends; it reports true
+// unless the lease was lost.
 func (s streamHold) release(run *leasecore.RunOutcome) (bool, error) {
 	if run == nil {
 		return s.h.Close() == nil, nil
 	}
-	l := s.h.Lease()
-	ctx, cancel := context.WithTimeout(context.Background(), leasecore.DefaultOpTimeout)
-	defer cancel()
-	released, err := s.c.Release(ctx, lhclient.ReleaseParams{Task: l.Task, Owner: l.Owner, Token: l.Token, Run: run})
-	lost := s.h.Close()
+	released, err := s.h.ReleaseRun(context.Background(), run)
 	if err != nil {
-		// The sidecar releases at the hang-up all the same; the outcome is
-		// not recorded.
-		return lost == nil, err
+		return s.h.Err() == nil, err
 	}
 	return released, nil
 }

@@ -170,9 +170,9 @@ func runClaim(ctx context.Context, b backend, o *options, v *verbFlags) error {
 				return err
 			}
 		} else {
-			if held.Holder.Resting != nil && *held.Holder.Resting {
+			if held.Holder.Resting != nil && *held.Holder.Resting && held.Holder.AcquiredAt != nil {
 				fmt.Fprintf(o.stdout, "%s rests after %s's lease (acquired %s), free in %s (%s)\n", v.task, display(held.Holder.Owner),
-					display(deref(held.Holder.AcquiredAt)), millisText(held.Holder.TtlRemainingMs), display(held.Holder.ExpiresAt))
+					display(*held.Holder.AcquiredAt), millisText(held.Holder.TtlRemainingMs), display(held.Holder.ExpiresAt))
 			} else {
 				fmt.Fprintf(o.stdout, "%s is held by %s, expires in %s (%s)\n", v.task, display(held.Holder.Owner),
 					millisText(held.Holder.TtlRemainingMs), display(held.Holder.ExpiresAt))
@@ -359,13 +359,4 @@ func writeJSON(w io.Writer, v any, indent string) error {
 	}
 	_, err := w.Write(jsonText(b.Bytes()))
 	return err
-}
-
-// deref is *p, or the zero value when p is nil.
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
 }
