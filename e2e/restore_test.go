@@ -235,7 +235,16 @@ func TestWatchAfterRestore(t *testing.T) {
 			return ev.Event.Task == lost[len(lost)-1] && ev.Event.Kind == "released"
 		})
 		oldHigh := before[len(before)-1].Event.ID
-		for ev := live.next(); ev.Event.ID != oldHigh || ev.Name == "ready"; ev = live.next() {
+		// The live stream has sent the replay's end (ready) and the last
+		// event before the restore, in whichever order: its replay may
+		// have read the history after the lost events were written.
+		for seenReady, seenHigh := false, false; !seenReady || !seenHigh; {
+			switch ev := live.next(); {
+			case ev.Name == "ready":
+				seenReady = true
+			case ev.Event.ID == oldHigh:
+				seenHigh = true
+			}
 		}
 
 		// The restore, in one transaction, under the running sidecar.
