@@ -79,6 +79,7 @@ type Server struct {
 	migrated atomic.Bool
 	streams  *streams
 	watches  *watches
+	hub      *watch.Hub // follows the store's history for the watch streams
 	started  time.Time
 	hosts    *HostPolicy
 
@@ -128,6 +129,7 @@ func New(opts Options) (*Server, error) {
 	// The watch's one ring carries each event's SSE frame, encoded once for
 	// all the streams.
 	hub := watch.New(svc, watchPoll(opts.WatchPoll), watch.WithEncoding(eventFrame))
+	s.hub = hub
 	h := &handlers{svc: svc, hub: hub, renewals: renewals, metrics: m, ready: s.ready, streams: s.streams, watches: s.watches, log: log,
 		status: statusSource{started: s.started, storeKind: storeurl.Kind(opts.Store), watchers: &s.watches.active}}
 
@@ -163,9 +165,13 @@ func New(opts Options) (*Server, error) {
 // `released` event and end, and waits for them until ctx ends; streams still
 // waiting for a lease give up. Call it before http.Server.Shutdown: streams
 // that hold a lease are hijacked connections, which Shutdown does not track.
-// Watch streams are told to send their `end` event and close.
+// Watch streams are told to send their `end` event and close; then the
+// watch stops following the store (no call of it is left in the store, which
+// may then be closed), and a watch asked afterwards answers 503.
 func (s *Server) CloseStreams(ctx context.Context) error {
-	return errors.Join(s.streams.shutdown(ctx), s.watches.shutdown(ctx))
+	err := errors.Join(s.streams.shutdown(ctx), s.watches.shutdown(ctx))
+	s.hub.Close()
+	return err
 }
 
 // Handler returns the HTTP handler serving every route: the web console

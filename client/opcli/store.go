@@ -182,6 +182,7 @@ func (s *storeBackend) revoke(ctx context.Context, v *verbFlags) (*api.Lease, er
 func (s *storeBackend) watch(ctx context.Context, v *verbFlags, emit func(api.Event) error, ready func(int64), reset func(int64, int64)) error {
 	after := v.since
 	hub := watch.New(s.svc)
+	defer hub.Close() // before the store closes: nothing of the watch is left in it
 	for {
 		w, err := hub.Watch(ctx, watch.Params{Prefix: v.prefix, Since: after})
 		var ahead *leasecore.PositionAheadError

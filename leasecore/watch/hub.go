@@ -64,8 +64,13 @@ type Hub struct {
 	linger      time.Duration // Linger; shorter in tests
 	enc         func(leasecore.Event) []byte
 
+	life  context.Context // ended by Close: every goroutine of the hub and its watchers stops
+	close context.CancelFunc
+	wg    sync.WaitGroup // the hub's goroutines and its watchers'
+
 	mu       sync.Mutex
-	open     int // watchers, live or catching up
+	closed   bool // Close was called
+	open     int  // watchers, live or catching up
 	cut      int64
 	ring     []Item        // the recent events, the one of sequence number n at n % len(ring)
 	seq      uint64        // how many events were appended to the ring
@@ -94,7 +99,32 @@ func New(svc *leasecore.Service, opts ...Option) *Hub {
 	}
 	h.ring = make([]Item, h.buffer)
 	h.feed, h.feedErr = svc.HistoryFeed()
+	h.life, h.close = context.WithCancel(context.Background())
 	return h
+}
+
+// errHubClosed answers a watch asked of a closed Hub.
+var errHubClosed = errors.New("the watch hub is closed")
+
+// Close stops the Hub: it ends its watchers (their Err is then nil, as
+// after Watcher.Close), stops following the store, and returns once every
+// goroutine of the Hub and its watchers has returned, so the store may be
+// closed after it. A watch asked of a closed Hub answers unavailable.
+// Close may be called more than once.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	h.closed = true
+	if h.timer != nil {
+		h.timer.Stop()
+		h.timer = nil
+	}
+	if h.running {
+		h.running = false
+		h.stop()
+	}
+	h.mu.Unlock()
+	h.close()
+	h.wg.Wait()
 }
 
 // Stats describes a Hub.
@@ -118,7 +148,12 @@ func (h *Hub) Stats() Stats {
 // join counts a new watcher and makes sure the hub runs.
 func (h *Hub) join(ctx context.Context) error {
 	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return leasecore.Unavailable(leasecore.OpFollowHistory, errHubClosed)
+	}
 	h.open++
+	h.wg.Add(1) // the watcher's: done when it finishes, or leaves unstarted
 	if h.timer != nil {
 		h.timer.Stop()
 		h.timer = nil
@@ -126,6 +161,7 @@ func (h *Hub) join(ctx context.Context) error {
 	if !h.running && h.starting == nil {
 		h.starting = make(chan struct{})
 		h.gen++
+		h.wg.Add(1)
 		go h.start(h.gen)
 	}
 	starting := h.starting
@@ -136,6 +172,9 @@ func (h *Hub) join(ctx context.Context) error {
 		case <-ctx.Done():
 			h.leave()
 			return leasecore.Unavailable(leasecore.OpFollowHistory, ctx.Err())
+		case <-h.life.Done():
+			h.leave()
+			return leasecore.Unavailable(leasecore.OpFollowHistory, errHubClosed)
 		}
 	}
 	h.mu.Lock()
@@ -143,6 +182,7 @@ func (h *Hub) join(ctx context.Context) error {
 	if !h.running {
 		err := h.startErr
 		h.open--
+		h.wg.Done()
 		if err == nil {
 			err = leasecore.Unavailable(leasecore.OpFollowHistory, errors.New("the watch stopped"))
 		}
@@ -156,17 +196,23 @@ func (h *Hub) leave() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.open--
+	h.wg.Done()
 	h.lingerLocked()
 }
 
 // start opens the hub's cursor at the newest event and runs the hub: its
 // reads of the history and its expiry sweep.
 func (h *Hub) start(gen uint64) {
-	ctx, cancel := context.WithCancel(context.Background())
+	defer h.wg.Done()
+	ctx, cancel := context.WithCancel(h.life)
 	cur, err := h.feed.FollowHistory(ctx, FromNow)
 	h.mu.Lock()
 	starting := h.starting
 	h.starting = nil
+	if err == nil && h.closed {
+		_ = cur.Close()
+		err = leasecore.Unavailable(leasecore.OpFollowHistory, errHubClosed)
+	}
 	if err != nil {
 		h.startErr = err
 		h.mu.Unlock()
@@ -180,7 +226,11 @@ func (h *Hub) start(gen uint64) {
 	h.mu.Unlock()
 	close(starting)
 
-	go h.sweep(ctx)
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		h.sweep(ctx)
+	}()
 	h.follow(ctx, cur, gen)
 }
 
@@ -200,6 +250,7 @@ func (h *Hub) finishLocked(w *Watcher, err error) {
 	w.closed, w.err = true, err
 	close(w.items)
 	h.open--
+	h.wg.Done()
 	h.lingerLocked()
 }
 

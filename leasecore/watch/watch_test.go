@@ -33,6 +33,23 @@ type feedStore struct {
 	// to return no events.
 	onFollow       func(after int64)
 	onCatchUpEmpty func()
+
+	// blockReads, when set, has Next and RecordExpiries wait for their
+	// context to end; inflight counts their calls not yet returned, and
+	// calls every call of FollowHistory, Next and RecordExpiries.
+	blockReads atomic.Bool
+	inflight   atomic.Int64
+	calls      atomic.Int64
+}
+
+// blocked waits for ctx to end when reads are blocked; the caller has
+// counted itself in flight.
+func (f *feedStore) blocked(ctx context.Context) error {
+	if !f.blockReads.Load() {
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
 }
 
 func newFeedStore() *feedStore { return &feedStore{changes: make(chan struct{}, 1)} }
@@ -58,6 +75,7 @@ func (f *feedStore) rewind(n int) {
 }
 
 func (f *feedStore) FollowHistory(_ context.Context, after int64) (leasecore.HistoryCursor, error) {
+	f.calls.Add(1)
 	if f.onFollow != nil {
 		f.onFollow(after)
 	}
@@ -98,9 +116,12 @@ func (f *feedStore) HistoryChanges(ctx context.Context, poll time.Duration) (<-c
 	return out, nil
 }
 
-func (f *feedStore) RecordExpiries(context.Context, int) (leasecore.ExpirySweep, error) {
+func (f *feedStore) RecordExpiries(ctx context.Context, _ int) (leasecore.ExpirySweep, error) {
+	f.calls.Add(1)
+	f.inflight.Add(1)
+	defer f.inflight.Add(-1)
 	f.sweeps.Add(1)
-	return leasecore.ExpirySweep{}, nil
+	return leasecore.ExpirySweep{}, f.blocked(ctx)
 }
 
 type feedCursor struct {
@@ -109,7 +130,13 @@ type feedCursor struct {
 	catchUp bool
 }
 
-func (c *feedCursor) Next(_ context.Context, limit int) ([]leasecore.Event, error) {
+func (c *feedCursor) Next(ctx context.Context, limit int) ([]leasecore.Event, error) {
+	c.f.calls.Add(1)
+	c.f.inflight.Add(1)
+	defer c.f.inflight.Add(-1)
+	if err := c.f.blocked(ctx); err != nil {
+		return nil, err
+	}
 	if c.f.failing.Load() {
 		return nil, errors.New("store down")
 	}
@@ -472,6 +499,62 @@ func TestWatchEndsWithContext(t *testing.T) {
 	}
 	if st := hub.Stats(); st.Watchers != 0 {
 		t.Fatalf("stats %+v after the watch ended", st)
+	}
+}
+
+// TestWatchHubClose: Close ends every watcher, live or catching up (their
+// Err nil, as after their own Close), and returns only once no call of the
+// hub's is left in its store, so that the store may be closed after it; a
+// watch asked afterwards answers unavailable.
+func TestWatchHubClose(t *testing.T) {
+	f := newFeedStore()
+	for range 3 * watchQueue {
+		f.add("old", leasecore.EventAcquired)
+	}
+	hub := newHub(f)
+	live, err := hub.Watch(t.Context(), Params{Since: FromNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitReady(t, live)
+	// Never read: it stops in the middle of its catch-up, its queue full.
+	stuck, err := hub.Watch(t.Context(), Params{Since: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.blockReads.Store(true)
+	f.add("new", leasecore.EventAcquired) // the hub's next read stays in the store
+	for deadline := time.Now().Add(30 * time.Second); f.inflight.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the hub never read the store")
+		}
+	}
+	closed := make(chan struct{})
+	go func() { hub.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second): // a generous bound: fail rather than hang
+		t.Fatal("Close did not return: a watcher or a read of the hub's did not end")
+	}
+	if n := f.inflight.Load(); n != 0 {
+		t.Fatalf("Close returned with %d of the hub's calls still in its store", n)
+	}
+	calls := f.calls.Load()
+	for name, w := range map[string]*Watcher{"live": live, "catching up": stuck} {
+		ended(t, w)
+		if err := w.Err(); err != nil {
+			t.Errorf("%s watcher ended with %v, want nil after the hub's Close", name, err)
+		}
+	}
+	if st := hub.Stats(); st.Watchers != 0 {
+		t.Fatalf("stats %+v after Close", st)
+	}
+	if _, err := hub.Watch(t.Context(), Params{Since: FromNow}); !errors.Is(err, leasecore.ErrUnavailable) {
+		t.Fatalf("watch of a closed hub: %v, want leasecore.ErrUnavailable", err)
+	}
+	hub.Close() // a second Close is harmless
+	if n := f.calls.Load() - calls; n != 0 {
+		t.Fatalf("the hub called its store %d times after Close returned", n)
 	}
 }
 

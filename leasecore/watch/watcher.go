@@ -97,7 +97,7 @@ func (w *Watcher) Items() <-chan Item { return w.items }
 // error wrapping leasecore.ErrUnavailable (the store failed while catching
 // up), a *leasecore.PositionAheadError (the store's history went back:
 // start over from the oldest event it holds, with Since 0), or nil after
-// Close.
+// Close or the Hub's Close.
 func (w *Watcher) Err() error {
 	w.hub.mu.Lock()
 	defer w.hub.mu.Unlock()
@@ -113,7 +113,7 @@ func (w *Watcher) Close() { w.once.Do(func() { close(w.stop) }) }
 
 // Watch starts a watch of the store's history. It returns once the watch
 // knows where it starts; its items then arrive on the Watcher until ctx
-// ends, the Watcher is closed, or it is cut. It answers
+// ends, the Watcher or its Hub is closed, or it is cut. It answers
 // leasecore.ErrUnavailable when the store cannot be read or followed, and a
 // *leasecore.PositionAheadError when p.Since is above every event ID the
 // store has handed out: the caller starts over from the oldest event the
@@ -129,6 +129,10 @@ func (h *Hub) Watch(ctx context.Context, p Params) (*Watcher, error) {
 	if err := h.join(ctx); err != nil {
 		return nil, err
 	}
+	// The watcher's goroutine stops when ctx ends or the hub is closed.
+	ctx, cancel := context.WithCancel(ctx)
+	unhook := context.AfterFunc(h.life, cancel)
+	end := func() { unhook(); cancel() }
 	h.mu.Lock()
 	since := p.Since
 	if since < 0 {
@@ -141,7 +145,7 @@ func (h *Hub) Watch(ctx context.Context, p Params) (*Watcher, error) {
 		// that appending to it takes, so no event falls between.
 		h.goLiveLocked(w)
 		h.mu.Unlock()
-		go w.run(ctx, nil)
+		go w.run(ctx, nil, end)
 		return w, nil
 	}
 	h.mu.Unlock()
@@ -151,19 +155,20 @@ func (h *Hub) Watch(ctx context.Context, p Params) (*Watcher, error) {
 	// (it may be ahead of it too, and would then wait for nothing).
 	cur, err := h.feed.FollowHistory(ctx, since)
 	if err != nil {
+		end()
 		h.mu.Lock()
 		h.finishLocked(w, err)
 		h.mu.Unlock()
 		return nil, err
 	}
-	go w.run(ctx, cur)
+	go w.run(ctx, cur, end)
 	return w, nil
 }
 
 // run is the watcher's goroutine: it catches up (when it has a cursor),
 // sends the mark that it did, then sends what the hub appends to the ring,
-// until the watch ends; then it closes the items.
-func (w *Watcher) run(ctx context.Context, cur leasecore.HistoryCursor) {
+// until the watch ends; then it closes the items and calls end.
+func (w *Watcher) run(ctx context.Context, cur leasecore.HistoryCursor, end func()) {
 	var err error
 	if cur != nil {
 		err = w.catchUp(ctx, cur)
@@ -178,6 +183,10 @@ func (w *Watcher) run(ctx context.Context, cur leasecore.HistoryCursor) {
 		err = w.follow(ctx)
 	}
 	h := w.hub
+	if h.life.Err() != nil && errors.Is(err, context.Canceled) {
+		err = errClosed // the hub was closed, not the caller's context
+	}
+	end()
 	h.mu.Lock()
 	h.finishLocked(w, err)
 	h.mu.Unlock()

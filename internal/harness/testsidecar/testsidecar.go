@@ -44,6 +44,16 @@ func Handler(t testing.TB, o sidecar.Options) http.Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// After the server's own Cleanup (registered later, run earlier), and
+	// before its store's Close (registered earlier): the streams end and
+	// the watch leaves the store before it closes.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := srv.CloseStreams(ctx); err != nil {
+			t.Errorf("closing the sidecar's streams: %v", err)
+		}
+	})
 	if err := srv.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
