@@ -6,7 +6,7 @@
 // must follow them.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { chromium } from 'playwright-core';
+import { launchChromium } from './browser.js';
 
 const base = process.env.LEASEHOLD_CONSOLE_URL;
 const openBase = process.env.LEASEHOLD_CONSOLE_OPEN_URL; // the same store, served without a token
@@ -24,10 +24,7 @@ const SKEW_MS = -37 * 60 * 1000;
 
 let browser;
 before(async () => {
-  browser = await chromium.launch({
-    executablePath,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'],
-  });
+  browser = await launchChromium(executablePath);
 });
 after(async () => { await browser?.close(); });
 

@@ -10,7 +10,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { chromium } from 'playwright-core';
+import { launchChromium } from './browser.js';
 
 const base = process.env.LEASEHOLD_SIDECAR_URL;
 const executablePath = process.env.LEASEHOLD_CHROMIUM;
@@ -37,12 +37,10 @@ let browser;
 let attacker;
 let attackerPort;
 before(async () => {
-  browser = await chromium.launch({
-    executablePath,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-      // attacker.example resolves to the loopback address: the rebinding.
-      '--host-resolver-rules=MAP attacker.example 127.0.0.1'],
-  });
+  browser = await launchChromium(executablePath, [
+    // attacker.example resolves to the loopback address: the rebinding.
+    '--host-resolver-rules=MAP attacker.example 127.0.0.1',
+  ]);
   // The attacker's site: /<vector>/<task> is a page that tries that vector.
   attacker = http.createServer((req, res) => {
     const [, vector, task] = req.url.split('/');

@@ -8,7 +8,7 @@
 // the ids of the new events are ones it has seen before.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chromium } from 'playwright-core';
+import { launchChromium } from './browser.js';
 
 const base = process.env.LEASEHOLD_CONSOLE_URL;
 const control = process.env.LEASEHOLD_CONSOLE_CONTROL;
@@ -22,10 +22,7 @@ const row = (page, table, task) => page.locator(`#${table} tr[data-task="${task}
 const connection = (page) => page.locator('#connection').textContent();
 
 test('the console starts over when the store is restored under it', async (t) => {
-  const browser = await chromium.launch({
-    executablePath,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'],
-  });
+  const browser = await launchChromium(executablePath);
   t.after(() => browser.close());
   const page = await browser.newPage();
   const problems = [];

@@ -105,9 +105,13 @@ func TestGivenUpStatementsKeepPgBouncersServer(t *testing.T) {
 // serverLogins counts the server connections PgBouncer's log says it
 // opened, less those it opened only to pass on a cancel request (a
 // statement given up after it had reached the server is cancelled there;
-// that connection closes at once and replaces none).
+// that connection closes at once and replaces none). PgBouncer 1.18 logs
+// such a connection's end as "successfully sent cancel request", or as
+// "closing because: failed to send cancel req" when the client went idle
+// before the request could go (it opens the connection all the same).
+// A connection's id (its address) may be handed out again once it closed.
 func serverLogins(logs string) int {
-	opened, cancels := map[string]bool{}, 0
+	logins, open := 0, map[string]bool{}
 	for _, line := range strings.Split(logs, "\n") {
 		id, _, ok := strings.Cut(strings.TrimSpace(line[strings.Index(line, "S-0x")+1:]), ":")
 		if !strings.Contains(line, "S-0x") || !ok {
@@ -115,12 +119,16 @@ func serverLogins(logs string) int {
 		}
 		switch {
 		case strings.Contains(line, "new connection to server"):
-			opened[id] = true
-		case strings.Contains(line, "successfully sent cancel request") && opened[id]:
-			cancels++
+			logins++
+			open[id] = true
+		case open[id] && (strings.Contains(line, "successfully sent cancel request") || strings.Contains(line, "failed to send cancel req")):
+			logins-- // a cancel request's connection, not a login
+			delete(open, id)
+		case strings.Contains(line, "closing because"):
+			delete(open, id)
 		}
 	}
-	return len(opened) - cancels
+	return logins
 }
 
 // waitIdle waits until no connection of st's pool is in use: the
@@ -192,4 +200,32 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestServerLogins: the log reader above, on PgBouncer 1.18's own lines. A
+// cancel request's connection is no login, whether the request went or not;
+// an id handed out again after its connection closed is a new login.
+func TestServerLogins(t *testing.T) {
+	const (
+		login     = "LOG S-0x5592: db/postgres@127.0.0.1:26813 new connection to server (from 127.0.0.1:34360)\n"
+		login2    = "LOG S-0x55aa: db/postgres@127.0.0.1:26813 new connection to server (from 127.0.0.1:34368)\n"
+		sent      = "LOG S-0x55aa: db/postgres@127.0.0.1:26813 successfully sent cancel request\n"
+		notSent   = "LOG S-0x55aa: db/postgres@127.0.0.1:26813 closing because: failed to send cancel req (age=0s)\n"
+		closed    = "LOG S-0x55aa: db/postgres@127.0.0.1:26813 closing because: server conn crashed? (age=3s)\n"
+		clientEnd = "LOG C-0x55bb: db/postgres@127.0.0.1:37656 closing because: not sending cancel request for client that is now idle (age=0s)\n"
+	)
+	for _, c := range []struct {
+		name, logs string
+		want       int
+	}{
+		{"one login", login, 1},
+		{"a cancel sent", login + login2 + sent, 1},
+		{"a cancel not sent", login + clientEnd + login2 + notSent, 1},
+		{"an id handed out again", login + login2 + closed + login2, 3},
+		{"a cancel, then the id again", login + login2 + sent + login2, 2},
+	} {
+		if got := serverLogins(c.logs); got != c.want {
+			t.Errorf("%s: %d logins, want %d", c.name, got, c.want)
+		}
+	}
 }
