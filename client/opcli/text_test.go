@@ -74,3 +74,14 @@ func TestJSONText(t *testing.T) {
 }
 
 func isPrintable(r rune) bool { return display(string(r)) == string(r) || r == '\\' }
+
+func TestMillisText(t *testing.T) {
+	for ms, want := range map[int64]string{
+		0: "0s", 1: "1ms", 12: "12ms", 999: "999ms", 1000: "1s", 1234: "1.2s",
+		9_960: "10s", 10_400: "10s", 90_000: "1m30s", 86_400_000: "24h0m0s",
+	} {
+		if got := millisText(ms); got != want {
+			t.Errorf("millisText(%d) = %q, want %q", ms, got, want)
+		}
+	}
+}

@@ -328,13 +328,16 @@ func printLease(w io.Writer, l *api.Lease) {
 }
 
 // millisText is a duration for people: whole seconds from 10 s up, tenths
-// below.
+// from 1 s, whole milliseconds below.
 func millisText(ms int64) string {
 	d := time.Duration(ms) * time.Millisecond
-	if d >= 10*time.Second {
+	switch {
+	case d >= 10*time.Second:
 		return d.Round(time.Second).String()
+	case d >= time.Second:
+		return d.Round(100 * time.Millisecond).String()
 	}
-	return d.Round(100 * time.Millisecond).String()
+	return d.String() // whole milliseconds: a 12 ms run is not "0s"
 }
 
 // printJSON prints v as one indented JSON document, with no character a
