@@ -543,7 +543,7 @@ func sampleConns(ctx context.Context, server, db string) (func() int, error) {
 		defer conn.Close(context.Background())
 		for {
 			var n int
-			if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1`, db).Scan(&n); err == nil {
+			if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'`, db).Scan(&n); err == nil {
 				most = max(most, n)
 			}
 			select {
