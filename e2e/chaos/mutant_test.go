@@ -152,10 +152,17 @@ func TestCheckerCatchesMutantStores(t *testing.T) {
 
 				res, err := Run(t.Context(), Config{
 					URLs: []string{base}, GoClients: 8, Tasks: 4, TaskPrefix: "mutant-",
-					Duration: 3 * time.Second, RequestTimeout: 5 * time.Second,
+					// At least 3 s and 20 grants: on a loaded machine the
+					// run goes on until it has exercised the store (about
+					// 25 to 160 grants in 3 s on an idle one).
+					Duration: 3 * time.Second, MinGrants: 20, MaxDuration: 30 * time.Second,
+					RequestTimeout: 5 * time.Second,
 				})
 				if err != nil {
 					t.Fatal(err)
+				}
+				if res.Unfinished != "" {
+					t.Errorf("the load stopped at its limit before it exercised the store: %s", res.Unfinished)
 				}
 				for _, e := range res.Errors {
 					t.Errorf("harness: %s", e)
