@@ -64,13 +64,12 @@ type Hub struct {
 	linger      time.Duration // Linger; shorter in tests
 	enc         func(leasecore.Event) []byte
 
-	life  context.Context // ended by Close: every goroutine of the hub and its watchers stops
-	close context.CancelFunc
-	wg    sync.WaitGroup // the hub's goroutines and its watchers'
+	life  context.Context    // ended by Close, under mu: every goroutine of the hub and its watchers stops
+	close context.CancelFunc // called under mu, so a joiner that finds life alive counts on wg before Close waits
+	wg    sync.WaitGroup     // the hub's goroutines and its watchers'
 
 	mu       sync.Mutex
-	closed   bool // Close was called
-	open     int  // watchers, live or catching up
+	open     int // watchers, live or catching up
 	cut      int64
 	ring     []Item        // the recent events, the one of sequence number n at n % len(ring)
 	seq      uint64        // how many events were appended to the ring
@@ -113,17 +112,13 @@ var errHubClosed = errors.New("the watch hub is closed")
 // Close may be called more than once.
 func (h *Hub) Close() {
 	h.mu.Lock()
-	h.closed = true
 	if h.timer != nil {
 		h.timer.Stop()
 		h.timer = nil
 	}
-	if h.running {
-		h.running = false
-		h.stop()
-	}
+	h.running = false
+	h.close() // the hub's reads run under a context of life's
 	h.mu.Unlock()
-	h.close()
 	h.wg.Wait()
 }
 
@@ -148,7 +143,7 @@ func (h *Hub) Stats() Stats {
 // join counts a new watcher and makes sure the hub runs.
 func (h *Hub) join(ctx context.Context) error {
 	h.mu.Lock()
-	if h.closed {
+	if h.life.Err() != nil {
 		h.mu.Unlock()
 		return leasecore.Unavailable(leasecore.OpFollowHistory, errHubClosed)
 	}
@@ -209,7 +204,7 @@ func (h *Hub) start(gen uint64) {
 	h.mu.Lock()
 	starting := h.starting
 	h.starting = nil
-	if err == nil && h.closed {
+	if err == nil && h.life.Err() != nil {
 		_ = cur.Close()
 		err = leasecore.Unavailable(leasecore.OpFollowHistory, errHubClosed)
 	}
