@@ -150,7 +150,7 @@ func TestDocsUnixSocketSession(t *testing.T) {
 }
 
 var (
-	stampRE     = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z`)
+	stampRE     = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`)
 	remainingRE = regexp.MustCompile(`"ttl_remaining_ms":\d+`)
 )
 
