@@ -147,22 +147,32 @@ const (
 type EventKind string
 
 // The kinds of history events. Renewals are not recorded: a lease's history
-// is one row when it is acquired and one when it ends.
+// is one row when it is acquired and one when it ends (released or
+// expired), and one more when its owner renewed it too late (lost). The
+// history holds the same events whether or not anyone watched
+// (docs/design.md, "History").
 const (
 	// EventAcquired: a claim granted a new lease (a new token). A same-owner
 	// refresh of a live lease is not an event.
 	EventAcquired EventKind = "acquired"
 	// EventReleased: the owner released its live lease.
 	EventReleased EventKind = "released"
-	// EventExpired: the lease ran out unreleased, seen when its owner
-	// claimed the task again.
+	// EventExpired: the lease ran out unreleased. At is its expiry, and it
+	// names no credential: it is recorded once, the same way, by whichever
+	// the store sees first of the expiry sweep (HistoryFeed.RecordExpiries),
+	// a claim of the task by any owner, and the owner's refused late
+	// renewal. Its id is where it was noticed: after the events the history
+	// held then, before the next grant's acquired.
 	EventExpired EventKind = "expired"
-	// EventTakenOver: the lease ran out unreleased and another owner claimed
-	// the task. Owner and token are the expired lease's; Detail names the
-	// new owner.
+	// EventTakenOver is a legacy kind: stores before schema SQLite 8 and
+	// PostgreSQL 11 recorded it instead of expired when another owner's
+	// claim was the first to notice that a lease ran out (Owner and Token
+	// the expired lease's, Detail naming the new owner). A history may
+	// still hold it; no store records it now.
 	EventTakenOver EventKind = "taken_over"
 	// EventLost: the owner tried to renew its lease after it had expired,
-	// and the renewal was refused.
+	// and the renewal was refused. It is recorded once per lease, at the
+	// first such renewal, after the lease's expired.
 	EventLost EventKind = "lost"
 )
 
@@ -177,11 +187,11 @@ type Event struct {
 	Detail string
 	// Credential names the credential of the operation that recorded the
 	// event (ClaimParams.Credential and its like): the claimer's for
-	// acquired, and for the expired or taken_over a claim records; the
-	// refused renewer's for lost; the releaser's for released. Empty when
-	// that operation acted for none, for an expired recorded by an expiry
-	// sweep (HistoryFeed.RecordExpiries), which acts for nobody, and for
-	// events recorded before the store kept credentials.
+	// acquired; the refused renewer's for lost; the releaser's for
+	// released. Empty when that operation acted for none, for expired,
+	// which nobody did (whoever noticed it), and for events recorded
+	// before the store kept credentials. (A legacy taken_over names the
+	// claimer's.)
 	Credential string
 	// HoldUntil, on a released event, is the end of the lease's minimum
 	// hold when it had not passed: the task rested until then. Zero

@@ -37,12 +37,14 @@ type HistoryFeed interface {
 	HistoryChanges(ctx context.Context, poll time.Duration) (<-chan struct{}, error)
 
 	// RecordExpiries records an "expired" event, at the lease's expiry
-	// (the store's time), for at most limit leases that ran out unreleased
-	// and whose end is not recorded yet, and marks their end recorded, as a
-	// refused renewal does for "lost": a later claim of the task then
-	// records no "expired" or "taken_over" for that lease, and a late
-	// renewal no "lost". A lease whose row another operation holds at that
-	// moment may be left for the next call. It returns how many it
+	// (the store's time), for no credential, for at most limit leases that
+	// ran out unreleased and whose end is not recorded yet, and marks their
+	// end recorded: a later claim of the task, or a late renewal, then
+	// records no second "expired" for that lease (the renewal still records
+	// its "lost"). It is the event the claim or late renewal would have
+	// recorded had it come first, so the history holds the same events
+	// whether or not a sweep ran. A lease whose row another operation holds
+	// at that moment may be left for the next call. It returns how many it
 	// recorded and the earliest expiry among the live leases (zero when
 	// none is live), so the caller knows when to call again.
 	RecordExpiries(ctx context.Context, limit int) (ExpirySweep, error)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -181,6 +182,76 @@ func TestWatchSeesExpiry(t *testing.T) {
 		}
 		if strings.Join(kinds, ",") != "acquired,expired,acquired" {
 			t.Fatalf("history %v, want acquired,expired,acquired (newest first)", kinds)
+		}
+	})
+}
+
+// TestHistorySameWhetherWatched: the same calls give the same history
+// whether a watch is open (its hub sweeps the expiries) or not. A lease
+// that ran out and was claimed by another owner used to read expired then
+// acquired when a watch was open and taken_over without one; it reads
+// expired, at the lease's expiry, either way, and the owner's late renewal
+// adds its lost after that expired either way.
+func TestHistorySameWhetherWatched(t *testing.T) {
+	eachStore(t, func(t *testing.T, ts *testServer) {
+		// play claims two tasks for 200 ms, waits for both ends (waitEnds),
+		// then has another owner claim the first, and the owner renew the
+		// second late before another owner claims it; it answers each
+		// task's history, newest first, named without the prefix.
+		play := func(prefix string, waitEnds func(tasks ...string)) map[string][]string {
+			t.Helper()
+			taken, late := prefix+"-taken", prefix+"-late"
+			leases := map[string]api.Lease{taken: ts.claim(taken, "w1", 200), late: ts.claim(late, "w1", 200)}
+			waitEnds(taken, late)
+			ts.claim(taken, "w2", 60000)
+			r := ts.post("/v1/leases/"+late+"/renew", map[string]any{"owner": "w1"})
+			expect(t, r, http.StatusConflict)
+			if !strings.Contains(string(r.body), `"reason":"expired"`) {
+				t.Fatalf("late renewal: %s, want lost (expired)", r.body)
+			}
+			ts.claim(late, "w2", 60000)
+			out := map[string][]string{}
+			for task, l := range leases {
+				for _, ev := range decode[api.EventList](t, ts.get("/v1/leases/"+task+"/history")).Events {
+					if ev.Kind == api.EventKindExpired && (ev.At != l.ExpiresAt || ev.Credential != "" || ev.Detail != "") {
+						t.Errorf("%s: expired at %s by %q (%q), want the lease's expiry %s, for nobody", task, ev.At, ev.Credential, ev.Detail, l.ExpiresAt)
+					}
+					name := strings.TrimPrefix(task, prefix)
+					out[name] = append(out[name], fmt.Sprintf("%s %s %d", ev.Kind, ev.Owner, ev.Token))
+				}
+			}
+			return out
+		}
+
+		unwatched := play("quiet", func(tasks ...string) {
+			for _, task := range tasks {
+				deadline := time.Now().Add(10 * time.Second)
+				for decode[api.LeaseState](t, ts.get("/v1/leases/"+task)).Held {
+					if time.Now().After(deadline) {
+						t.Fatalf("%s is still held 10 s after a 200 ms claim", task)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+		})
+		s := ts.openWatch("/v1/watch", nil)
+		s.expectReady()
+		watched := play("watched", func(tasks ...string) {
+			// The hub's sweep records each end before the calls come.
+			for pending := len(tasks); pending > 0; {
+				if e := s.nextChange(); e.Kind == api.EventKindExpired && strings.HasPrefix(e.Task, "watched") {
+					pending--
+				}
+			}
+		})
+		want := map[string][]string{
+			"-taken": {"acquired w2 2", "expired w1 1", "acquired w1 1"},
+			"-late":  {"acquired w2 2", "lost w1 1", "expired w1 1", "acquired w1 1"},
+		}
+		for name, w := range want {
+			if !slices.Equal(unwatched[name], w) || !slices.Equal(watched[name], w) {
+				t.Errorf("history of %s (newest first):\n  unwatched %q\n  watched   %q\n  want      %q", name, unwatched[name], watched[name], w)
+			}
 		}
 	})
 }

@@ -101,8 +101,9 @@ func mustClaim(t *testing.T, st *Store, task, owner string, ttl time.Duration) *
 }
 
 // One task's life, one statement at a time (the single-row statements):
-// every event once, at the instant of the change it records, nothing for a
-// refresh or a renewal, one "lost" however often the lost lease is renewed.
+// every event once, at the instant of the change it records (an "expired"
+// at the lease's expiry, whoever noticed it), nothing for a refresh or a
+// renewal, one "lost" however often the lost lease is renewed.
 func TestHistoryOfOneTask(t *testing.T) {
 	t.Parallel()
 	st := mustMigrated(t, pgtest.NewDatabase(t))
@@ -140,36 +141,43 @@ func TestHistoryOfOneTask(t *testing.T) {
 		event{leasecore.EventAcquired, "a", 1, ""},
 		event{leasecore.EventReleased, "a", 1, ""},
 		event{leasecore.EventAcquired, "b", 2, ""},
-		event{leasecore.EventTakenOver, "b", 2, `c`},
+		event{leasecore.EventExpired, "b", 2, ""}, // recorded by c's claim
 		event{leasecore.EventAcquired, "c", 3, ""},
+		event{leasecore.EventExpired, "c", 3, ""}, // recorded by c's first late renewal
 		event{leasecore.EventLost, "c", 3, ""},
 		event{leasecore.EventAcquired, "c", 4, ""}, // the end of lease 3 is recorded already
 	)
-	if len(evs) != 7 {
+	if len(evs) != 8 {
 		return
 	}
 	for _, c := range []struct {
 		i    int
 		want time.Time
-	}{{0, a.AcquiredAt}, {2, b.AcquiredAt}, {3, c.AcquiredAt}, {4, c.AcquiredAt}, {6, c2.AcquiredAt}} {
+	}{{0, a.AcquiredAt}, {2, b.AcquiredAt}, {3, b.ExpiresAt}, {4, c.AcquiredAt}, {5, c.ExpiresAt}, {7, c2.AcquiredAt}} {
 		if !evs[c.i].At.Equal(c.want) {
-			t.Errorf("event %s at %v, want %v (the grant's instant)", formatEvents(evs[c.i:c.i+1]), evs[c.i].At, c.want)
+			t.Errorf("event %s at %v, want %v (the grant's instant, or the expiry)", formatEvents(evs[c.i:c.i+1]), evs[c.i].At, c.want)
 		}
 	}
-	if !evs[5].At.After(c.ExpiresAt) && !evs[5].At.Equal(c.ExpiresAt) {
-		t.Errorf("lost at %v, before the lease expired at %v", evs[5].At, c.ExpiresAt)
+	if evs[6].At.Before(c.ExpiresAt) {
+		t.Errorf("lost at %v, before the lease expired at %v", evs[6].At, c.ExpiresAt)
+	}
+	for _, e := range evs {
+		if e.Kind == leasecore.EventExpired && (e.Credential != "" || e.Detail != "") {
+			t.Errorf("%s by credential %q with detail %q, want neither", formatEvents([]leasecore.Event{e}), e.Credential, e.Detail)
+		}
 	}
 
 	newest, err := st.History(ctx, task, 2)
-	if err != nil || len(newest) != 2 || newest[0].ID != evs[6].ID || newest[1].ID != evs[5].ID {
+	if err != nil || len(newest) != 2 || newest[0].ID != evs[7].ID || newest[1].ID != evs[6].ID {
 		t.Errorf("History(limit 2): %+v %v, want the two newest, newest first", newest, err)
 	}
 }
 
-// Batched claims, takeovers and releases write each task's history once, in
-// the batch statements: 300 tasks claimed in batches each get one
-// "acquired"; once they expire, claimed by another owner in batches, each
-// gets "taken_over" then "acquired"; released in batches, one "released".
+// Batched claims, grants over expired leases and releases write each task's
+// history once, in the batch statements: 300 tasks claimed in batches each
+// get one "acquired"; once they expire, claimed by another owner in
+// batches, each gets "expired" (at its expiry, for nobody) then "acquired";
+// released in batches, one "released".
 func TestHistoryBatched(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewDatabase(t)
@@ -248,16 +256,16 @@ func TestHistoryBatched(t *testing.T) {
 		owner := fmt.Sprintf("owner-%d", i)
 		evs := checkHistory(t, st, task,
 			event{leasecore.EventAcquired, owner, 1, ""},
-			event{leasecore.EventTakenOver, owner, 1, "successor"},
+			event{leasecore.EventExpired, owner, 1, ""},
 			event{leasecore.EventAcquired, "successor", 2, ""},
 			event{leasecore.EventReleased, "successor", 2, ""},
 		)
-		if len(evs) == 4 && (!evs[0].At.Equal(first[i].AcquiredAt) || !evs[2].At.Equal(second[i].AcquiredAt)) {
-			t.Errorf("%s: acquired at %v and %v, want the grants' instants %v and %v",
-				task, evs[0].At, evs[2].At, first[i].AcquiredAt, second[i].AcquiredAt)
+		if len(evs) == 4 && (!evs[0].At.Equal(first[i].AcquiredAt) || !evs[1].At.Equal(first[i].ExpiresAt) || !evs[2].At.Equal(second[i].AcquiredAt)) {
+			t.Errorf("%s: acquired at %v, expired at %v, acquired at %v; want the first grant's instant %v, its expiry %v, the second grant's instant %v",
+				task, evs[0].At, evs[1].At, evs[2].At, first[i].AcquiredAt, first[i].ExpiresAt, second[i].AcquiredAt)
 		}
 		if len(evs) == 4 {
-			want := []string{fmt.Sprintf("first-%d", i), fmt.Sprintf("second-%d", i), fmt.Sprintf("second-%d", i), fmt.Sprintf("release-%d", i)}
+			want := []string{fmt.Sprintf("first-%d", i), "", fmt.Sprintf("second-%d", i), fmt.Sprintf("release-%d", i)}
 			for k, e := range evs {
 				if e.Credential != want[k] {
 					t.Errorf("%s: %s event by credential %q, want its operation's %q", task, e.Kind, e.Credential, want[k])
@@ -269,8 +277,8 @@ func TestHistoryBatched(t *testing.T) {
 
 // Contenders racing over several pools for a new task, then for an expired
 // one, leave exactly the winners' events: one "acquired" per grant, and one
-// "taken_over" naming the second race's winner. Refused claims and
-// same-owner refreshes racing a grant write nothing.
+// "expired" for the first lease, whoever won the second race. Refused
+// claims and same-owner refreshes racing a grant write nothing.
 func TestHistoryUnderRace(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewDatabase(t)
@@ -302,22 +310,18 @@ func TestHistoryUnderRace(t *testing.T) {
 	waitExpired(t, pools[0], task)
 	second := raceClaim(t, pools, 16, task)
 
-	// The first winner races again (the contenders' names repeat): when it
-	// wins again, its lease ended as expired, not taken over.
-	end := event{leasecore.EventTakenOver, first.Owner, 1, second.Owner}
-	if second.Owner == first.Owner {
-		end = event{leasecore.EventExpired, first.Owner, 1, ""}
-	}
+	// The first winner races again (the contenders' names repeat): its
+	// lease ended as expired whoever won.
 	checkHistory(t, pools[0], task,
 		event{leasecore.EventAcquired, first.Owner, 1, ""},
-		end,
+		event{leasecore.EventExpired, first.Owner, 1, ""},
 		event{leasecore.EventAcquired, second.Owner, 2, ""},
 	)
 }
 
 // A RenewBatch whose renewals find their own leases expired records one
-// "lost" per lease, however often it is retried; refusals for any other
-// reason record nothing.
+// "expired" and one "lost" per lease, however often it is retried; refusals
+// for any other reason record nothing.
 func TestHistoryLostInRenewBatch(t *testing.T) {
 	t.Parallel()
 	st := mustMigrated(t, pgtest.NewDatabase(t))
@@ -358,10 +362,12 @@ func TestHistoryLostInRenewBatch(t *testing.T) {
 	for _, task := range expired {
 		evs := checkHistory(t, st, task,
 			event{leasecore.EventAcquired, "o", 1, ""},
+			event{leasecore.EventExpired, "o", 1, ""},
 			event{leasecore.EventLost, "o", 1, ""},
 		)
-		if len(evs) == 2 && (evs[0].Credential != "" || evs[1].Credential != "renewer-"+task) {
-			t.Errorf("%s: events by credentials %q and %q, want none (the claim named none) and the renewal's %q", task, evs[0].Credential, evs[1].Credential, "renewer-"+task)
+		if len(evs) == 3 && (evs[0].Credential != "" || evs[1].Credential != "" || evs[2].Credential != "renewer-"+task) {
+			t.Errorf("%s: events by credentials %q, %q and %q, want none (the claim named none), none (nobody ended it) and the renewal's %q",
+				task, evs[0].Credential, evs[1].Credential, evs[2].Credential, "renewer-"+task)
 		}
 	}
 	checkHistory(t, st, "lost/held", event{leasecore.EventAcquired, "o", 1, ""})
@@ -374,8 +380,9 @@ func TestHistoryLostInRenewBatch(t *testing.T) {
 
 // A renewal refused by its own expired lease while another owner's claim of
 // the task is deciding records no loss once the claim has recorded the
-// takeover: the interleaving is forced by holding the claim's transaction
-// open until the renewal's follow-up statement waits on the row.
+// lease's end: the interleaving is forced by holding the claim's
+// transaction open until the renewal's follow-up statement waits on the
+// row.
 func TestHistoryLostRacingTakeover(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewDatabase(t)
@@ -415,13 +422,14 @@ func TestHistoryLostRacingTakeover(t *testing.T) {
 	}
 	checkHistory(t, st, task,
 		event{leasecore.EventAcquired, "a", old.Token, ""},
-		event{leasecore.EventTakenOver, "a", old.Token, "b"},
+		event{leasecore.EventExpired, "a", old.Token, ""},
 		event{leasecore.EventAcquired, "b", old.Token + 1, ""},
 	)
 }
 
 // A database migrated before history existed keeps its leases, and the
-// first claims after the upgrade record the ends of the leases they replace.
+// first claims after the upgrade record the ends of the leases they
+// replace, at their expiry.
 func TestHistoryAfterUpgrade(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewDatabase(t)
@@ -441,15 +449,22 @@ func TestHistoryAfterUpgrade(t *testing.T) {
 			t.Fatalf("schema version 1: %v", err)
 		}
 	}
+	var expires time.Time
+	if err := conn.QueryRow(ctx, `SELECT expires_at FROM leasehold_leases WHERE task = 'up/expired'`).Scan(&expires); err != nil {
+		t.Fatal(err)
+	}
 	st := mustMigrated(t, url)
 	if l := mustClaim(t, st, "up/expired", "new", time.Minute); l.Token != 8 {
 		t.Errorf("claim after upgrade: token %d, want 8", l.Token)
 	}
 	mustClaim(t, st, "up/live", "old", time.Minute) // a refresh: nothing to record
-	checkHistory(t, st, "up/expired",
-		event{leasecore.EventTakenOver, "old", 7, "new"},
+	evs := checkHistory(t, st, "up/expired",
+		event{leasecore.EventExpired, "old", 7, ""},
 		event{leasecore.EventAcquired, "new", 8, ""},
 	)
+	if len(evs) == 2 && !evs[0].At.Equal(expires) {
+		t.Errorf("expired at %v, want the old lease's expiry %v", evs[0].At, expires)
+	}
 	checkHistory(t, st, "up/live")
 }
 

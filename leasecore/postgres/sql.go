@@ -11,8 +11,9 @@ package postgres
 
 // rowNow is the store's instant for a statement working on row l: the later
 // of now() (the statement's start; docs/design.md, "The instant a statement
-// judges by") and the times already written on the row (lost_at is the time
-// a lost lease's end was recorded; see renewStateSQL). Every time on the row
+// judges by") and the times already written on the row (lost_at is the
+// latest time the end or the loss of an expired lease was recorded; see
+// renewStateSQL). Every time on the row
 // was written by a transaction that committed before this statement read or
 // locked the row, so rowNow is a store-clock instant between the statement's
 // start and its decision; taking the later one keeps a row's times from
@@ -64,11 +65,12 @@ const claimMinHold = `(excluded.hold_until - now())`
 // refresh keeps the later of the two ends (GREATEST ignores NULL). A
 // resting row is refused to everyone, its own owner included.
 //
-// A new grant also records, in replaced_owner and replaced_token, the lease
-// it replaced when that lease had expired unreleased and its end was not
-// recorded yet by a refused renewal (NULL otherwise), because RETURNING sees
-// only the row's new values; a refresh keeps them. claimEventsSQL reads them
-// back to record the lease's end.
+// A new grant also records, in replaced_owner, replaced_token and
+// replaced_expires_at, the lease it replaced when that lease had expired
+// unreleased and its end was not recorded yet (by the expiry sweep or a
+// refused renewal; NULL otherwise), because RETURNING sees only the row's
+// new values; a refresh keeps them. claimEventsSQL reads them back to
+// record the lease's end.
 const claimConflictSQL = `
 ON CONFLICT (task) DO UPDATE SET
        owner          = excluded.owner,
@@ -82,12 +84,13 @@ ON CONFLICT (task) DO UPDATE SET
        released_at    = NULL,
        replaced_owner = CASE WHEN ` + ownLive + ` THEN l.replaced_owner WHEN ` + endUnrecordedOnClaim + ` THEN l.owner END,
        replaced_token = CASE WHEN ` + ownLive + ` THEN l.replaced_token WHEN ` + endUnrecordedOnClaim + ` THEN l.token END,
+       replaced_expires_at = CASE WHEN ` + ownLive + ` THEN l.replaced_expires_at WHEN ` + endUnrecordedOnClaim + ` THEN l.expires_at END,
        lost_at        = NULL,
        hold_until     = CASE WHEN ` + ownLive + ` THEN GREATEST(l.hold_until, l.acquired_at + ` + claimMinHold + `)
                              ELSE ` + rowNow + ` + ` + claimMinHold + ` END
  WHERE (NOT ` + live + ` AND NOT coalesce(` + resting + `, false)) -- released or expired, and not resting: free
     OR ` + ownLive + ` -- live and the caller's: refresh
-RETURNING ` + leaseColumns + `, l.replaced_owner, l.replaced_token`
+RETURNING ` + leaseColumns + `, l.replaced_owner, l.replaced_token, l.replaced_expires_at`
 
 // endUnrecordedOnClaim: in a claim's DO UPDATE, the locked row is not the
 // claimant's live lease, so (the WHERE clause having admitted it) it is
@@ -96,11 +99,12 @@ const endUnrecordedOnClaim = `(l.released_at IS NULL AND l.lost_at IS NULL)`
 
 // claimEventsSQL follows a claim statement's claimed CTE: it records the
 // history of each new grant (renew_count 0; a refresh records nothing), in
-// the claim's transaction and at its instant (the new renewed_at, which is
-// rowNow): first the end of the lease it replaced, if that lease expired
-// unreleased ("expired" when its owner claimed again, "taken_over" naming
-// the new owner otherwise), then "acquired", both with the claim's
-// credential. It answers the claimed leases.
+// the claim's transaction: first the end of the lease it replaced, if that
+// lease expired unreleased with its end unrecorded ("expired", at the
+// lease's expiry, for nobody: the event the expiry sweep would have
+// recorded, whoever claims; docs/design.md, "History"), then "acquired", at
+// the claim's instant (the new renewed_at, which is rowNow), with the
+// claim's credential. It answers the claimed leases.
 //
 // The credential comes from the claim's input, not from the lease row:
 // RETURNING gives only the row's columns, so each claim statement names
@@ -111,16 +115,14 @@ const endUnrecordedOnClaim = `(l.released_at IS NULL AND l.lost_at IS NULL)`
 // refreshes included, that nothing but this statement reads.
 const claimEventsSQL = `
 , events AS (
-    INSERT INTO leasehold_history (task, kind, owner, token, at, detail, credential)
-    SELECT c.task, e.kind, e.owner, e.token, c.renewed_at, e.detail, a.credential
+    INSERT INTO leasehold_history (task, kind, owner, token, at, credential)
+    SELECT c.task, e.kind, e.owner, e.token, e.at, e.credential
       FROM claimed AS c
       JOIN actors AS a ON a.task = c.task
      CROSS JOIN LATERAL (VALUES
-           (1, CASE WHEN c.replaced_owner = c.owner THEN 'expired' ELSE 'taken_over' END,
-               c.replaced_owner, c.replaced_token,
-               CASE WHEN c.replaced_owner = c.owner THEN '' ELSE 'taken over by ' || c.owner END),
-           (2, 'acquired', c.owner, c.token, '')
-           ) AS e(seq, kind, owner, token, detail)
+           (1, 'expired', c.replaced_owner, c.replaced_token, c.replaced_expires_at, ''),
+           (2, 'acquired', c.owner, c.token, c.renewed_at, a.credential)
+           ) AS e(seq, kind, owner, token, at, credential)
      WHERE c.renew_count = 0 AND e.owner IS NOT NULL
      ORDER BY c.task, e.seq
 )
@@ -234,25 +236,36 @@ RETURNING ` + leaseColumns
 
 // renewStateSQL reads what a refused renewal found, for its reason. If the
 // renewal was refused because the caller's own lease expired unreleased (the
-// reason lostReason calls expired), and that lease's end is not recorded
-// yet, it records it: it sets the row's lost_at to the row's instant and
-// writes a "lost" event then (lostEventSQL). The mark is written under the
-// row's lock, so a claim replacing the lease either comes first (and the row
-// no longer matches) or sees the mark and records no end of its own: a lease
-// ends once in the history, however often its owner's renewals are refused.
-// $1 task, $2 the renewal's owner, $3 its credential (empty for none), which
-// the "lost" event carries.
+// reason lostReason calls expired), and that lease's loss is not recorded
+// yet, it records it: it locks the row (locked), sets its lost_at to the
+// row's instant and its lost_token to the lease's token (ended), and writes
+// the lease's "expired" event, unless its end was recorded already (by the
+// expiry sweep or a claim), then a "lost" event (lostEventSQL). The marks
+// are written under the row's lock, so a claim replacing the lease either
+// comes first (and the row no longer matches) or sees the end recorded and
+// records no end of its own: a lease ends once in the history, and is lost
+// once, however often its owner's renewals are refused. $1 task, $2 the
+// renewal's owner, $3 its credential (empty for none), which the "lost"
+// event carries.
 //
-// The state is read from the statement's snapshot, and the mark matches the
-// latest version of the row; if the two differ (a claim committed in
-// between) the state still describes the lease the renewal was meant for,
-// and the claim recorded its end.
+// The state is read from the statement's snapshot, and the marks match the
+// latest version of the row, which locked reads (FOR UPDATE at READ
+// COMMITTED locks the latest version and answers its values), so that
+// whether the end was recorded before is that version's; if the two differ
+// (a claim committed in between) the state still describes the lease the
+// renewal was meant for, and the claim recorded its end.
 const renewStateSQL = `
-WITH ended AS (
+WITH locked AS MATERIALIZED (
+    SELECT l.task, l.expires_at, l.lost_at IS NULL AS end_unrecorded, $3::text AS credential
+      FROM leasehold_leases AS l
+     WHERE l.task = $1 AND l.owner = $2::text AND ` + lossUnrecorded + `
+       FOR UPDATE OF l
+), ended AS (
     UPDATE leasehold_leases AS l
-       SET lost_at = ` + rowNow + `
-     WHERE l.task = $1 AND l.owner = $2::text AND ` + endUnrecorded + `
-    RETURNING l.task, l.owner, l.token, l.lost_at AS at, $3::text AS credential
+       SET lost_at = ` + rowNow + `, lost_token = l.token
+      FROM locked AS k
+     WHERE l.task = k.task AND ` + lossUnrecorded + `
+    RETURNING l.task, l.owner, l.token, l.lost_at AS at, k.expires_at, k.end_unrecorded, k.credential
 )` + lostEventSQL + `
 SELECT l.owner, l.token, l.released_at IS NOT NULL, ` + live + `
   FROM leasehold_leases AS l
@@ -267,7 +280,7 @@ SELECT l.owner, l.token, l.released_at IS NOT NULL, ` + live + `
 // the first of its owner's refused renewals.
 const renewStatesSQL = `
 WITH locked AS MATERIALIZED (
-    SELECT l.task, r.credential
+    SELECT l.task, l.expires_at, l.lost_at IS NULL AS end_unrecorded, r.credential
       FROM leasehold_leases AS l
      CROSS JOIN LATERAL (
            SELECT r.credential
@@ -275,15 +288,15 @@ WITH locked AS MATERIALIZED (
             WHERE r.task = l.task AND r.owner = l.owner
             ORDER BY r.n
             LIMIT 1) AS r
-     WHERE l.task = ANY($1::text[]) AND ` + endUnrecorded + `
+     WHERE l.task = ANY($1::text[]) AND ` + lossUnrecorded + `
      ORDER BY l.task
        FOR UPDATE OF l
 ), ended AS (
     UPDATE leasehold_leases AS l
-       SET lost_at = ` + rowNow + `
+       SET lost_at = ` + rowNow + `, lost_token = l.token
       FROM locked AS k
-     WHERE l.task = k.task AND ` + endUnrecorded + `
-    RETURNING l.task, l.owner, l.token, l.lost_at AS at, k.credential
+     WHERE l.task = k.task AND ` + lossUnrecorded + `
+    RETURNING l.task, l.owner, l.token, l.lost_at AS at, k.expires_at, k.end_unrecorded, k.credential
 )` + lostEventSQL + `
 SELECT l.task, l.owner, l.token, l.released_at IS NOT NULL, ` + live + `
   FROM leasehold_leases AS l
@@ -293,14 +306,25 @@ SELECT l.task, l.owner, l.token, l.released_at IS NOT NULL, ` + live + `
 // is not in the history yet.
 const endUnrecorded = `l.released_at IS NULL AND l.expires_at <= ` + rowNow + ` AND l.lost_at IS NULL`
 
-// lostEventSQL follows the ended CTE of a refused renewal's read: a "lost"
-// event for each lease it marked, with the refused renewal's credential.
+// lossUnrecorded: row l holds a lease that expired unreleased, and whose
+// loss (a refused late renewal) is not in the history yet. Its end may be.
+const lossUnrecorded = `l.released_at IS NULL AND l.expires_at <= ` + rowNow + ` AND l.lost_token IS DISTINCT FROM l.token`
+
+// lostEventSQL follows the ended CTE of a refused renewal's read: for each
+// lease it marked, its "expired" event at its expiry and for nobody, when
+// its end was not recorded yet, then its "lost" event at the renewal's
+// instant, with the refused renewal's credential.
 const lostEventSQL = `
 , lost AS (
     INSERT INTO leasehold_history (task, kind, owner, token, at, credential)
-    SELECT task, 'lost', owner, token, at, credential
-      FROM ended
-     ORDER BY task
+    SELECT d.task, e.kind, d.owner, d.token, e.at, e.credential
+      FROM ended AS d
+     CROSS JOIN LATERAL (VALUES
+           (1, 'expired', d.expires_at, ''),
+           (2, 'lost', d.at, d.credential)
+           ) AS e(seq, kind, at, credential)
+     WHERE e.seq = 2 OR d.end_unrecorded
+     ORDER BY d.task, e.seq
 )`
 
 // releaseSQL ends the owner's live lease, checking the token when one is
@@ -606,7 +630,8 @@ SELECT snap.xmin, snap.xmax + age((snap.xmax % 4294967296)::text::xid), ` + high
 // unreleased and whose end is not recorded yet (endUnrecorded): it marks
 // each row's end recorded (lost_at, at the row's instant) and writes an
 // "expired" event at the lease's expiry, with its owner and token and no
-// credential (the column's default, the empty string): a sweep acts for nobody. It
+// credential (the column's default, the empty string): the same event a
+// claim or a late renewal that came first would have recorded. It
 // answers how many it recorded and the earliest expiry among live leases
 // (NULL when none is live).
 //
@@ -619,7 +644,7 @@ SELECT snap.xmin, snap.xmax + age((snap.xmax % 4294967296)::text::xid), ` + high
 // EvalPlanQual), and the UPDATE checks again, so a lease renewed, released
 // or re-granted meanwhile is never marked. Once the mark is written, a
 // claim finds the end recorded (endUnrecordedOnClaim) and records only its
-// "acquired", and a late renewal's read finds nothing to record
+// "acquired", and a late renewal's read records only its "lost"
 // (renewStateSQL).
 //
 // The scans of leasehold_leases use no index: there is deliberately none

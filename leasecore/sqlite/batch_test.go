@@ -469,8 +469,9 @@ func TestRenewBatchTransactions(t *testing.T) {
 }
 
 // One batch of operations of several credentials records each event under
-// its own operation's: a claim's acquired, the taken_over its claim
-// records, a release's released, a refused renewal's lost.
+// its own operation's: a claim's acquired, a release's released, a refused
+// renewal's lost; and the expired events a claim and a late renewal record
+// under none.
 func TestBatchRecordsEachOperationsCredential(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "leasehold.db")
@@ -533,8 +534,8 @@ func TestBatchRecordsEachOperationsCredential(t *testing.T) {
 	}
 	for task, want := range map[string][]string{
 		"fresh": {"released releaser", "acquired claimer-a"},
-		"taken": {"acquired claimer-b", "taken_over claimer-b", "acquired old-cred"},
-		"lost":  {"lost late-renewer", "acquired old-cred"},
+		"taken": {"acquired claimer-b", "expired ", "acquired old-cred"},
+		"lost":  {"lost late-renewer", "expired ", "acquired old-cred"},
 	} {
 		evs, err := s.History(ctx, task, 10)
 		if err != nil {

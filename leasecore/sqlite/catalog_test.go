@@ -14,7 +14,7 @@ import (
 // TestMigrateFromTheFirstSchema upgrades a file that has only the first
 // migration and a lease that ran out unreleased: the lease row is kept, the
 // default policy appears, and the next grant records the old lease's end
-// (its row starts with end_recorded 0) and the new grant.
+// (its row starts with end_recorded 0), at its expiry, and the new grant.
 func TestMigrateFromTheFirstSchema(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "leasehold.db")
@@ -52,8 +52,8 @@ VALUES ('nightly', 'old-holder', 7, 1000, 1000, 2000, 1000, 0, '')`)
 		t.Fatalf("history: %v", err)
 	}
 	if len(events) != 2 || events[0].Kind != leasecore.EventAcquired || events[0].Token != 8 ||
-		events[1].Kind != leasecore.EventTakenOver || events[1].Owner != "old-holder" || events[1].Token != 7 {
-		t.Errorf("history after the upgrade: %+v, want acquired 8, taken_over 7 by old-holder", events)
+		events[1].Kind != leasecore.EventExpired || events[1].Owner != "old-holder" || events[1].Token != 7 || !events[1].At.Equal(fromMS(2000)) {
+		t.Errorf("history after the upgrade: %+v, want acquired 8, expired 7 of old-holder at its expiry %s", events, fromMS(2000))
 	}
 }
 

@@ -344,9 +344,11 @@ func (w *watcher) close() {
 
 // RecordExpiries records an "expired" event, at its expiry, for at most
 // limit leases that ran out unreleased and whose end the history does not
-// show yet, and sets their end_recorded, as a refused renewal does for
-// "lost": a later grant of the task then records no "expired" or
-// "taken_over" for it, and a late renewal no "lost".
+// show yet, and sets their end_recorded: a later grant of the task, or a
+// late renewal, then records no second "expired" for it (the renewal still
+// records its "lost"). A claim or a late renewal that comes first records
+// the same event (expiredEvent), so the history does not depend on whether
+// a sweep ran.
 //
 // The search reads the whole lease table, so it runs on the reader pool,
 // beside the writer; only when it finds leases to record does a writer
@@ -405,13 +407,11 @@ func recordExpiries(ctx context.Context, st *txStmts, tasks []string) (answer, e
 		if !cur.endUnrecorded() {
 			continue
 		}
-		// A sweep acts for nobody: the event has no credential.
-		end := leasecore.Event{Task: task, Kind: leasecore.EventExpired, Owner: cur.owner, Token: cur.token}
-		id, err := record(ctx, st, end, cur.expiresAt, cur.lastEvent)
+		id, err := record(ctx, st, expiredEvent(task, cur), cur.expiresAt, cur.lastEvent)
 		if err != nil {
 			return answer{}, err
 		}
-		if err := setNewest(ctx, st, task, id, true); err != nil {
+		if err := setNewest(ctx, st, task, id, true, false); err != nil {
 			return answer{}, err
 		}
 		a.recorded++

@@ -101,7 +101,7 @@ func TestFollowHistoryReadsInIDOrderAndResumes(t *testing.T) {
 	}
 	claim("a", "o2")
 	expire(t, s, "b")
-	claim("b", "o2") // taken_over, acquired
+	claim("b", "o2") // expired (o1's lease), acquired
 	expire(t, s, "a")
 	if _, err := s.Renew(ctx, leasecore.RenewParams{Task: "a", Owner: "o2", Token: 2}); !errors.Is(err, leasecore.ErrLost) {
 		t.Fatalf("late renew of a: %v, want lost", err)
@@ -114,7 +114,7 @@ func TestFollowHistoryReadsInIDOrderAndResumes(t *testing.T) {
 
 	want := []string{
 		"a acquired o1 1", "b acquired o1 1", "a released o1 1", "a acquired o2 2",
-		"b taken_over o1 1", "b acquired o2 2", "a lost o2 2", "c acquired o3 1", "c expired o3 1",
+		"b expired o1 1", "b acquired o2 2", "a expired o2 2", "a lost o2 2", "c acquired o3 1", "c expired o3 1",
 	}
 	all := readAll(t, follow(t, s, 0), 100)
 	if got := kinds(all); !slices.Equal(got, want) {
@@ -185,9 +185,9 @@ func TestFollowHistoryFromNow(t *testing.T) {
 }
 
 // TestRecordExpiries: an expiry is recorded once, at the lease's expiry,
-// and then neither another owner's claim (no taken_over) nor the late
-// owner's renewal (no lost) records its end again; the limit is kept; and
-// NextExpiry is the earliest expiry of the live leases.
+// and then neither another owner's claim nor the late owner's renewal
+// records its end again (the renewal records only its lost); the limit is
+// kept; and NextExpiry is the earliest expiry of the live leases.
 func TestRecordExpiries(t *testing.T) {
 	t.Parallel()
 	s := openMigrated(t, filepath.Join(t.TempDir(), "leasehold.db"))
@@ -249,7 +249,7 @@ func TestRecordExpiries(t *testing.T) {
 	}
 
 	// Another owner's claim records only its grant; the old owner's late
-	// renewal is refused and records nothing.
+	// renewal is refused and records only the lease's loss.
 	l, err := s.Claim(ctx, leasecore.ClaimParams{Task: "x1", Owner: "new", TTL: time.Hour})
 	if err != nil || l.Token != 2 {
 		t.Fatalf("claim x1 by new: %v, %v", l, err)
@@ -260,7 +260,7 @@ func TestRecordExpiries(t *testing.T) {
 	if _, err := s.Claim(ctx, leasecore.ClaimParams{Task: "x3", Owner: "old", TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := kinds(readAll(t, c, 100)), []string{"x1 acquired new 2", "x3 acquired old 2"}; !slices.Equal(got, want) {
+	if got, want := kinds(readAll(t, c, 100)), []string{"x1 acquired new 2", "x2 lost old 1", "x3 acquired old 2"}; !slices.Equal(got, want) {
 		t.Fatalf("after the recorded expiries: %q, want %q", got, want)
 	}
 

@@ -25,7 +25,7 @@ const nowMS = `CAST(ROUND(unixepoch('subsec') * 1000) AS INTEGER)`
 // these rows and the one instant (see txStmts.rows).
 const rowsSQL = `
 SELECT n.ms, n.next_event, l.task, l.owner, l.token, l.acquired_at, l.renewed_at, l.expires_at, l.ttl_ms, l.renew_count,
-       l.note, l.released_at, l.end_recorded, l.last_event, l.hold_until
+       l.note, l.released_at, l.end_recorded, l.last_event, l.hold_until, l.lost_token
 FROM (SELECT ` + nowMS + ` AS ms, ` + nextEventExpr + ` AS next_event) AS n
 LEFT JOIN leasehold_leases AS l ON l.task IN (SELECT CAST(unhex(value) AS TEXT) FROM json_each(:tasks))`
 
@@ -140,10 +140,12 @@ func multiRow(head, row string, n int) string {
 }
 
 // newestSQL makes :event the task's newest event; with :ended, it also
-// notes that the end of the lease, which ran out unreleased, is recorded.
+// notes that the end of the lease, which ran out unreleased, is recorded
+// (expired), and with :lost that its loss is (lost, under its token).
 const newestSQL = `
 UPDATE leasehold_leases
-SET last_event = :event, end_recorded = CASE WHEN :ended THEN 1 ELSE end_recorded END
+SET last_event = :event, end_recorded = CASE WHEN :ended THEN 1 ELSE end_recorded END,
+    lost_token = CASE WHEN :lost THEN token ELSE lost_token END
 WHERE task = :task`
 
 // liveSQL selects live leases with the store's now as the last column.
@@ -171,9 +173,13 @@ type current struct {
 	renewCount int64
 	note       string
 	released   bool
-	// endRecorded: the lease ran out unreleased and its end (lost) is in
-	// the history already.
+	// endRecorded: the lease ran out unreleased and its end (expired) is
+	// in the history already.
 	endRecorded bool
+	// lostToken is the token of the lease whose loss (lost: a refused late
+	// renewal) the history holds, 0 for none: the row's lease's loss is
+	// recorded when it is the row's token.
+	lostToken int64
 	// lastEvent is the id of the task's newest event, 0 when it has none.
 	lastEvent int64
 	// holdUntil is the end of the lease's minimum hold, 0 for none.
@@ -187,6 +193,12 @@ type current struct {
 // unreleased and whose end the history does not show yet.
 func (c current) endUnrecorded() bool {
 	return c.exists && !c.released && !c.endRecorded && c.expiresAt <= c.now
+}
+
+// lossUnrecorded reports whether the row holds a lease that ran out
+// unreleased and whose loss the history does not show yet.
+func (c current) lossUnrecorded() bool {
+	return c.exists && !c.released && c.expiresAt <= c.now && c.lostToken != c.token
 }
 
 func (c current) live() bool { return c.exists && !c.released && c.expiresAt > c.now }
@@ -268,9 +280,9 @@ func (st *txStmts) load(ctx context.Context, tasks []string) error {
 			ms                                     int64
 			task, owner, note                      sql.NullString
 			token, acq, ren, exp, ttl, count, last sql.NullInt64
-			release, ended, hold                   sql.NullInt64
+			release, ended, hold, lostToken        sql.NullInt64
 		)
-		if err := rows.Scan(&ms, &next, &task, &owner, &token, &acq, &ren, &exp, &ttl, &count, &note, &release, &ended, &last, &hold); err != nil {
+		if err := rows.Scan(&ms, &next, &task, &owner, &token, &acq, &ren, &exp, &ttl, &count, &note, &release, &ended, &last, &hold, &lostToken); err != nil {
 			return err
 		}
 		now = ms
@@ -284,6 +296,7 @@ func (st *txStmts) load(ctx context.Context, tasks []string) error {
 		c.endRecorded = ended.Int64 != 0
 		c.lastEvent = last.Int64
 		c.holdUntil = hold.Int64
+		c.lostToken = lostToken.Int64
 		st.rows[task.String] = c
 	}
 	if err := rows.Err(); err != nil {
@@ -335,8 +348,9 @@ func (s *Store) Claim(ctx context.Context, p leasecore.ClaimParams) (*leasecore.
 
 // claim is Claim's read-decide-write inside a batch. A grant is recorded
 // in the history (acquired), after the end of the lease it replaces when
-// that ran out unrecorded (expired, or taken_over by another owner); a
-// refresh is not.
+// that ran out unrecorded (expired: at the lease's expiry, for nobody,
+// whoever claims, as the expiry sweep would have recorded it; see
+// recordExpiries); a refresh is not.
 func claim(ctx context.Context, st *txStmts, p leasecore.ClaimParams) (answer, error) {
 	cur, err := readCurrent(ctx, st, p.Task)
 	if err != nil {
@@ -359,11 +373,7 @@ func claim(ctx context.Context, st *txStmts, p leasecore.ClaimParams) (answer, e
 	}
 	newest := cur.lastEvent
 	if cur.endUnrecorded() {
-		end := leasecore.Event{Task: p.Task, Kind: leasecore.EventExpired, Owner: cur.owner, Token: cur.token, Credential: p.Credential}
-		if cur.owner != p.Owner {
-			end.Kind, end.Detail = leasecore.EventTakenOver, fmt.Sprintf("expired unreleased; taken over by %q", p.Owner)
-		}
-		if newest, err = record(ctx, st, end, cur.now, newest); err != nil {
+		if newest, err = record(ctx, st, expiredEvent(p.Task, cur), cur.expiresAt, newest); err != nil {
 			return answer{}, err
 		}
 	}
@@ -472,8 +482,19 @@ func (s *Store) RenewBatch(ctx context.Context, ps []leasecore.RenewParams) ([]l
 	return results, nil
 }
 
+// expiredEvent is the end of cur's lease, which ran out unreleased: an
+// expired event with the lease's owner and token, at its expiry (the
+// caller passes cur.expiresAt), for nobody. Whoever notices the end first
+// records it, and the same way, so that the history does not depend on who
+// that was (docs/design.md, "History").
+func expiredEvent(task string, cur current) leasecore.Event {
+	return leasecore.Event{Task: task, Kind: leasecore.EventExpired, Owner: cur.owner, Token: cur.token}
+}
+
 // renew is Renew's read-decide-write inside a batch. The first renewal an
-// owner tries after its lease ran out records the lease's end (lost).
+// owner tries after its lease ran out records the lease's loss (lost, for
+// the renewal's credential), after its end (expired) unless that is
+// recorded already.
 func renew(ctx context.Context, st *txStmts, p leasecore.RenewParams) (answer, error) {
 	cur, err := readCurrent(ctx, st, p.Task)
 	if err != nil {
@@ -481,13 +502,18 @@ func renew(ctx context.Context, st *txStmts, p leasecore.RenewParams) (answer, e
 	}
 	state := leasecore.LeaseState{Exists: cur.exists, Owner: cur.owner, Token: cur.token, Released: cur.released, Live: cur.live()}
 	if lost := leasecore.RenewRefusal(p, state); lost != nil {
-		if lost.Reason == leasecore.LostExpired && cur.endUnrecorded() {
-			end := leasecore.Event{Task: p.Task, Kind: leasecore.EventLost, Owner: cur.owner, Token: cur.token, Credential: p.Credential}
-			id, err := record(ctx, st, end, cur.now, cur.lastEvent)
-			if err != nil {
+		if lost.Reason == leasecore.LostExpired && cur.lossUnrecorded() {
+			newest, ended := cur.lastEvent, cur.endUnrecorded()
+			if ended {
+				if newest, err = record(ctx, st, expiredEvent(p.Task, cur), cur.expiresAt, newest); err != nil {
+					return answer{}, err
+				}
+			}
+			loss := leasecore.Event{Task: p.Task, Kind: leasecore.EventLost, Owner: cur.owner, Token: cur.token, Credential: p.Credential}
+			if newest, err = record(ctx, st, loss, cur.now, newest); err != nil {
 				return answer{}, err
 			}
-			if err := setNewest(ctx, st, p.Task, id, true); err != nil {
+			if err := setNewest(ctx, st, p.Task, newest, ended, true); err != nil {
 				return answer{}, err
 			}
 		}
@@ -556,13 +582,13 @@ func release(ctx context.Context, st *txStmts, p leasecore.ReleaseParams) (answe
 }
 
 // setNewest makes event the task's newest; ended notes that the end of its
-// lease, which ran out unreleased, is recorded.
-func setNewest(ctx context.Context, st *txStmts, task string, event int64, ended bool) error {
+// lease, which ran out unreleased, is recorded, and lost that its loss is.
+func setNewest(ctx context.Context, st *txStmts, task string, event int64, ended, lost bool) error {
 	cur := st.rows[task]
 	if err := st.written(ctx, &cur); err != nil {
 		return err
 	}
-	res, err := st.newest.ExecContext(ctx, sql.Named("task", task), sql.Named("event", event), sql.Named("ended", ended))
+	res, err := st.newest.ExecContext(ctx, sql.Named("task", task), sql.Named("event", event), sql.Named("ended", ended), sql.Named("lost", lost))
 	if err != nil {
 		return err
 	}
@@ -570,6 +596,9 @@ func setNewest(ctx context.Context, st *txStmts, task string, event int64, ended
 		return cmp.Or(err, errVanished)
 	}
 	cur.lastEvent, cur.endRecorded = event, cur.endRecorded || ended
+	if lost {
+		cur.lostToken = cur.token
+	}
 	st.rows[task] = cur
 	return nil
 }

@@ -12,11 +12,12 @@ import (
 
 // The credential cases: every history event records the credential of the
 // operation that recorded it (leasecore.Event.Credential): the claimer's
-// for acquired and for the expired or taken_over its claim records, the
-// refused renewer's for lost, the releaser's for released. An operation
-// that names none records none; every other case of the suite expects that.
-// The expiry sweep acts for nobody (a Feed case). Refreshes and renewals
-// record nothing, so their credentials appear nowhere.
+// for acquired, the refused renewer's for lost, the releaser's for
+// released. An operation that names none records none; every other case of
+// the suite expects that. An expired event has none, whoever recorded it (a
+// claim, a late renewal, the expiry sweep): nobody ended the lease, and the
+// event must not depend on who noticed first. Refreshes and renewals record
+// nothing, so their credentials appear nowhere.
 
 // releaseAs releases through svc for credential and returns what the store
 // answered; any error fails t.
@@ -54,34 +55,37 @@ func (s *suite) testCredentialEachEventKind(t *testing.T) {
 	}
 	mustHistory(t, s.svc, task, released("a", l.Token).by(special), acquired("a", l.Token).by(long))
 
-	// expired, recorded by the owner's next claim: that claim's credential.
+	// expired, recorded by the owner's next claim: no credential, though
+	// both claims named one.
 	task = base + "-expired"
 	old := claimOK(t, s.svc, leasecore.ClaimParams{Task: task, Owner: "a", TTL: shortTTL, Credential: "first"})
 	waitExpired(t, s.svc, task)
 	again := claimOK(t, s.svc, leasecore.ClaimParams{Task: task, Owner: "a", TTL: time.Minute, Credential: "second"})
-	mustHistory(t, s.svc, task, acquired("a", again.Token).by("second"), expired("a", old.Token).by("second"), acquired("a", old.Token).by("first"))
+	mustHistory(t, s.svc, task, acquired("a", again.Token).by("second"), expired("a", old.Token), acquired("a", old.Token).by("first"))
 
-	// taken_over, recorded by another owner's claim under another
-	// credential: the successor's, not the holder's.
+	// expired, recorded by another owner's claim under another
+	// credential: neither the successor's nor the holder's.
 	task = base + "-taken"
 	old = claimOK(t, s.svc, leasecore.ClaimParams{Task: task, Owner: "holder", TTL: shortTTL, Credential: "holder-cred"})
 	waitExpired(t, s.svc, task)
 	next := claimOK(t, s.svc, leasecore.ClaimParams{Task: task, Owner: "successor", TTL: time.Minute, Credential: "successor-cred"})
-	want := []wantEvent{acquired("successor", next.Token).by("successor-cred"), takenOver("holder", old.Token).by("successor-cred"), acquired("holder", old.Token).by("holder-cred")}
+	want := []wantEvent{acquired("successor", next.Token).by("successor-cred"), expired("holder", old.Token), acquired("holder", old.Token).by("holder-cred")}
 	mustHistory(t, s.svc, task, want...)
 	renewLost(t, s.svc, leasecore.RenewParams{Task: task, Owner: "holder", Token: old.Token, Credential: "stale"}, leasecore.LostHeldByOther)
 	mustHistory(t, s.svc, task, want...)
 
-	// lost, recorded by the refused renewal: the renewer's credential; the
-	// owner's next claim records only its acquired.
+	// lost, recorded by the refused renewal: the renewer's credential,
+	// after the lease's expired, which has none; the owner's next claim
+	// records only its acquired.
 	task = base + "-lost"
 	old = claimOK(t, s.svc, leasecore.ClaimParams{Task: task, Owner: "a", TTL: shortTTL, Credential: "holder-cred"})
 	waitExpired(t, s.svc, task)
 	renewLost(t, s.svc, leasecore.RenewParams{Task: task, Owner: "a", Credential: "late-renewer"}, leasecore.LostExpired)
 	renewLost(t, s.svc, leasecore.RenewParams{Task: task, Owner: "a", Credential: "later-renewer"}, leasecore.LostExpired)
-	mustHistory(t, s.svc, task, lost("a", old.Token).by("late-renewer"), acquired("a", old.Token).by("holder-cred"))
+	mustHistory(t, s.svc, task, lost("a", old.Token).by("late-renewer"), expired("a", old.Token), acquired("a", old.Token).by("holder-cred"))
 	again = claimOK(t, s.svc, leasecore.ClaimParams{Task: task, Owner: "a", TTL: time.Minute, Credential: "reclaimer"})
-	mustHistory(t, s.svc, task, acquired("a", again.Token).by("reclaimer"), lost("a", old.Token).by("late-renewer"), acquired("a", old.Token).by("holder-cred"))
+	mustHistory(t, s.svc, task, acquired("a", again.Token).by("reclaimer"), lost("a", old.Token).by("late-renewer"), expired("a", old.Token),
+		acquired("a", old.Token).by("holder-cred"))
 }
 
 // A batch renewal refused for many expired leases records each lease's
@@ -115,13 +119,13 @@ func (s *suite) testCredentialRenewBatch(t *testing.T) {
 		mustLost(t, r.Err, reason)
 	}
 	for i, l := range leases {
-		mustHistory(t, s.svc, task(i), lost("a", l.Token).by(fmt.Sprintf("renewer-%d", i)), acquired("a", l.Token).by(fmt.Sprintf("holder-%d", i)))
+		mustHistory(t, s.svc, task(i), lost("a", l.Token).by(fmt.Sprintf("renewer-%d", i)), expired("a", l.Token), acquired("a", l.Token).by(fmt.Sprintf("holder-%d", i)))
 	}
 }
 
 // Concurrent claims and releases, which a driver may send in one batch,
-// each record their own credential: fresh grants, takeovers of expired
-// leases, and releases.
+// each record their own credential: fresh grants, grants over expired
+// leases (whose expired events have none), and releases.
 func (s *suite) testCredentialConcurrent(t *testing.T) {
 	base := uniqueTask(t)
 	const n = 16
@@ -169,7 +173,7 @@ func (s *suite) testCredentialConcurrent(t *testing.T) {
 		mustHistory(t, s.svc, task(i),
 			released(next[i].Owner, next[i].Token).by(fmt.Sprintf("releaser-%d", i)),
 			acquired(next[i].Owner, next[i].Token).by(fmt.Sprintf("claimer-%d", i)),
-			takenOver("old", old[i].Token).by(fmt.Sprintf("claimer-%d", i)),
+			expired("old", old[i].Token),
 			acquired("old", old[i].Token).by(fmt.Sprintf("old-%d", i)))
 	}
 }

@@ -162,7 +162,7 @@ func (s *suite) testFeedPrunerRecordsExpiries(t *testing.T) {
 }
 
 // sweep calls RecordExpiries and fails t on an error.
-func sweep(t *testing.T, f leasecore.HistoryFeed, limit int) leasecore.ExpirySweep {
+func sweep(t *testing.T, f expirySweeper, limit int) leasecore.ExpirySweep {
 	t.Helper()
 	sw, err := f.RecordExpiries(opCtx(t), limit)
 	if err != nil {
@@ -171,9 +171,11 @@ func sweep(t *testing.T, f leasecore.HistoryFeed, limit int) leasecore.ExpirySwe
 	return sw
 }
 
-// Claims, releases, takeovers and the expiry sweep's events come out of
-// the cursor in id order, each once, with their kinds, owners and tokens,
-// as History has them.
+// Claims, releases, ends recorded by a claim and the expiry sweep's events
+// come out of the cursor in id order, each once, with their kinds, owners
+// and tokens, as History has them: an expired event a claim records comes
+// before that claim's acquired, though it is stamped earlier than events
+// of other tasks before it.
 func (s *suite) testFeedInIDOrder(t *testing.T) {
 	st := s.isolated(t)
 	f, svc := feedOf(t, st), leasecore.New(st)
@@ -198,7 +200,10 @@ func (s *suite) testFeedInIDOrder(t *testing.T) {
 		t.Fatalf("feed has %d events, want 7:\n%s", len(evs), showEvents(evs))
 	}
 	mustFeed(t, evs[0:2], "released", acquired("a", a.Token), released("a", a.Token))
-	mustFeed(t, evs[2:5], "taken", acquired("b", b.Token), takenOver("b", b.Token), acquired("c", c.Token))
+	mustFeed(t, evs[2:5], "taken", acquired("b", b.Token), expired("b", b.Token), acquired("c", c.Token))
+	if !sameInstant(evs[3].At, b.ExpiresAt) {
+		t.Errorf("the claim's expired event at %v, want the lease's expiry %v", evs[3].At, b.ExpiresAt)
+	}
 	mustFeed(t, evs[5:7], "swept", acquired("d", d.Token), expired("d", d.Token))
 	if !sameInstant(evs[6].At, d.ExpiresAt) {
 		t.Errorf("the sweep's expired event at %v, want the lease's expiry %v", evs[6].At, d.ExpiresAt)
@@ -339,8 +344,8 @@ func (s *suite) testFeedConcurrentWriters(t *testing.T) {
 // RecordExpiries records a lease that ran out unreleased once, at its
 // expiry, with its owner and token, and reports the earliest live expiry.
 // Its record is the lease's end: the next claim by another owner records
-// only acquired (no taken_over), and the old owner's late renewal is lost
-// (expired) without a lost event.
+// only acquired, and the old owner's late renewal is lost (expired) with
+// its lost event, once, and no second expired.
 func (s *suite) testFeedExpiriesOnce(t *testing.T) {
 	st := s.isolated(t)
 	f, svc := feedOf(t, st), leasecore.New(st)
@@ -379,9 +384,9 @@ func (s *suite) testFeedExpiriesOnce(t *testing.T) {
 	if r := svc.RenewBatch(t.Context(), []leasecore.RenewParams{{Task: "late", Owner: "a"}}); r[0].Err == nil {
 		t.Fatal("a batched renewal of the expired lease succeeded")
 	}
-	mustHistory(t, svc, "late", expired("a", late.Token), acquired("a", late.Token))
+	mustHistory(t, svc, "late", lost("a", late.Token), expired("a", late.Token), acquired("a", late.Token))
 	again := claim(t, svc, "late", "a", longTTL)
-	mustHistory(t, svc, "late", acquired("a", again.Token), expired("a", late.Token), acquired("a", late.Token))
+	mustHistory(t, svc, "late", acquired("a", again.Token), lost("a", late.Token), expired("a", late.Token), acquired("a", late.Token))
 	if sw := sweep(t, f, 10); sw.Recorded != 0 || !sameInstant(sw.NextExpiry, live.ExpiresAt) {
 		t.Fatalf("final sweep: %+v, want nothing recorded and next expiry %v (the earliest live one)", sw, live.ExpiresAt)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -65,9 +66,12 @@ type memRow struct {
 	ttl                                    time.Duration
 	renewCount                             int64
 	note                                   string
-	// ended: the lease's end is in the history already (lost), so a later
-	// grant records no expiry or takeover for it.
+	// ended: the end of the lease, which ran out unreleased, is in the
+	// history already (expired), so nothing records it again.
 	ended bool
+	// lost: the lease's loss (its owner's refused late renewal) is in the
+	// history already.
+	lost bool
 	// credential is the credential of the claim that granted the lease,
 	// which the history never records again (the endByHolderCredential and
 	// releaseByHolderCredential mutants do).
@@ -175,12 +179,7 @@ func (m *memStore) Claim(ctx context.Context, p leasecore.ClaimParams) (*leaseco
 		if r != nil {
 			token = r.token + 1
 			if !r.released && !r.ended { // ran out unreleased: its end is recorded now
-				kind, detail := leasecore.EventExpired, ""
-				if r.owner != p.Owner && m.mutant != "takeoverIsExpired" {
-					kind, detail = leasecore.EventTakenOver, fmt.Sprintf("expired unreleased and taken over by %q", p.Owner)
-				}
-				m.record(leasecore.Event{Task: p.Task, Kind: kind, Owner: r.owner, Token: r.token, At: now, Detail: detail,
-					Credential: m.endCredential(p.Credential, r)})
+				m.recordEnd(p.Task, r, now, p.Owner, p.Credential)
 			}
 		}
 		nr := &memRow{owner: p.Owner, token: token, acquired: now, renewed: now, expires: now.Add(p.TTL), ttl: p.TTL, note: p.Note, credential: p.Credential, holdUntil: hold}
@@ -240,8 +239,15 @@ func (m *memStore) Renew(ctx context.Context, p leasecore.RenewParams) (*leaseco
 		if m.mutant == "expiredIsNotHeld" {
 			return nil, lost(leasecore.LostNotHeld)
 		}
-		if !r.ended || m.mutant == "lostEveryRenewal" {
-			r.ended = true
+		if !r.ended {
+			if m.mutant == "lostIsTheEnd" { // the loss stands for the end
+				r.ended = true
+			} else {
+				m.recordEnd(p.Task, r, now, p.Owner, p.Credential)
+			}
+		}
+		if !r.lost || m.mutant == "lostEveryRenewal" {
+			r.lost = true
 			m.record(leasecore.Event{Task: p.Task, Kind: leasecore.EventLost, Owner: r.owner, Token: r.token, At: now,
 				Credential: m.endCredential(p.Credential, r)})
 		}
@@ -425,11 +431,60 @@ func (m *memStore) Close() error {
 	return nil
 }
 
-// endCredential is the credential of the event recording the end of r's
-// lease, which an operation acting for credential finds ran out: that
-// operation's (the endByHolderCredential mutant: that of the claim that
-// granted the lease, as a driver that kept it on the lease row and wrote
-// the end from the row would).
+// recordEnd records the end of r's lease, which ran out unreleased, noticed
+// at now by an operation of owner acting for credential (none for the
+// sweep): one expired event at the lease's expiry, for nobody, whoever
+// noticed it. The mutants record it as the noticing operation saw it: as
+// taken_over when another owner claims (takeoverRecorded), at the instant
+// it was noticed (endAtNotice), for the noticing operation's credential
+// (endByNoticer).
+func (m *memStore) recordEnd(task string, r *memRow, now time.Time, owner, credential string) {
+	r.ended = true
+	e := leasecore.Event{Task: task, Kind: leasecore.EventExpired, Owner: r.owner, Token: r.token, At: r.expires}
+	switch {
+	case m.mutant == "takeoverRecorded" && owner != "" && owner != r.owner:
+		e.Kind, e.Detail, e.At = leasecore.EventTakenOver, fmt.Sprintf("expired unreleased and taken over by %q", owner), now
+	case m.mutant == "endAtNotice":
+		e.At = now
+	case m.mutant == "endByNoticer":
+		e.Credential = credential
+	}
+	m.record(e)
+}
+
+// RecordExpiries is the expiry sweep (leasecore.HistoryFeed's): the end of
+// every lease that ran out unreleased with its end unrecorded, at most
+// limit, in task order, and the earliest live expiry. The model has no
+// cursor, so it is no HistoryFeed: the Feed cases do not run on it, and
+// History/SameWhetherSwept sweeps through this method alone.
+func (m *memStore) RecordExpiries(ctx context.Context, limit int) (leasecore.ExpirySweep, error) {
+	unlock, err := m.begin(ctx, leasecore.OpRecordExpiries)
+	if err != nil {
+		return leasecore.ExpirySweep{}, err
+	}
+	defer unlock()
+	now := memNow()
+	var sw leasecore.ExpirySweep
+	for _, task := range slices.Sorted(maps.Keys(m.data.rows)) {
+		r := m.data.rows[task]
+		switch {
+		case r.live(now):
+			if sw.NextExpiry.IsZero() || r.expires.Before(sw.NextExpiry) {
+				sw.NextExpiry = r.expires
+			}
+		case !r.released && !r.ended && sw.Recorded < limit:
+			m.recordEnd(task, r, now, "", "")
+			sw.Recorded++
+		}
+	}
+	return sw, nil
+}
+
+// endCredential is the credential of the lost event of r's lease, which an
+// operation acting for credential finds ran out: that operation's (the
+// endByHolderCredential mutant: that of the claim that granted the lease,
+// as a driver that kept it on the lease row and wrote the event from the
+// row would).
 func (m *memStore) endCredential(credential string, r *memRow) string {
 	if m.mutant == "endByHolderCredential" {
 		return r.credential

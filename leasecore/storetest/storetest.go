@@ -53,16 +53,18 @@
 //     writers race the reader; expiries recorded once by the sweep, as the
 //     lease's end for later claims and renewals; the change signal;
 //   - history: one event per grant and one per end of a lease (released,
-//     expired, taken over, lost, each once), none per refresh, renewal or
-//     refused operation, newest first with rising ids; pruning by keep_last
-//     and keep_for per task, undeclared tasks by the default policy, ids
-//     never reused;
+//     or expired at the lease's expiry, each once), one lost per lease
+//     whose owner renewed too late, none per refresh, renewal or refused
+//     operation, newest first with rising ids; the same events whether or
+//     not an expiry sweep (a watch's) recorded an end first; pruning by
+//     keep_last and keep_for per task, undeclared tasks by the default
+//     policy, ids never reused;
 //   - credentials: each event records the credential of the operation that
-//     recorded it (the claimer's for acquired, expired and taken_over, the
-//     refused renewer's for lost, the releaser's for released), each
-//     operation its own when a driver batches them, none for an operation
-//     that names none or for the expiry sweep; a credential name that
-//     breaks the rule is refused, naming Credential, with nothing written.
+//     recorded it (the claimer's for acquired, the refused renewer's for
+//     lost, the releaser's for released), each operation its own when a
+//     driver batches them, none for an operation that names none and none
+//     for expired, which nobody does; a credential name that breaks the
+//     rule is refused, naming Credential, with nothing written.
 //
 // A few cases hunt for races (concurrent claims, renewals, and reads during
 // renewals): a correct store never fails them, while a store with the race
@@ -306,8 +308,9 @@ func (s *suite) groups() []group {
 			{"AcquiredOnceNotPerRenewal", s.testHistoryAcquired},
 			{"Released", s.testHistoryReleased},
 			{"ExpiredThenSameOwner", s.testHistoryExpired},
-			{"TakenOver", s.testHistoryTakenOver},
+			{"ExpiredThenOtherOwner", s.testHistoryExpiredThenOtherOwner},
 			{"LostOnce", s.testHistoryLost},
+			{"SameWhetherWatched", s.testHistorySameWhetherWatched},
 			{"OrderAndLimit", s.testHistoryOrderAndLimit},
 			{"NeverClaimedIsEmpty", s.testHistoryNeverClaimed},
 			{"RaceRecordsTheWinner", s.testHistoryRace},

@@ -1,0 +1,12 @@
+-- The history holds the same events whether or not anyone watched (docs/design.md, "History").
+-- The end of a lease that ran out unreleased is one "expired" event, at its expiry, recorded by
+-- whoever notices it first (the expiry sweep, a claim, a refused late renewal), and marked by
+-- end_recorded. A refused late renewal also records "lost", once per lease: lost_token is the
+-- token of the lease whose loss the history holds (NULL: none). A token rather than a flag, so
+-- that a grant need not clear it (a new grant has a new token) and a grant by a binary that does
+-- not know the column leaves no stale mark on the next lease.
+--
+-- An expand step: a binary that does not know it never reads the column. It still records a
+-- lease's end as it did before (taken_over when another owner claims, a lost that stands for
+-- the end; docs/compatibility.md).
+ALTER TABLE leasehold_leases ADD COLUMN lost_token INTEGER;
