@@ -164,11 +164,11 @@ const (
 	// renewal. Its id is where it was noticed: after the events the history
 	// held then, before the next grant's acquired.
 	EventExpired EventKind = "expired"
-	// EventTakenOver is a legacy kind: stores before schema SQLite 8 and
-	// PostgreSQL 11 recorded it instead of expired when another owner's
-	// claim was the first to notice that a lease ran out (Owner and Token
-	// the expired lease's, Detail naming the new owner). A history may
-	// still hold it; no store records it now.
+	// EventTakenOver is a legacy kind: leasehold v0.1 (before schema
+	// SQLite 8 and PostgreSQL 11) recorded it instead of expired when
+	// another owner's claim was the first to notice that a lease ran out
+	// (Owner and Token the expired lease's, Detail naming the new owner). A
+	// history may still hold it; no store records it now.
 	EventTakenOver EventKind = "taken_over"
 	// EventLost: the owner tried to renew its lease after it had expired,
 	// and the renewal was refused. It is recorded once per lease, at the

@@ -487,11 +487,11 @@ type Event struct {
 	At Timestamp `json:"at"`
 
 	// Credential The name of the sidecar credential the operation that recorded the event acted for:
-	// the claim's for `acquired`, and for the `expired` or `taken_over` a claim records;
-	// the refused renewal's for `lost`; the release's for `released`. Empty when the
-	// operation acted for none (a program using the Go library, leasehold's own pruner, a
-	// request the sidecar tied to no credential), for an `expired` recorded when a lease ran
-	// out with nobody claiming it, and for events recorded before credentials were kept.
+	// the claim's for `acquired`; the refused renewal's for `lost`; the release's for
+	// `released` (and the claim's for a legacy `taken_over`). Empty when the operation acted
+	// for none (a program using the Go library, leasehold's own pruner, a request the
+	// sidecar tied to no credential), for `expired`, which nobody did whoever noticed it,
+	// and for events recorded before credentials were kept.
 	// A name is 1 to 64 characters of `A-Z a-z 0-9 . _ : / @ -`.
 	//
 	//
@@ -510,10 +510,14 @@ type Event struct {
 	Id int64 `json:"id"`
 
 	// Kind What happened: `acquired` (a claim granted a new lease, with a new token), `released`
-	// (the owner released it), `expired` (it ran out unreleased; seen when its owner claimed
-	// again), `taken_over` (it ran out unreleased and another owner claimed the task; `owner`
-	// and `token` are the expired lease's, `detail` names the new owner), `lost` (the owner
-	// tried to renew after it had expired).
+	// (the owner released it), `expired` (it ran out unreleased; `at` is its expiry, and the
+	// event is the same whoever noticed it first: a watching sidecar's sweep, the pruner,
+	// the next claim by any owner, the owner's late renewal), `lost` (the owner tried to
+	// renew after it had expired; once per lease, after its `expired`). `taken_over` is a
+	// legacy kind that histories written by v0.1 may hold, and that leasehold no longer
+	// writes: a lease that ran out and was first noticed by another owner's claim (`owner`
+	// and `token` the expired lease's, `detail` naming the new owner); it now reads
+	// `expired` followed by the new owner's `acquired`.
 	Kind EventKind `json:"kind"`
 
 	// Owner An opaque identity chosen by the client, stable for its process and distinct between
@@ -541,21 +545,25 @@ type Event struct {
 }
 
 // EventCredential The name of the sidecar credential the operation that recorded the event acted for:
-// the claim's for `acquired`, and for the `expired` or `taken_over` a claim records;
-// the refused renewal's for `lost`; the release's for `released`. Empty when the
-// operation acted for none (a program using the Go library, leasehold's own pruner, a
-// request the sidecar tied to no credential), for an `expired` recorded when a lease ran
-// out with nobody claiming it, and for events recorded before credentials were kept.
+// the claim's for `acquired`; the refused renewal's for `lost`; the release's for
+// `released` (and the claim's for a legacy `taken_over`). Empty when the operation acted
+// for none (a program using the Go library, leasehold's own pruner, a request the
+// sidecar tied to no credential), for `expired`, which nobody did whoever noticed it,
+// and for events recorded before credentials were kept.
 // A name is 1 to 64 characters of `A-Z a-z 0-9 . _ : / @ -`.
 //
 // Example: reports
 type EventCredential = string
 
 // EventKind What happened: `acquired` (a claim granted a new lease, with a new token), `released`
-// (the owner released it), `expired` (it ran out unreleased; seen when its owner claimed
-// again), `taken_over` (it ran out unreleased and another owner claimed the task; `owner`
-// and `token` are the expired lease's, `detail` names the new owner), `lost` (the owner
-// tried to renew after it had expired).
+// (the owner released it), `expired` (it ran out unreleased; `at` is its expiry, and the
+// event is the same whoever noticed it first: a watching sidecar's sweep, the pruner,
+// the next claim by any owner, the owner's late renewal), `lost` (the owner tried to
+// renew after it had expired; once per lease, after its `expired`). `taken_over` is a
+// legacy kind that histories written by v0.1 may hold, and that leasehold no longer
+// writes: a lease that ran out and was first noticed by another owner's claim (`owner`
+// and `token` the expired lease's, `detail` naming the new owner); it now reads
+// `expired` followed by the new owner's `acquired`.
 type EventKind string
 
 // EventList A task's events, newest first.
