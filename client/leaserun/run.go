@@ -68,7 +68,8 @@ type Config struct {
 	// it and when; the next period's fires find the task free. Exclusive
 	// with MinHold and Wait.
 	OncePer time.Duration
-	// Grace is the time between SIGTERM and SIGKILL when the lease is lost.
+	// Grace is the time between SIGTERM and SIGKILL when the lease is lost,
+	// at most a quarter of the ttl (see stopTimes).
 	Grace time.Duration
 	// Command is the program and its arguments; a name without a slash is
 	// looked up in PATH.
