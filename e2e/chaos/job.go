@@ -169,6 +169,9 @@ type Grant struct {
 // RunReport is what CheckRunDeaths found.
 type RunReport struct {
 	Children, Lost, Followed int
+	// LostFollowed counts the children stopped for a lost lease whose task
+	// was then granted to another token: the case the bound is for.
+	LostFollowed int
 	// MinMargin is the smallest time between a child's death and the next
 	// grant of its task (over the children that had a next grant), and
 	// MinLostMargin the same over the children stopped for a lost lease.
@@ -179,7 +182,8 @@ type RunReport struct {
 // CheckRunDeaths requires every child dead before the store granted its
 // task to the next token.
 func CheckRunDeaths(children []RunChild, grants []Grant) RunReport {
-	rep := RunReport{Children: len(children), MinMargin: -1, MinLostMargin: -1}
+	rep := RunReport{Children: len(children)}
+	haveMin, haveLost := false, false
 	byTask := map[string][]Grant{}
 	for _, g := range grants {
 		byTask[g.Task] = append(byTask[g.Task], g)
@@ -204,11 +208,14 @@ func CheckRunDeaths(children []RunChild, grants []Grant) RunReport {
 			rep.Violations = append(rep.Violations, fmt.Sprintf("task %q: the child under token %d was still alive %s after token %d was granted (granted %s, seen dead by %s, lost %v)",
 				c.Task, c.Token, -margin, next.Token, next.At.UTC().Format(time.StampMicro), c.DiedBy.UTC().Format(time.StampMicro), c.Lost))
 		}
-		if rep.MinMargin < 0 || margin < rep.MinMargin {
-			rep.MinMargin = margin
+		if !haveMin || margin < rep.MinMargin {
+			rep.MinMargin, haveMin = margin, true
 		}
-		if c.Lost && (rep.MinLostMargin < 0 || margin < rep.MinLostMargin) {
-			rep.MinLostMargin = margin
+		if c.Lost {
+			rep.LostFollowed++
+			if !haveLost || margin < rep.MinLostMargin {
+				rep.MinLostMargin, haveLost = margin, true
+			}
 		}
 	}
 	return rep

@@ -69,12 +69,12 @@ func TestCheckRunDeaths(t *testing.T) {
 		{Task: "u", Token: 1, DiedBy: at.Add(time.Hour)},
 	}
 	rep := CheckRunDeaths(children, grants)
-	if len(rep.Violations) != 0 || rep.Followed != 1 || rep.Lost != 1 || rep.MinLostMargin != 100*time.Millisecond {
+	if len(rep.Violations) != 0 || rep.Followed != 1 || rep.Lost != 1 || rep.LostFollowed != 1 || rep.MinLostMargin != 100*time.Millisecond {
 		t.Fatalf("a correct run: %+v", rep)
 	}
 	// The mutant: the child outlived its lease.
 	children[0].DiedBy = at.Add(1100 * time.Millisecond)
-	if rep := CheckRunDeaths(children, grants); len(rep.Violations) != 1 || !strings.Contains(rep.Violations[0], "still alive 100ms after token 2") {
+	if rep := CheckRunDeaths(children, grants); len(rep.Violations) != 1 || !strings.Contains(rep.Violations[0], "still alive 100ms after token 2") || rep.MinMargin != -100*time.Millisecond {
 		t.Fatalf("a child alive after the next grant: %+v", rep)
 	}
 }
