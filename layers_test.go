@@ -33,6 +33,12 @@ var layerRules = []struct {
 	{"tfprovider", []string{"sidecar"}, "the provider talks to the store through leasecore"},
 	{"internal/exitcode", []string{"sidecar", "client/opcli", "client/leaserun", "internal/cli", "cmd/", "leasecore/postgres", "leasecore/sqlite"},
 		"the exit-code table maps outcomes (leasecore's, the Go client's) and knows no command, server or driver"},
+	{"client/fence", []string{"sidecar", "sidecar/", "leasecore", "leasecore/", "client", "client/opcli", "client/leaserun", "internal/cli", "internal/exitcode", "cmd/",
+		"github.com/labstack/echo/v4", "github.com/jackc/pgx/v5", "github.com/jackc/pgx/v5/", "modernc.org/sqlite", "modernc.org/sqlite/"},
+		"the fence is the resource's half: database/sql and net/http only, with no server, store, lease client or driver, so any program can import it"},
+	{"client/fence/fencepgx", []string{"sidecar", "sidecar/", "leasecore", "leasecore/", "client", "internal/cli", "internal/exitcode", "cmd/",
+		"github.com/labstack/echo/v4", "modernc.org/sqlite", "modernc.org/sqlite/"},
+		"the pgx fence adds pgx to the fence, and nothing else"},
 	{"client", []string{"sidecar", "client/opcli", "client/leaserun", "internal/cli", "leasecore/postgres", "leasecore/sqlite"},
 		"the Go client asks a sidecar over HTTP: it imports no server package and no store driver"},
 }
