@@ -53,13 +53,16 @@ func fencewriter(t *testing.T) string {
 	return fencewriterBin
 }
 
-// createResource makes the fenced resource: `leasehold fence install` and
-// the table the writers write to.
+// createResource makes the fenced resource: the table the writers write
+// to, then `leasehold fence install`.
 func createResource(t *testing.T, db string) {
 	t.Helper()
-	if out, err := exec.Command(leaseholdBin, "fence", "install", "--db", db).CombinedOutput(); err != nil {
-		t.Fatalf("leasehold fence install: %v\n%s", err, out)
-	}
+	defer func() {
+		// The database is the job's and exists already: install adds the fence.
+		if out, err := exec.Command(leaseholdBin, "fence", "install", "--db", db).CombinedOutput(); err != nil {
+			t.Fatalf("leasehold fence install: %v\n%s", err, out)
+		}
+	}()
 	ctx := t.Context()
 	if path, ok := storeurl.SQLitePath(db); ok {
 		d, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")

@@ -60,7 +60,7 @@
 //
 // The command is dead before the store could grant its task to anyone
 // else: its process group gets SIGKILL at the local deadline less a margin
-// (ttl/20, from 10 ms to 1 s), and SIGTERM a grace before that (--grace,
+// (ttl/10, from 10 ms to 2 s), and SIGTERM a grace before that (--grace,
 // default 10 s, cut to a quarter of the ttl). When the lease is reported
 // lost sooner (a refused renewal, the stream's end), the group gets SIGTERM
 // at once and SIGKILL after --grace or at the deadline less the margin,

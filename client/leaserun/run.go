@@ -424,11 +424,11 @@ var deadlineKills = true
 
 // stopTimes are the margin before the local deadline at which a command
 // still running gets SIGKILL, and the grace before that at which it gets
-// SIGTERM: the margin is ttl/20, from 10 ms to 1 s (it covers the kill
+// SIGTERM: the margin is ttl/10, from 10 ms to 2 s (it covers the kill
 // itself and the clocks' drift over a ttl); the grace is --grace, cut to a
 // quarter of the ttl so that it fits inside the lease.
 func stopTimes(ttl, grace time.Duration) (margin, fit time.Duration) {
-	margin = min(max(ttl/20, 10*time.Millisecond), time.Second)
+	margin = min(max(ttl/10, 10*time.Millisecond), 2*time.Second)
 	return margin, min(grace, ttl/4)
 }
 
