@@ -10,7 +10,7 @@
 //	leasehold prune   [--store URL] [--log-format text|json]
 //	leasehold run     [--addr URL | --store URL] --task T [--ttl 30s] [--owner O]
 //	                  [--wait 0s] [--grace 10s] -- COMMAND [ARG...]
-//	leasehold status | get TASK | list | history TASK | claim TASK | release TASK | watch
+//	leasehold status | get TASK | list | history TASK | claim TASK | renew TASK | release TASK | watch
 //	                  [--addr URL | --store URL] [--token-file PATH] [--json]
 //	leasehold version [--json]
 //
@@ -117,7 +117,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return credentials(rest, os.Stdin, stdout, stderr)
 	case "run":
 		return leaserun.Main(context.Background(), rest, getenv, os.Stdin, stdout, stderr)
-	case "status", "get", "list", "history", "claim", "release", "watch", "tasks", "policies":
+	case "status", "get", "list", "history", "claim", "renew", "release", "watch", "tasks", "policies":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
 		return opcli.Main(ctx, verb, rest, getenv, stdout, stderr)
