@@ -41,8 +41,21 @@ func TestLeaseOutcomes(t *testing.T) {
 		}
 
 		renewed, err := w1.Renew(ctx, client.RenewParams{Task: "billing/nightly", Token: lease.Token})
-		if err != nil || renewed.Token != lease.Token || renewed.RenewCount != 1 {
-			t.Fatalf("renew: %+v, %v", renewed, err)
+		if err != nil || renewed.Token != lease.Token || renewed.RenewCount != 1 || renewed.Note != "n" {
+			t.Fatalf("renew without a note: %+v, %v; want renew_count 1 and the claim's note kept", renewed, err)
+		}
+		// A renewal's note replaces the lease's; new("") clears it.
+		for i, note := range []string{"step 2 of 3", ""} {
+			renewed, err = w1.Renew(ctx, client.RenewParams{Task: "billing/nightly", Note: new(note)})
+			if err != nil || renewed.Note != note || renewed.RenewCount != int64(i+2) {
+				t.Fatalf("renew with note %q: %+v, %v", note, renewed, err)
+			}
+			if got, err := w2.Get(ctx, "billing/nightly"); err != nil || got == nil || got.Note != note {
+				t.Fatalf("get after renew with note %q: %+v, %v", note, got, err)
+			}
+		}
+		if _, err := w1.Renew(ctx, client.RenewParams{Task: "billing/nightly", Note: new("before\x00after")}); !errors.Is(err, leasecore.ErrInvalid) {
+			t.Fatalf("renew with a note holding NUL: %v, want invalid", err)
 		}
 		for _, tc := range []struct {
 			p    client.RenewParams

@@ -61,7 +61,7 @@ func (h *handlers) RenewLease(c echo.Context, task api.Task) error {
 		return err
 	}
 	lease, err := h.svc.Renew(c.Request().Context(), leasecore.RenewParams{
-		Task: task, Owner: req.Owner, TTL: duration(req.TtlMs), Token: deref(req.Token), Credential: credentialName(c),
+		Task: task, Owner: req.Owner, TTL: duration(req.TtlMs), Token: deref(req.Token), Note: req.Note, Credential: credentialName(c),
 	})
 	h.metrics.renewed(err)
 	return respondRenew(c, lease, err)
@@ -304,7 +304,7 @@ func claimRequest(c echo.Context) (api.ClaimRequest, error) {
 
 func renewRequest(c echo.Context) (api.RenewRequest, error) {
 	b := bodyFields(c)
-	req := api.RenewRequest{Owner: b.str("owner"), TtlMs: b.optInt("ttl_ms"), Token: b.optInt("token")}
+	req := api.RenewRequest{Owner: b.str("owner"), TtlMs: b.optInt("ttl_ms"), Token: b.optInt("token"), Note: b.optStr("note")}
 	return req, b.err()
 }
 

@@ -12,7 +12,7 @@
 //	                  [--wait 0s] [--grace 10s] -- COMMAND [ARG...]
 //	leasehold fence sql --dialect postgres|sqlite
 //	leasehold fence install --db URL
-//	leasehold status | get TASK | list | history TASK | claim TASK | release TASK | watch
+//	leasehold status | get TASK | list | history TASK | claim TASK | renew TASK | release TASK | watch
 //	                  [--addr URL | --store URL] [--token-file PATH] [--json]
 //	leasehold version [--json]
 //
@@ -126,7 +126,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
 		return fencecli.Main(ctx, rest, getenv, stdout, stderr)
-	case "status", "get", "list", "history", "claim", "release", "watch", "tasks", "policies":
+	case "status", "get", "list", "history", "claim", "renew", "release", "watch", "tasks", "policies":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
 		return opcli.Main(ctx, verb, rest, getenv, stdout, stderr)

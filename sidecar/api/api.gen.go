@@ -667,7 +667,7 @@ type Lease struct {
 	// Example: 2026-12-02T17:34:02.123Z
 	HoldUntil *Timestamp `json:"hold_until,omitempty"`
 
-	// Note The note of the last claim; empty when none was given.
+	// Note The note of the last claim, or of a later renewal that carried one; empty when none was given.
 	Note string `json:"note"`
 
 	// Owner An opaque identity chosen by the client, stable for its process and distinct between
@@ -859,8 +859,14 @@ type RenewLostReason string
 // RenewLostRenewed Always false.
 type RenewLostRenewed bool
 
-// RenewRequest Who renews, the new TTL (the lease's current TTL when omitted), and optionally the token held.
+// RenewRequest Who renews, the new TTL (the lease's current TTL when omitted), optionally the token
+// held, and optionally a new note (the lease's note is kept when omitted).
 type RenewRequest struct {
+	// Note Free text shown to operators; at most 1024 bytes of UTF-8.
+	//
+	// Example: pruning entries
+	Note *Note `json:"note,omitempty"`
+
 	// Owner An opaque identity chosen by the client, stable for its process and distinct between
 	// replicas, e.g. `<hostname>#<pid>#<random>`. 1 to 256 printable characters.
 	//
