@@ -215,6 +215,63 @@ func TestRun(t *testing.T) {
 	})
 }
 
+// A holder's own release (ReleaseRun) ends its stream with the sidecar's
+// released event, which is no loss: Err and Close say nil, Lost stays
+// open; the lease is free when it returns. A release of the holder's lease by another caller
+// through the same sidecar ends the stream too, at once, and is the
+// holder's loss.
+func TestReleaseRunIsNoLoss(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st leasecore.Store) {
+		hs := serve(t, st, sidecar.Options{})
+		c := newClient(t, hs, client.WithOwner("w1"))
+		ctx := t.Context()
+		for i := range 5 {
+			h, err := c.Keepalive(ctx, client.KeepaliveParams{Task: "nightly", TTL: 500 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i%2 == 1 {
+				time.Sleep(250 * time.Millisecond) // past a renewal
+			}
+			released, err := h.ReleaseRun(ctx, leasecore.BodyOutcome(nil, time.Millisecond, false))
+			if !released || err != nil {
+				t.Fatalf("ReleaseRun %d: %v, %v; want released", i, released, err)
+			}
+			select {
+			case <-h.Lost():
+				t.Fatalf("ReleaseRun %d: Lost closed (%v), want no loss", i, h.Err())
+			default:
+			}
+			if err := h.Err(); err != nil {
+				t.Fatalf("ReleaseRun %d: Err %v, want nil", i, err)
+			}
+			if err := h.Close(); err != nil {
+				t.Fatalf("Close after ReleaseRun %d: %v, want nil", i, err)
+			}
+			if l, err := c.Get(ctx, "nightly"); err != nil || l != nil {
+				t.Fatalf("after ReleaseRun %d: %+v, %v; want the task free", i, l, err)
+			}
+		}
+
+		h, err := c.Keepalive(ctx, client.KeepaliveParams{Task: "nightly", TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := c.Release(ctx, client.ReleaseParams{Task: "nightly", Token: h.Token()}); !ok || err != nil {
+			t.Fatalf("release of the holder's lease by another caller: %v, %v", ok, err)
+		}
+		select {
+		case <-h.Lost():
+		case <-time.After(10 * time.Second): // the lease's next renewal is 24 s away
+			t.Fatal("the holder was not told its lease was released")
+		}
+		if err := h.Close(); err == nil || !strings.Contains(err.Error(), "released") {
+			t.Errorf("Close after another caller's release: %v, want the release named", err)
+		}
+	})
+}
+
 // Run's release carries what fn did, and the history keeps it; a Run that
 // ends well reports no loss although the stream saw its lease released.
 func TestRunRecordsTheOutcome(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/sse"
@@ -88,6 +89,10 @@ type Holder struct {
 	closeOnce sync.Once
 	watchDone chan struct{}
 	lostc     chan struct{}
+	// releasing is set by ReleaseRun before it asks the sidecar to
+	// release: the stream's released event (reason release) that follows
+	// is the end of the hold it asked for, not a loss.
+	releasing atomic.Bool
 
 	confirmReq chan struct{}     // watch to confirm: a renewal to confirm (cap 1)
 	confirmed  chan confirmation // confirm to watch: what the store said
@@ -367,6 +372,9 @@ func (h *Holder) watch() {
 			case "released":
 				var released api.KeepaliveReleased
 				_ = json.Unmarshal([]byte(ev.Data), &released)
+				if released.Reason == api.KeepaliveReleasedReasonRelease && h.releasing.Load() {
+					return // ReleaseRun's own release ended the stream
+				}
 				h.lose(fmt.Errorf("lease on %q: the sidecar released it (%s)", h.first.Task, h.scrub(string(released.Reason))))
 				return
 			}
@@ -426,13 +434,15 @@ func (h *Holder) Close() error {
 
 // ReleaseRun gives the lease back with what the job run under it did,
 // which the history's released event keeps, then closes the stream as
-// Close does. It reports whether the release ended the lease (a loss the
-// stream saw meanwhile, its next renewal finding the lease released, is
-// then none), and the release's error: when it failed, the sidecar still
-// releases at the hang-up, and the outcome is not recorded. A loss before
-// the release is Err's.
+// Close does. The sidecar stops the stream's renewals before it releases,
+// and ends the stream with its released event (reason release), which is
+// no loss. It reports whether the release ended the lease, and the
+// release's error: when it failed, the sidecar still releases at the
+// hang-up, and the outcome is not recorded. A loss before the release is
+// Err's.
 func (h *Holder) ReleaseRun(ctx context.Context, run *leasecore.RunOutcome) (bool, error) {
 	l := h.Lease()
+	h.releasing.Store(true)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), streamAnswerTimeout)
 	released, err := h.c.Release(rctx, ReleaseParams{Task: l.Task, Owner: l.Owner, Token: l.Token, Run: run})
 	cancel()

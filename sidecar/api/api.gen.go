@@ -166,12 +166,15 @@ func (e KeepaliveLostReason) Valid() bool {
 
 // Defines values for KeepaliveReleasedReason.
 const (
+	KeepaliveReleasedReasonRelease  KeepaliveReleasedReason = "release"
 	KeepaliveReleasedReasonShutdown KeepaliveReleasedReason = "shutdown"
 )
 
 // Valid indicates whether the value is a known member of the KeepaliveReleasedReason enum.
 func (e KeepaliveReleasedReason) Valid() bool {
 	switch e {
+	case KeepaliveReleasedReasonRelease:
+		return true
 	case KeepaliveReleasedReasonShutdown:
 		return true
 	default:
@@ -644,10 +647,17 @@ type KeepaliveLostReason string
 
 // KeepaliveReleased Data of a keepalive stream's `released` event.
 type KeepaliveReleased struct {
+	// Reason `shutdown`: the sidecar is shutting down and released the lease. `release`: a
+	// `POST …/release` made to this sidecar (by the stream's client, or a run helper's)
+	// released the stream's lease; the stream stopped renewing before the release was
+	// sent.
 	Reason KeepaliveReleasedReason `json:"reason"`
 }
 
-// KeepaliveReleasedReason defines model for KeepaliveReleased.Reason.
+// KeepaliveReleasedReason `shutdown`: the sidecar is shutting down and released the lease. `release`: a
+// `POST …/release` made to this sidecar (by the stream's client, or a run helper's)
+// released the stream's lease; the stream stopped renewing before the release was
+// sent.
 type KeepaliveReleasedReason string
 
 // Lease A grant of a task to an owner, as the store recorded it.
