@@ -337,6 +337,9 @@ func (h *Holder) watch() {
 			h.lose(fmt.Errorf("lease on %q: %w: no renewal was confirmed in time", h.first.Task, leasecore.ErrLocalDeadline))
 			return
 		case c := <-h.confirmed:
+			if h.releasing.Load() {
+				continue // ReleaseRun is giving the lease back: a GET finding it free is no loss
+			}
 			if err := h.apply(c); err != nil {
 				h.lose(err)
 				return
