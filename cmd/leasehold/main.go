@@ -73,7 +73,7 @@ Usage:
                     [--wait 0s] [--grace 10s] [--token-file PATH] -- COMMAND [ARG...]
                     run COMMAND while holding the lease on task T
 
-Fencing at the resource, in the database your job writes to (docs/fencing.md):
+Fencing at the resource, in the database your job writes to (docs/guarantees.md):
 ` + fencecli.Usage + `
 Operator commands, against a sidecar (--addr, the default) or a store (--store);
 human-readable, or the API's JSON with --json:
