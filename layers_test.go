@@ -39,8 +39,8 @@ var layerRules = []struct {
 	{"client/fence/fencepgx", []string{"sidecar", "sidecar/", "leasecore", "leasecore/", "client", "internal/cli", "internal/exitcode", "cmd/",
 		"github.com/labstack/echo/v4", "modernc.org/sqlite", "modernc.org/sqlite/"},
 		"the pgx fence adds pgx to the fence, and nothing else"},
-	{"internal/fencecli", []string{"sidecar", "client", "client/opcli", "client/leaserun", "tfprovider"},
-		"leasehold fence works on the user's database alone: no sidecar, no lease client"},
+	{"internal/fencecli", []string{"sidecar", "client/opcli", "client/leaserun", "tfprovider"},
+		"leasehold fence works on the user's database alone: no sidecar, no operator verbs, no lease client of its own"},
 	{"client", []string{"sidecar", "client/opcli", "client/leaserun", "internal/cli", "leasecore/postgres", "leasecore/sqlite"},
 		"the Go client asks a sidecar over HTTP: it imports no server package and no store driver"},
 }
