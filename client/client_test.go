@@ -41,8 +41,21 @@ func TestLeaseOutcomes(t *testing.T) {
 		}
 
 		renewed, err := w1.Renew(ctx, client.RenewParams{Task: "billing/nightly", Token: lease.Token})
-		if err != nil || renewed.Token != lease.Token || renewed.RenewCount != 1 {
-			t.Fatalf("renew: %+v, %v", renewed, err)
+		if err != nil || renewed.Token != lease.Token || renewed.RenewCount != 1 || renewed.Note != "n" {
+			t.Fatalf("renew without a note: %+v, %v; want renew_count 1 and the claim's note kept", renewed, err)
+		}
+		// A renewal's note replaces the lease's; new("") clears it.
+		for i, note := range []string{"step 2 of 3", ""} {
+			renewed, err = w1.Renew(ctx, client.RenewParams{Task: "billing/nightly", Note: new(note)})
+			if err != nil || renewed.Note != note || renewed.RenewCount != int64(i+2) {
+				t.Fatalf("renew with note %q: %+v, %v", note, renewed, err)
+			}
+			if got, err := w2.Get(ctx, "billing/nightly"); err != nil || got == nil || got.Note != note {
+				t.Fatalf("get after renew with note %q: %+v, %v", note, got, err)
+			}
+		}
+		if _, err := w1.Renew(ctx, client.RenewParams{Task: "billing/nightly", Note: new("before\x00after")}); !errors.Is(err, leasecore.ErrInvalid) {
+			t.Fatalf("renew with a note holding NUL: %v, want invalid", err)
 		}
 		for _, tc := range []struct {
 			p    client.RenewParams
@@ -198,6 +211,63 @@ func TestRun(t *testing.T) {
 		})
 		if !errors.Is(err, leasecore.ErrLost) {
 			t.Errorf("Run whose lease was lost: %v", err)
+		}
+	})
+}
+
+// A holder's own release (ReleaseRun) ends its stream with the sidecar's
+// released event, which is no loss: Err and Close say nil, Lost stays
+// open; the lease is free when it returns. A release of the holder's lease by another caller
+// through the same sidecar ends the stream too, at once, and is the
+// holder's loss.
+func TestReleaseRunIsNoLoss(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, st leasecore.Store) {
+		hs := serve(t, st, sidecar.Options{})
+		c := newClient(t, hs, client.WithOwner("w1"))
+		ctx := t.Context()
+		for i := range 5 {
+			h, err := c.Keepalive(ctx, client.KeepaliveParams{Task: "nightly", TTL: 500 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i%2 == 1 {
+				time.Sleep(250 * time.Millisecond) // past a renewal
+			}
+			released, err := h.ReleaseRun(ctx, leasecore.BodyOutcome(nil, time.Millisecond, false))
+			if !released || err != nil {
+				t.Fatalf("ReleaseRun %d: %v, %v; want released", i, released, err)
+			}
+			select {
+			case <-h.Lost():
+				t.Fatalf("ReleaseRun %d: Lost closed (%v), want no loss", i, h.Err())
+			default:
+			}
+			if err := h.Err(); err != nil {
+				t.Fatalf("ReleaseRun %d: Err %v, want nil", i, err)
+			}
+			if err := h.Close(); err != nil {
+				t.Fatalf("Close after ReleaseRun %d: %v, want nil", i, err)
+			}
+			if l, err := c.Get(ctx, "nightly"); err != nil || l != nil {
+				t.Fatalf("after ReleaseRun %d: %+v, %v; want the task free", i, l, err)
+			}
+		}
+
+		h, err := c.Keepalive(ctx, client.KeepaliveParams{Task: "nightly", TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := c.Release(ctx, client.ReleaseParams{Task: "nightly", Token: h.Token()}); !ok || err != nil {
+			t.Fatalf("release of the holder's lease by another caller: %v, %v", ok, err)
+		}
+		select {
+		case <-h.Lost():
+		case <-time.After(10 * time.Second): // the lease's next renewal is 24 s away
+			t.Fatal("the holder was not told its lease was released")
+		}
+		if err := h.Close(); err == nil || !strings.Contains(err.Error(), "released") {
+			t.Errorf("Close after another caller's release: %v, want the release named", err)
 		}
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasehold/leasehold/internal/sse"
@@ -54,10 +55,23 @@ type KeepaliveParams struct {
 
 // Holder is a lease the sidecar keeps alive over a keepalive stream: it
 // renews the lease while the stream is open and releases it when the
-// stream closes. The holder watches the stream and a local deadline (the
-// last confirmed renewal plus its ttl_remaining_ms, on this machine's
-// monotonic clock); when either says the lease is gone, Lost is closed and
-// Context is cancelled with the reason.
+// stream closes. The holder watches the stream and a local deadline; when
+// either says the lease is gone, Lost is closed and Context is cancelled
+// with the reason.
+//
+// The local deadline errs early, never late: it is the moment a request
+// that found the lease held was sent plus the ttl_remaining_ms the store
+// answered to it, on this machine's monotonic clock. The keepalive request
+// itself is the first such request; after the acquired event and each
+// renewed event the holder asks GET /v1/leases/{task} and moves the
+// deadline to that request's send time plus its answer's ttl_remaining_ms,
+// when the answer names this lease (owner and token). An event's own
+// ttl_remaining_ms never moves it: a sidecar frozen between measuring it
+// and sending it would deliver it late, and the deadline with it. A GET
+// that fails leaves the deadline where it was; one answering that the
+// lease is no longer this holder's loses it at once. The store cannot have
+// handed the task to anyone else before the deadline (short of a revoke,
+// an operator's override).
 type Holder struct {
 	c      *Client // for ReleaseRun's release
 	first  leasecore.Lease
@@ -75,10 +89,27 @@ type Holder struct {
 	closeOnce sync.Once
 	watchDone chan struct{}
 	lostc     chan struct{}
+	// releasing is set by ReleaseRun before it asks the sidecar to
+	// release: the stream's released event (reason release) that follows
+	// is the end of the hold it asked for, not a loss.
+	releasing atomic.Bool
 
-	mu     sync.Mutex
-	latest leasecore.Lease
-	err    error // why the lease was lost; set before lostc is closed
+	confirmReq chan struct{}     // watch to confirm: a renewal to confirm (cap 1)
+	confirmed  chan confirmation // confirm to watch: what the store said
+
+	mu       sync.Mutex
+	latest   leasecore.Lease
+	deadline time.Time // the local deadline; only ever moves later
+	err      error     // why the lease was lost; set before lostc is closed
+}
+
+// confirmation is what one GET of the lease found: sent is when it was
+// sent; lease is the store's answer (nil when nobody holds the task); err,
+// when set, means the answer could not be had, and says nothing.
+type confirmation struct {
+	sent  time.Time
+	lease *leasecore.Lease
+	err   error
 }
 
 // Keepalive opens a keepalive stream on the task and returns once the
@@ -126,6 +157,9 @@ func (c *Client) Keepalive(ctx context.Context, p KeepaliveParams) (*Holder, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	c.authorize(req)
+	// The lease the stream acquires cannot have been granted before the
+	// request was sent: its ttl_remaining counted from here errs early.
+	sent := time.Now()
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
 		return fail(c.unreachable("keepalive", err))
@@ -176,10 +210,83 @@ func (c *Client) Keepalive(ctx context.Context, p KeepaliveParams) (*Holder, err
 		ctx: hctx, cancelCtx: hcancel, scrub: c.scrub,
 		events: make(chan sse.Event), closing: make(chan struct{}),
 		watchDone: make(chan struct{}), lostc: make(chan struct{}),
+		confirmReq: make(chan struct{}, 1), confirmed: make(chan confirmation),
+		deadline: sent.Add(lease.TTLRemaining),
+	}
+	// After a wait the keepalive request may have been sent long before
+	// the grant: confirm the lease before handing it over, so that the
+	// deadline the caller starts with is a recent one.
+	if err := h.apply(h.confirm()); err != nil {
+		resp.Body.Close()
+		hcancel(err)
+		return fail(err)
 	}
 	go h.read(r)
-	go h.watch(ev.At.Add(lease.TTLRemaining))
+	go h.confirmLoop()
+	go h.watch()
 	return h, nil
+}
+
+// confirm asks the sidecar for the lease, bounded by the local deadline:
+// an answer after it could not move it.
+func (h *Holder) confirm() confirmation {
+	h.mu.Lock()
+	deadline := h.deadline
+	h.mu.Unlock()
+	ctx, cancel := context.WithDeadline(h.ctx, deadline)
+	defer cancel()
+	sent := time.Now()
+	l, err := h.c.Get(ctx, h.first.Task)
+	return confirmation{sent: sent, lease: l, err: err}
+}
+
+// apply moves the deadline by what a confirmation found, or returns the
+// loss it shows: the store names no holder, or another lease than ours.
+func (h *Holder) apply(c confirmation) error {
+	if c.err != nil {
+		return nil // no answer: the deadline stays
+	}
+	if c.lease == nil || c.lease.Owner != h.first.Owner || c.lease.Token != h.first.Token {
+		now := "nobody holds it"
+		if c.lease != nil {
+			now = fmt.Sprintf("it is held by %q under token %d", h.scrub(c.lease.Owner), c.lease.Token)
+		}
+		return &leasecore.LostError{Task: h.first.Task, Reason: leasecore.LostNotHeld,
+			Detail: fmt.Sprintf("the lease under token %d is no longer ours: %s", h.first.Token, now)}
+	}
+	h.mu.Lock()
+	if d := c.sent.Add(c.lease.TTLRemaining); d.After(h.deadline) {
+		h.deadline = d
+	}
+	h.mu.Unlock()
+	return nil
+}
+
+// confirmLoop confirms the lease each time watch asks, one GET at a time,
+// until watch ends.
+func (h *Holder) confirmLoop() {
+	for {
+		select {
+		case <-h.watchDone:
+			return
+		case <-h.confirmReq:
+		}
+		c := h.confirm()
+		select {
+		case h.confirmed <- c:
+		case <-h.watchDone:
+			return
+		}
+	}
+}
+
+// Deadline is the holder's local deadline (see Holder): the store cannot
+// hand the task to another owner before it, unless an operator revokes
+// the lease. It moves later with each confirmed renewal, never earlier.
+func (h *Holder) Deadline() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.deadline
 }
 
 // decodeLease reads the data of an acquired or renewed event.
@@ -213,18 +320,31 @@ func (h *Holder) read(r *sse.Reader) {
 
 // watch keeps the local deadline and decides when the lease is lost. When
 // it returns, the request ends, which tells the sidecar to release.
-func (h *Holder) watch(deadline time.Time) {
+func (h *Holder) watch() {
 	defer close(h.watchDone)
 	defer h.cancel()
-	timer := time.NewTimer(time.Until(deadline))
+	timer := time.NewTimer(time.Until(h.Deadline()))
 	defer timer.Stop()
 	for {
 		select {
 		case <-h.closing:
 			return
 		case <-timer.C:
-			h.lose(fmt.Errorf("lease on %q: %w: the sidecar sent no renewal in time", h.first.Task, leasecore.ErrLocalDeadline))
+			if d := h.Deadline(); time.Now().Before(d) {
+				timer.Reset(time.Until(d)) // a confirmation moved it meanwhile
+				continue
+			}
+			h.lose(fmt.Errorf("lease on %q: %w: no renewal was confirmed in time", h.first.Task, leasecore.ErrLocalDeadline))
 			return
+		case c := <-h.confirmed:
+			if h.releasing.Load() {
+				continue // ReleaseRun is giving the lease back: a GET finding it free is no loss
+			}
+			if err := h.apply(c); err != nil {
+				h.lose(err)
+				return
+			}
+			timer.Reset(time.Until(h.Deadline()))
 		case ev, ok := <-h.events:
 			if !ok {
 				h.lose(fmt.Errorf("lease on %q: the keepalive stream ended: %v", h.first.Task, h.readErr))
@@ -243,7 +363,10 @@ func (h *Holder) watch(deadline time.Time) {
 				h.mu.Lock()
 				h.latest = lease
 				h.mu.Unlock()
-				timer.Reset(time.Until(ev.At.Add(lease.TTLRemaining)))
+				select { // confirm it; one pending request is enough
+				case h.confirmReq <- struct{}{}:
+				default:
+				}
 			case "lost":
 				var lost api.KeepaliveLost
 				_ = json.Unmarshal([]byte(ev.Data), &lost)
@@ -252,6 +375,9 @@ func (h *Holder) watch(deadline time.Time) {
 			case "released":
 				var released api.KeepaliveReleased
 				_ = json.Unmarshal([]byte(ev.Data), &released)
+				if released.Reason == api.KeepaliveReleasedReasonRelease && h.releasing.Load() {
+					return // ReleaseRun's own release ended the stream
+				}
 				h.lose(fmt.Errorf("lease on %q: the sidecar released it (%s)", h.first.Task, h.scrub(string(released.Reason))))
 				return
 			}
@@ -311,13 +437,15 @@ func (h *Holder) Close() error {
 
 // ReleaseRun gives the lease back with what the job run under it did,
 // which the history's released event keeps, then closes the stream as
-// Close does. It reports whether the release ended the lease (a loss the
-// stream saw meanwhile, its next renewal finding the lease released, is
-// then none), and the release's error: when it failed, the sidecar still
-// releases at the hang-up, and the outcome is not recorded. A loss before
-// the release is Err's.
+// Close does. The sidecar stops the stream's renewals before it releases,
+// and ends the stream with its released event (reason release), which is
+// no loss. It reports whether the release ended the lease, and the
+// release's error: when it failed, the sidecar still releases at the
+// hang-up, and the outcome is not recorded. A loss before the release is
+// Err's.
 func (h *Holder) ReleaseRun(ctx context.Context, run *leasecore.RunOutcome) (bool, error) {
 	l := h.Lease()
+	h.releasing.Store(true)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), streamAnswerTimeout)
 	released, err := h.c.Release(rctx, ReleaseParams{Task: l.Task, Owner: l.Owner, Token: l.Token, Run: run})
 	cancel()

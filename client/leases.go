@@ -36,6 +36,10 @@ type RenewParams struct {
 	TTL time.Duration
 	// Token, when non-zero, must be the lease's.
 	Token int64
+	// Note, when not nil, replaces the lease's note, as a refresh claim's
+	// does (new("") clears it); nil keeps the note the lease has. The
+	// rules are a claim's note's (leasecore.RenewParams.Note).
+	Note *string
 }
 
 // ReleaseParams are the inputs of a release.
@@ -96,11 +100,12 @@ func (c *Client) granted(op, task, owner string, x *exchange) (*leasecore.Lease,
 	return lease, nil
 }
 
-// Renew extends the owner's live lease. When it cannot, a
+// Renew extends the owner's live lease, with p.Note as its note when given.
+// When it cannot, a
 // *leasecore.LostError says why (not_held, expired, held_by_other,
 // token_mismatch); a store or transport failure is unavailable.
 func (c *Client) Renew(ctx context.Context, p RenewParams) (*leasecore.Lease, error) {
-	req := api.RenewRequest{Owner: c.ownerOr(p.Owner), TtlMs: millis(p.TTL)}
+	req := api.RenewRequest{Owner: c.ownerOr(p.Owner), TtlMs: millis(p.TTL), Note: p.Note}
 	if p.Token != 0 {
 		req.Token = &p.Token
 	}

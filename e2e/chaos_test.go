@@ -98,7 +98,10 @@ func linearizeLimit(dur time.Duration) time.Duration { return 30*time.Second + d
 // renew, release and abandon short leases on many tasks while sidecars are
 // killed and frozen, PostgreSQL restarts (fast and immediate) and one
 // sidecar's link to PostgreSQL is cut; e2e/leasecheck then checks the
-// whole history: no violation of the lease rules, and linearizable.
+// whole history: no violation of the lease rules, and linearizable. Beside
+// that load, the job: holders write to a fenced resource of their own and
+// are frozen past their ttl (every late write refused), and children of
+// leasehold run on every sidecar die before their task's next grant.
 func TestChaos(t *testing.T) {
 	t.Parallel()
 	dur := defaultChaosDuration
@@ -126,6 +129,7 @@ func TestChaos(t *testing.T) {
 		viaProxy.Host = proxy.Addr()
 		f := startFleet(t, pg.URL(), pg.URL(), viaProxy.String())
 		f.watchCheck = true
+		f.jobResource = pgtest.NewDatabase(t) // the job's own database, on another server
 		faults := []chaos.Fault{
 			f.killRestart(0),
 			f.freeze(1),
@@ -142,6 +146,7 @@ func TestChaos(t *testing.T) {
 		store := "sqlite:" + filepath.Join(t.TempDir(), "leasehold.db")
 		f := startFleet(t, store, store, store)
 		f.watchCheck = true
+		f.jobResource = "sqlite:" + filepath.Join(t.TempDir(), "resource.db")
 		runChaos(t, f, py, dur, sqliteGrants.of(dur), []chaos.Fault{f.killRestart(0), f.freeze(1), f.killRestart(2), f.freeze(0)})
 	})
 }
@@ -174,9 +179,16 @@ func runChaos(t *testing.T, f *fleet, py string, dur time.Duration, want int, fa
 	if f.watchCheck {
 		finishWatch = startWatchCheck(t, f, cfg.TaskPrefix)
 	}
+	var jobs *jobLoad
+	if f.jobResource != "" {
+		jobs = startJobs(t, f, f.jobResource, "job/"+t.Name()+"-", jobOptions{writers: 3, fenced: true, runners: true})
+	}
 	res, err := chaos.Run(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if jobs != nil {
+		requireJobs(t, jobs.finish(f.stores[0]))
 	}
 	rep := leasecheck.Check(res.Ops, linearizeLimit(res.Took))
 	chaosLogf(t, "CHAOS %s: load %s (at least %s, at most %s), wall %s", t.Name(), res.Took.Round(time.Millisecond), dur, cfg.MaxDuration, time.Since(start).Round(time.Millisecond))
@@ -246,6 +258,10 @@ type fleet struct {
 	// show a commit before its standby has it, and lose it in the
 	// promotion, which a watcher then saw and the history no longer holds.
 	watchCheck bool
+	// jobResource, when set, is the database (postgres:// or sqlite:) of
+	// the job's own resource: fenced writers and runs of leasehold run go
+	// with the load, and are checked (chaosjob_test.go).
+	jobResource string
 
 	mu    sync.Mutex
 	procs []*sidecar

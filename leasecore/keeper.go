@@ -40,6 +40,11 @@ type KeeperConfig struct {
 	// OnRenew, if set, is called after each confirmed renewal, from the
 	// keeper's goroutine; it must not block for long.
 	OnRenew func(Lease)
+	// ClaimSent, when set, is when the claim that acquired the lease was
+	// sent, on Clock: the first deadline is then ClaimSent plus the lease's
+	// TTLRemaining, which errs early. Zero: the moment Keep is called,
+	// which errs late by the claim's answer trip until the first renewal.
+	ClaimSent time.Time
 	// Credential is the credential the keeper's renewals and its Release
 	// act for (RenewParams.Credential, ReleaseParams.Credential), so that
 	// the "lost" or "released" event ending the lease names it: a
@@ -143,11 +148,14 @@ func Keep(ctx context.Context, r Renewer, lease *Lease, cfg KeeperConfig) (*Keep
 		start = SystemClock
 	}
 	// The claim's ttl_remaining was measured by the store before its answer
-	// reached us, and when the claim was sent is not known here, so this
-	// first deadline may be late by the answer's trip. The first renewal,
-	// due long before the deadline, replaces it with one taken from that
-	// renewal's send time, which errs early.
+	// reached us: counted from the claim's send time it errs early. When
+	// that is not known, this first deadline may be late by the answer's
+	// trip; the first renewal, due long before the deadline, replaces it
+	// with one taken from that renewal's send time.
 	now := start.Now()
+	if !cfg.ClaimSent.IsZero() && cfg.ClaimSent.Before(now) {
+		now = cfg.ClaimSent
+	}
 	cfg, err := cfg.withDefaults(lease)
 	if err != nil {
 		return nil, err

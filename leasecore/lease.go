@@ -83,6 +83,10 @@ type RenewParams struct {
 	// ClaimParams.Credential does: a refused renewal's "lost" event carries
 	// it.
 	Credential string
+	// Note, when not nil, replaces the lease's note, as a refresh claim's
+	// does (a pointer to "" clears it); nil keeps the lease's note. Valid
+	// UTF-8 without NUL, of at most MaxNoteBytes bytes, as ClaimParams.Note.
+	Note *string
 }
 
 // ReleaseParams are the inputs of a release.
@@ -246,7 +250,11 @@ func ValidateTTL(ttl time.Duration) error {
 	return nil
 }
 
-func validateNote(note string) error { return validateText("Note", note) }
+// ValidateNote checks a note (a claim's, a renewal's): valid UTF-8 without
+// NUL, of at most MaxNoteBytes bytes. A refusal names the field "Note".
+func ValidateNote(note string) error { return validateText("Note", note) }
+
+func validateNote(note string) error { return ValidateNote(note) }
 
 // validateText checks field's free text (a note, a release's detail):
 // valid UTF-8 without NUL, of at most MaxNoteBytes bytes.
@@ -307,7 +315,15 @@ func (p ClaimParams) Validate() error {
 
 // Validate checks every input rule of a renewal.
 func (p RenewParams) Validate() error {
-	return firstError(ValidateTask(p.Task), ValidateOwner(p.Owner), ValidateTTL(p.TTL), validateToken(p.Token), validateActor(p.Credential))
+	return firstError(ValidateTask(p.Task), ValidateOwner(p.Owner), ValidateTTL(p.TTL), validateToken(p.Token), validateOptNote(p.Note), validateActor(p.Credential))
+}
+
+// validateOptNote checks a note that may be absent (nil), by the note's rule.
+func validateOptNote(note *string) error {
+	if note == nil {
+		return nil
+	}
+	return validateNote(*note)
 }
 
 // Validate checks every input rule of a release.

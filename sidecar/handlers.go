@@ -3,6 +3,7 @@ package sidecar
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -61,7 +62,7 @@ func (h *handlers) RenewLease(c echo.Context, task api.Task) error {
 		return err
 	}
 	lease, err := h.svc.Renew(c.Request().Context(), leasecore.RenewParams{
-		Task: task, Owner: req.Owner, TTL: duration(req.TtlMs), Token: deref(req.Token), Credential: credentialName(c),
+		Task: task, Owner: req.Owner, TTL: duration(req.TtlMs), Token: deref(req.Token), Note: req.Note, Credential: credentialName(c),
 	})
 	h.metrics.renewed(err)
 	return respondRenew(c, lease, err)
@@ -77,13 +78,30 @@ func (h *handlers) ReleaseLease(c echo.Context, task api.Task) error {
 		return err
 	}
 	run := api.ToRunOutcome(req.Run)
-	released, err := h.svc.ReleaseHold(c.Request().Context(), leasecore.ReleaseParams{
-		Task: task, Owner: req.Owner, Token: deref(req.Token), Credential: credentialName(c), Run: run,
-	})
+	p := leasecore.ReleaseParams{Task: task, Owner: req.Owner, Token: deref(req.Token), Credential: credentialName(c), Run: run}
+	// A lease one of this sidecar's streams holds is handed over first:
+	// the stream stops renewing before the store is asked, and ends with
+	// its released event once the release is done.
+	var handed []*stream
+	if p.Validate() == nil {
+		handed = h.streams.handOver(task, p.Owner, p.Token)
+	}
+	released, err := h.svc.ReleaseHold(c.Request().Context(), p)
+	for _, st := range handed {
+		st.handedOver(handOff{err: err, ended: released.Released, event: releasedByRequest,
+			gone: fmt.Sprintf("lease on %q: the lease was not live when %q released it (it had expired, or was ended elsewhere)", task, p.Owner)})
+	}
+	if released.Released {
+		h.streams.noteRelease()
+	}
 	h.metrics.released(released.Released, err)
 	h.metrics.ran(run, err)
 	return respondRelease(c, released, err)
 }
+
+// releasedByRequest is the last event of a stream whose lease a release
+// request of this sidecar ended (ReleaseLease).
+var releasedByRequest = mustEvent("released", api.KeepaliveReleased{Reason: api.KeepaliveReleasedReasonRelease})
 
 // RevokeLease answers POST /v1/leases/{task}/revoke: an admin's release of
 // whoever's lease (leasecore.Service.Revoke: a revoke never ends a grant
@@ -97,9 +115,22 @@ func (h *handlers) RevokeLease(c echo.Context, task api.Task) error {
 	if err != nil {
 		return err
 	}
-	lease, err := h.svc.Revoke(c.Request().Context(), leasecore.RevokeParams{
-		Task: task, Token: deref(req.Token), Credential: credentialName(c),
-	})
+	p := leasecore.RevokeParams{Task: task, Token: deref(req.Token), Credential: credentialName(c)}
+	// As for a release, this sidecar's streams holding the lease stop
+	// renewing first; for their holder it is a loss, which they report.
+	handed := h.streams.handOver(task, "", p.Token)
+	lease, err := h.svc.Revoke(c.Request().Context(), p)
+	for _, st := range handed {
+		l := st.keeper.Lease()
+		ended := lease != nil && lease.Owner == l.Owner && lease.Token == l.Token
+		st.handedOver(handOff{err: err, ended: ended,
+			event: mustEvent("lost", api.KeepaliveLost{Reason: api.KeepaliveLostReasonNotHeld,
+				Detail: fmt.Sprintf("lease on %q lost (not_held): %s", task, leasecore.RevokedDetail)}),
+			gone: fmt.Sprintf("lease on %q: the lease was not live when an operator ended the task's lease (it had expired, or was ended elsewhere)", task)})
+	}
+	if lease != nil {
+		h.streams.noteRelease()
+	}
 	h.metrics.released(lease != nil, err)
 	return respondRevoke(c, lease, err)
 }
@@ -304,7 +335,7 @@ func claimRequest(c echo.Context) (api.ClaimRequest, error) {
 
 func renewRequest(c echo.Context) (api.RenewRequest, error) {
 	b := bodyFields(c)
-	req := api.RenewRequest{Owner: b.str("owner"), TtlMs: b.optInt("ttl_ms"), Token: b.optInt("token")}
+	req := api.RenewRequest{Owner: b.str("owner"), TtlMs: b.optInt("ttl_ms"), Token: b.optInt("token"), Note: b.optStr("note")}
 	return req, b.err()
 }
 

@@ -100,6 +100,41 @@ func TestRenew(t *testing.T) {
 	})
 }
 
+// A renewal's note replaces the lease's note, as a refresh claim's does
+// ("" clears it); a renewal without one keeps it; a refused renewal writes
+// none.
+func TestRenewNote(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, ts *testServer) {
+		expect(t, ts.post("/v1/leases/job/claim", body{"owner": "w1", "ttl_ms": 60000, "note": "claimed"}), http.StatusOK)
+		for i, c := range []struct {
+			req  body
+			want string
+		}{
+			{body{"owner": "w1"}, "claimed"},
+			{body{"owner": "w1", "note": "pruned 4,000 of 12,000"}, "pruned 4,000 of 12,000"},
+			{body{"owner": "w1", "ttl_ms": 90000}, "pruned 4,000 of 12,000"},
+			{body{"owner": "w1", "note": ""}, ""},
+			{body{"owner": "w1"}, ""},
+			{body{"owner": "w1", "note": "done"}, "done"},
+		} {
+			r := ts.post("/v1/leases/job/renew", c.req)
+			expect(t, r, http.StatusOK)
+			if l := decode[api.Renewed](t, r).Lease; l.Note != c.want || l.RenewCount != int64(i+1) {
+				t.Errorf("renewal %d %v: note %q, renew_count %d; want %q, %d", i+1, c.req, l.Note, l.RenewCount, c.want, i+1)
+			}
+			if st := decode[api.LeaseState](t, ts.get("/v1/leases/job")); st.Lease == nil || st.Lease.Note != c.want {
+				t.Errorf("get after renewal %d %v: %+v, want note %q", i+1, c.req, st.Lease, c.want)
+			}
+		}
+		expect(t, ts.post("/v1/leases/job/renew", body{"owner": "w2", "note": "not w2's"}), http.StatusConflict)
+		expect(t, ts.post("/v1/leases/job/renew", body{"owner": "w1", "note": strings.Repeat("é", 600)}), http.StatusUnprocessableEntity)
+		if st := decode[api.LeaseState](t, ts.get("/v1/leases/job")); st.Lease == nil || st.Lease.Note != "done" || st.Lease.RenewCount != 6 {
+			t.Errorf("after refused renewals with notes: %+v, want note %q, renew_count 6", st.Lease, "done")
+		}
+	})
+}
+
 func TestRenewExpired(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, ts *testServer) {

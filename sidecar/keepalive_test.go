@@ -17,6 +17,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 
+	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar/api"
 )
 
@@ -344,9 +345,11 @@ func TestKeepaliveReportsLoss(t *testing.T) {
 	eachStore(t, func(t *testing.T, ts *testServer) {
 		s, _ := ts.openStream("/v1/leases/job/keepalive?owner=w1&ttl_ms=500")
 		first := s.next().lease(t)
-		// An operator ends the lease under the stream's feet: the next
-		// renewal is refused, and the client is told why.
-		expect(t, ts.post("/v1/leases/job/release", body{"owner": "w1", "token": first.Token}), http.StatusOK)
+		// Another process of the store ends the lease under the stream's
+		// feet (a release through this sidecar would end the stream
+		// first: TestReleaseEndsTheLocalStream): the next renewal is
+		// refused, and the client is told why.
+		releaseElsewhere(t, ts, "job", "w1", first.Token)
 		var ev sseEvent
 		for ev = s.next(); ev.name == "renewed"; ev = s.next() {
 		}
@@ -439,6 +442,17 @@ func TestKeepaliveRenewalsAreBatched(t *testing.T) {
 		}
 		t.Logf("%v renewals in %v write statements", ops, stmts)
 	})
+}
+
+// releaseElsewhere releases owner's lease on task (under token) as another
+// process of the same store would: through a Service of its own, not
+// through this sidecar, whose streams do not hear of it.
+func releaseElsewhere(t *testing.T, ts *testServer, task, owner string, token int64) {
+	t.Helper()
+	ok, err := leasecore.New(ts.store).Release(t.Context(), leasecore.ReleaseParams{Task: task, Owner: owner, Token: token})
+	if err != nil || !ok {
+		t.Fatalf("release of %s by %s elsewhere: %v, %v; want released", task, owner, ok, err)
+	}
 }
 
 // metricValue returns the value of the sample whose name and labels are

@@ -33,9 +33,21 @@ type stream struct {
 	// credential names the credential the stream acts for: its renewals'
 	// and its release's history events carry it.
 	credential string
+	// seq orders the streams for a hand-over that takes several at once
+	// (streams.handOver), so that two never wait for each other.
+	seq uint64
 
-	started     chan struct{} // closed when start returns; keeper is set if it succeeded
-	releaseOnce sync.Once
+	started chan struct{} // closed when start returns; keeper is set if it succeeded
+	// gate stands between the keeper and the store: a hand-over closes it
+	// so that no renewal is in flight while the lease is released.
+	gate renewGate
+
+	// relMu is held by whoever is ending the stream's lease: the stream
+	// itself (releaseLease: the client hung up, or shutdown) or a release
+	// request of this sidecar that took the lease over (takeOver until
+	// handedOver), so that the lease is released once, by one of them.
+	relMu sync.Mutex
+	gone  bool // under relMu: the lease was released, or handed over: nothing more to release
 
 	mu       sync.Mutex
 	ping     *time.Timer
@@ -58,7 +70,8 @@ func (st *stream) start(conn net.Conn, lease *leasecore.Lease) error {
 		return err
 	}
 	renewer, lead := st.h.renewerFor(lease.TTL)
-	k, err := leasecore.Keep(context.Background(), renewer, lease, leasecore.KeeperConfig{Lead: lead, OnRenew: st.renewed, Credential: st.credential})
+	st.gate.inner = renewer
+	k, err := leasecore.Keep(context.Background(), &st.gate, lease, leasecore.KeeperConfig{Lead: lead, OnRenew: st.renewed, Credential: st.credential})
 	if err != nil {
 		return err
 	}
@@ -96,21 +109,28 @@ func (st *stream) end() {
 }
 
 // releaseLease releases the stream's lease once; a second caller waits for
-// the first release to finish.
+// the first release to finish, and so does a caller while a release
+// request has the lease (takeOver): when that one released it, there is
+// nothing left to do.
 func (st *stream) releaseLease() {
-	st.releaseOnce.Do(func() {
-		ok, err := st.keeper.Release()
-		st.h.metrics.released(ok, err)
-		if ok {
-			st.h.streams.noteRelease()
-		}
-	})
+	st.relMu.Lock()
+	defer st.relMu.Unlock()
+	if st.gone {
+		return
+	}
+	st.gone = true
+	ok, err := st.keeper.Release()
+	st.h.metrics.released(ok, err)
+	if ok {
+		st.h.streams.noteRelease()
+	}
 }
 
 // holds returns the stream's lease while the stream holds it: its start
-// has finished, and its keeper has neither lost the lease, nor been stopped
-// (a release stops it first), nor let its local deadline pass (a loss its
-// timer has yet to report). It asks the store nothing.
+// has finished, no release request is giving the lease up (takeOver), and
+// its keeper has neither lost the lease, nor been stopped (a release stops
+// it first), nor let its local deadline pass (a loss its timer has yet to
+// report). It asks the store nothing.
 func (st *stream) holds() (leasecore.Lease, bool) {
 	select {
 	case <-st.started:
@@ -118,10 +138,67 @@ func (st *stream) holds() (leasecore.Lease, bool) {
 		return leasecore.Lease{}, false // still sending the acquired event
 	}
 	k := st.keeper
-	if k == nil || k.Context().Err() != nil || !time.Now().Before(k.Deadline()) {
+	if k == nil || k.Context().Err() != nil || st.gate.closed() || !time.Now().Before(k.Deadline()) {
 		return leasecore.Lease{}, false
 	}
 	return k.Lease(), true
+}
+
+// takeOver readies the stream for a release of its lease by a request of
+// this sidecar (POST …/release or …/revoke), when the stream holds the
+// lease under owner (any, when empty) and token (any, when 0): it stops the
+// stream's renewals (the one in flight is cancelled and waited for, so that
+// none reaches the store after the release is sent) and keeps the lease
+// from the stream's own release until handedOver says how the request's
+// release went. It reports whether it took the lease over; a stream still
+// sending its acquired event is waited for.
+func (st *stream) takeOver(owner string, token int64) bool {
+	<-st.started
+	if st.keeper == nil {
+		return false // its start failed: the keepalive handler releases its lease
+	}
+	st.relMu.Lock()
+	l := st.keeper.Lease()
+	if st.gone || st.keeper.Context().Err() != nil || (owner != "" && l.Owner != owner) || (token != 0 && l.Token != token) {
+		st.relMu.Unlock()
+		return false
+	}
+	st.gate.close()
+	return true
+}
+
+// handOff is how the release of a lease that streams handed over went,
+// and what each of them says.
+type handOff struct {
+	// err: the release failed (the store did not answer): the streams
+	// renew again, as though it had not been asked.
+	err error
+	// ended: the release ended the streams' lease; otherwise it was not
+	// live any more (lost, or ended elsewhere).
+	ended bool
+	// event is the streams' last event when the release ended their lease.
+	event []byte
+	// gone is the lost event's detail when it had not.
+	gone string
+}
+
+// handedOver ends the stream after a release of its lease that it handed
+// over (takeOver): its keeper stopped, its last event, its connection
+// closed; or, when the release failed, lets it renew again.
+func (st *stream) handedOver(o handOff) {
+	defer st.relMu.Unlock()
+	if o.err != nil {
+		st.gate.open()
+		return
+	}
+	st.gone = true
+	_ = st.keeper.Stop() // waits for a renewed event it was writing
+	if o.ended {
+		_ = st.write(o.event)
+	} else {
+		_ = st.write(mustEvent("lost", api.KeepaliveLost{Reason: api.KeepaliveLostReasonNotHeld, Detail: o.gone}))
+	}
+	st.close()
 }
 
 // renewed is the keeper's OnRenew: tell the client.
@@ -142,6 +219,89 @@ func (st *stream) keeperEnded() {
 	st.h.metrics.renewed(lost)
 	_ = st.write(mustEvent("lost", lostEvent(lost)))
 	st.close()
+}
+
+// renewGate is the Renewer a stream's keeper renews through: the store's
+// (inner), with a gate that a hand-over closes (takeOver). A closed gate
+// cancels the renewal in flight and waits for it to return; later renewals
+// wait at the gate until it opens again (the release failed) or the keeper
+// stops (the lease was released). A renewal cancelled there is one the
+// keeper tries again; one already sent in a batch may reach the store
+// after the release, which refuses it (a renewal never revives a released
+// lease) to nobody: no event, no count.
+type renewGate struct {
+	inner leasecore.Renewer
+
+	mu     sync.Mutex
+	shut   chan struct{}      // non-nil while the gate is closed; closed when it opens
+	cancel context.CancelFunc // cancels the renewal in flight; nil when none
+	done   chan struct{}      // closed when the renewal in flight returns
+}
+
+var _ leasecore.Renewer = (*renewGate)(nil)
+
+// Renew waits while the gate is closed, then renews through inner.
+func (g *renewGate) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.Lease, error) {
+	g.mu.Lock()
+	for g.shut != nil {
+		shut := g.shut
+		g.mu.Unlock()
+		select {
+		case <-shut:
+		case <-ctx.Done():
+			return nil, leasecore.Unavailable("renew", ctx.Err())
+		}
+		g.mu.Lock()
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	g.cancel, g.done = cancel, done
+	g.mu.Unlock()
+
+	lease, err := g.inner.Renew(rctx, p)
+
+	g.mu.Lock()
+	cancel()
+	g.cancel, g.done = nil, nil
+	close(done)
+	g.mu.Unlock()
+	return lease, err
+}
+
+// Release passes through: the keeper releases after it has stopped.
+func (g *renewGate) Release(ctx context.Context, p leasecore.ReleaseParams) (bool, error) {
+	return g.inner.Release(ctx, p)
+}
+
+// close shuts the gate and returns once no renewal is in flight.
+func (g *renewGate) close() {
+	g.mu.Lock()
+	if g.shut == nil {
+		g.shut = make(chan struct{})
+	}
+	cancel, done := g.cancel, g.done
+	g.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// open lets renewals through again.
+func (g *renewGate) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shut != nil {
+		close(g.shut)
+		g.shut = nil
+	}
+}
+
+// closed says whether the gate is shut (a release of the lease is under way).
+func (g *renewGate) closed() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.shut != nil
 }
 
 // shutdown releases the lease first, then says so, then closes the stream.

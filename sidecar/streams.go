@@ -1,8 +1,10 @@
 package sidecar
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -13,7 +15,8 @@ import (
 const DefaultMaxStreams = 20000
 
 // streams is the sidecar's book of keepalive streams: a cap on how many run
-// at once, the streams holding leases (to release them at shutdown), and a
+// at once, the streams holding leases (to release them at shutdown, and to
+// hand a lease over to a release request of this sidecar: handOver), and a
 // wake-up for streams waiting on a held task whenever this sidecar releases
 // a lease.
 type streams struct {
@@ -25,6 +28,7 @@ type streams struct {
 	released chan struct{}        // closed (and replaced) on every local release
 	held     map[*stream]struct{} // streams holding a lease, from just before the hijack until they end
 	running  sync.WaitGroup       // one per stream in held
+	seq      uint64               // the last stream.seq given
 }
 
 func newStreams(max int) *streams {
@@ -81,9 +85,40 @@ func (s *streams) add(st *stream) bool {
 		return false
 	default:
 	}
+	s.seq++
+	st.seq = s.seq
 	s.held[st] = struct{}{}
 	s.running.Add(1)
 	return true
+}
+
+// handOver hands the lease on task that this sidecar's streams hold under
+// owner (any owner when empty) and token (any when 0) over to a release
+// request, before the request asks the store: each such stream stops
+// renewing (stream.takeOver) and no longer counts for held-here. It
+// returns them; the caller releases the lease, then tells each how that
+// went (stream.handedOver), which ends them with their last event, or
+// lets them renew again when the release failed. Several streams of one
+// owner may hold the same lease (a second keepalive of the same owner
+// refreshes the first's); they are taken in the order they were booked,
+// so that two hand-overs never wait for each other.
+func (s *streams) handOver(task, owner string, token int64) []*stream {
+	s.mu.Lock()
+	var found []*stream
+	for st := range s.held {
+		if st.task == task {
+			found = append(found, st)
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(found, func(a, b *stream) int { return cmp.Compare(a.seq, b.seq) })
+	taken := found[:0]
+	for _, st := range found {
+		if st.takeOver(owner, token) {
+			taken = append(taken, st)
+		}
+	}
+	return taken
 }
 
 // remove strikes an ended stream from the book.

@@ -11,13 +11,15 @@
 // the keepalive stream GET /v1/leases/{task}/keepalive?owner=O&ttl_ms=N and
 // holds it open while the command runs. The sidecar renews the lease and
 // reports each renewal as an `event: renewed`; closing the connection is the
-// release. leaserun keeps its own local deadline, from a monotonic clock: the
-// moment it read the last `acquired` or `renewed` event plus that event's
-// ttl_remaining_ms. The lease counts as lost when that deadline passes with no
-// newer renewal (the sidecar froze, or the network did), when the stream ends
-// or fails, or when the sidecar sends `lost` or `released` (it is shutting
-// down and released first). `: ping` comments keep the connection alive but
-// prove nothing, so they never move the deadline.
+// release. leaserun keeps its own local deadline, from a monotonic clock,
+// that errs early (the Go client's Holder.Deadline): the send time of the
+// keepalive request, and after each renewal of a GET /v1/leases/{task}
+// confirming it, plus the ttl_remaining_ms answered to it. The lease counts
+// as lost when that deadline nears with no newer renewal confirmed (the
+// sidecar froze, or the network did), when the stream ends or fails, or
+// when the sidecar sends `lost` or `released` (it is shutting down and
+// released first). `: ping` comments keep the connection alive but prove
+// nothing, so they never move the deadline.
 //
 // With --store it needs no sidecar: it claims through leasecore directly and
 // a leasecore.Keeper renews the lease every ttl × 0.4 and reports its loss.
@@ -56,9 +58,13 @@
 // command's process group; leasehold run waits for the command, releases the
 // lease, and exits with the command's status.
 //
-// When the lease is lost while the command runs, the command's process group
-// gets SIGTERM, and SIGKILL if the command has not exited after --grace
-// (default 10 s). Once the command has exited, whatever is left of its group
+// The command is dead before the store could grant its task to anyone
+// else: its process group gets SIGKILL at the local deadline less a margin
+// (ttl/10, from 10 ms to 2 s), and SIGTERM a grace before that (--grace,
+// default 10 s, cut to a quarter of the ttl). When the lease is reported
+// lost sooner (a refused renewal, the stream's end), the group gets SIGTERM
+// at once and SIGKILL after --grace or at the deadline less the margin,
+// whichever comes first. Once the command has exited, whatever is left of its group
 // gets SIGKILL: nothing started under a lost lease outlives leasehold run.
 // The exit status is then 70, whatever the command returned: its work may
 // have overlapped another holder's.

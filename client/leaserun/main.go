@@ -81,7 +81,7 @@ func parse(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	fs.DurationVar(&cfg.Wait, "wait", 0, "how long (a `duration`) to wait for a held task before giving up with status 75")
 	fs.DurationVar(&cfg.OncePer, "once-per", 0, "scheduled-job mode: run at most once per `period` across replicas; the others exit 79 (skipped)")
 	fs.DurationVar(&cfg.MinHold, "min-hold", 0, "keep the task from every claimant for at least this `duration` after the lease's acquisition, even once the command has ended")
-	fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "after SIGTERM on a lost lease, how long (a `duration`) before SIGKILL")
+	fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "after SIGTERM on a lost lease, how long (a `duration`, at most a quarter of the ttl) before SIGKILL; SIGKILL comes at the local deadline less ttl/10 in any case")
 	fs.StringVar(&cfg.TokenFile, "token-file", "", "`path` of a file holding the sidecar's bearer token (--addr only)")
 	printUsage := func(w io.Writer) {
 		fmt.Fprint(w, usageHead)

@@ -68,7 +68,8 @@ type Config struct {
 	// it and when; the next period's fires find the task free. Exclusive
 	// with MinHold and Wait.
 	OncePer time.Duration
-	// Grace is the time between SIGTERM and SIGKILL when the lease is lost.
+	// Grace is the time between SIGTERM and SIGKILL when the lease is lost,
+	// at most a quarter of the ttl (see stopTimes).
 	Grace time.Duration
 	// Command is the program and its arguments; a name without a slash is
 	// looked up in PATH.
@@ -172,6 +173,9 @@ type hold interface {
 	// lost is closed when the lease is lost; cause then says why.
 	lost() <-chan struct{}
 	cause() error
+	// deadline is the local deadline: the store cannot grant the task to
+	// anyone else before it (it errs early). It only moves later.
+	deadline() time.Time
 	// release stops keeping the lease and gives it back (unless it was
 	// lost) with the run's outcome (nil: none, the command never ran),
 	// releasing every resource of the hold. It reports false when the
@@ -335,14 +339,26 @@ func supervise(ctx context.Context, cfg *Config, h hold, log *slog.Logger) int {
 
 	lost := h.lost()
 	ctxDone := ctx.Done()
-	var grace *time.Timer
-	defer func() {
-		if grace != nil {
-			grace.Stop()
+	// The command must be dead before the lease could be granted to anyone
+	// else: SIGKILL at the local deadline less a margin, SIGTERM a grace
+	// before that, whatever the sidecar says or fails to say. killAt is
+	// fixed once the command is being stopped.
+	margin, grace := stopTimes(lease.TTL, cfg.Grace)
+	termAt := func() time.Time {
+		if !deadlineKills {
+			return time.Now().Add(time.Hour)
 		}
-	}()
-	var kill <-chan time.Time
-	wasLost := false
+		return h.deadline().Add(-margin - grace)
+	}
+	timer := time.NewTimer(time.Until(termAt()))
+	defer timer.Stop()
+	var killAt time.Time // zero until the command is being stopped
+	killed, wasLost := false, false
+	stop := func(kill time.Time) {
+		wasLost, killAt = true, kill
+		c.signal(syscall.SIGTERM)
+		timer.Reset(time.Until(killAt))
+	}
 	for {
 		select {
 		case <-c.done:
@@ -358,17 +374,35 @@ func supervise(ctx context.Context, cfg *Config, h hold, log *slog.Logger) int {
 			released, err := h.release(c.outcome(start, false))
 			logReleased(log, lease, released, err, "exit", code)
 			return code
+		case <-timer.C:
+			switch {
+			case killAt.IsZero():
+				if t := termAt(); time.Now().Before(t) {
+					timer.Reset(time.Until(t)) // a renewal was confirmed meanwhile
+					continue
+				}
+				kill := h.deadline().Add(-margin)
+				log.Error("lost", "task", lease.Task, "token", lease.Token,
+					"err", fmt.Errorf("lease on %q: %w (in %s): the command must be dead before it", lease.Task, leasecore.ErrLocalDeadline, time.Until(h.deadline()).Round(time.Millisecond)),
+					"action", "SIGTERM to the command", "grace", time.Until(kill).Round(time.Millisecond).String())
+				stop(kill)
+			case !killed:
+				killed = true
+				log.Warn("command still running at the lease's deadline less its margin: SIGKILL", "task", lease.Task, "margin", margin.String())
+				c.signal(syscall.SIGKILL)
+			}
 		case <-lost:
-			lost, wasLost = nil, true
+			lost = nil
+			if !killAt.IsZero() {
+				continue // already stopping, by the deadline
+			}
+			kill := time.Now().Add(cfg.Grace)
+			if d := h.deadline().Add(-margin); deadlineKills && d.Before(kill) {
+				kill = d
+			}
 			log.Error("lost", "task", lease.Task, "token", lease.Token, "err", h.cause(),
-				"action", "SIGTERM to the command", "grace", cfg.Grace.String())
-			c.signal(syscall.SIGTERM)
-			grace = time.NewTimer(cfg.Grace)
-			kill = grace.C
-		case <-kill:
-			kill = nil
-			log.Warn("command still running after the grace period: SIGKILL", "task", lease.Task, "grace", cfg.Grace.String())
-			c.signal(syscall.SIGKILL)
+				"action", "SIGTERM to the command", "grace", max(time.Until(kill), 0).Round(time.Millisecond).String())
+			stop(kill)
 		case sig := <-cfg.Signals:
 			log.Info("forwarding signal", "signal", sig.String())
 			if s, ok := sig.(syscall.Signal); ok {
@@ -380,6 +414,22 @@ func supervise(ctx context.Context, cfg *Config, h hold, log *slog.Logger) int {
 			c.signal(syscall.SIGTERM)
 		}
 	}
+}
+
+// deadlineKills is whether supervise stops the command by the lease's
+// local deadline. Only the chaos checker's mutant build turns it off, to
+// show that waiting for the sidecar's word lets a command outlive its
+// lease.
+var deadlineKills = true
+
+// stopTimes are the margin before the local deadline at which a command
+// still running gets SIGKILL, and the grace before that at which it gets
+// SIGTERM: the margin is ttl/10, from 10 ms to 2 s (it covers the kill
+// itself and the clocks' drift over a ttl); the grace is --grace, cut to a
+// quarter of the ttl so that it fits inside the lease.
+func stopTimes(ttl, grace time.Duration) (margin, fit time.Duration) {
+	margin = min(max(ttl/10, 10*time.Millisecond), 2*time.Second)
+	return margin, min(grace, ttl/4)
 }
 
 func logReleased(log *slog.Logger, lease leasecore.Lease, released bool, err error, attrs ...any) {

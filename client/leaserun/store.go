@@ -34,13 +34,15 @@ func acquireStore(ctx context.Context, cfg *Config, log *slog.Logger) (hold, err
 	svc := leasecore.New(store, leasecore.WithInterceptor(cli.MigrateHint))
 	p := leasecore.ClaimParams{Task: cfg.Task, Owner: cfg.Owner, TTL: cfg.TTL, MinHold: cfg.minHold()}
 	h, err := claimWaiting(ctx, cfg, log, func(ctx context.Context, _ time.Duration) (hold, error) {
+		sent := time.Now()
 		lease, err := svc.Claim(ctx, p)
 		if err != nil {
 			return nil, err
 		}
 		// The keeper outlives ctx, which ends with a signal: the lease is
-		// held until the command has exited.
-		k, err := leasecore.Keep(context.WithoutCancel(ctx), svc, lease, leasecore.KeeperConfig{TTL: lease.TTL})
+		// held until the command has exited. Its deadline counts from the
+		// claim's send time, so it errs early.
+		k, err := leasecore.Keep(context.WithoutCancel(ctx), svc, lease, leasecore.KeeperConfig{TTL: lease.TTL, ClaimSent: sent})
 		if err != nil {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leasecore.DefaultOpTimeout)
 			defer cancel()
@@ -62,6 +64,8 @@ func (h *storeHold) lease() leasecore.Lease { return h.k.Lease() }
 func (h *storeHold) lost() <-chan struct{} { return h.k.Done() }
 
 func (h *storeHold) cause() error { return h.k.Err() }
+
+func (h *storeHold) deadline() time.Time { return h.k.Deadline() }
 
 func (h *storeHold) release(run *leasecore.RunOutcome) (bool, error) {
 	released, err := h.k.ReleaseRun(run)

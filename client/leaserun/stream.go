@@ -43,6 +43,8 @@ func (s streamHold) lost() <-chan struct{} { return s.h.Lost() }
 
 func (s streamHold) cause() error { return s.h.Err() }
 
+func (s streamHold) deadline() time.Time { return s.h.Deadline() }
+
 // release gives the lease back with the run's outcome, which the history
 // keeps, then closes the stream (Holder.ReleaseRun). Without an outcome it
 // only closes the stream, which is how a client releases: the sidecar does

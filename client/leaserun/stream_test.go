@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,9 +42,18 @@ const srv0 = ""
 var releases sync.Map // string → chan map[string]any
 
 // withRelease answers POST …/release with released: true, keeping its
-// body for releaseBody, and passes every other request to handler.
+// body for releaseBody, answers the holder's confirmations
+// (GET /v1/leases/{task}) 503 unavailable, so that the local deadline stays
+// where the stream's request put it, and passes every other request to
+// handler.
 func withRelease(key string, handler http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/leases/") && !strings.HasSuffix(r.URL.Path, "/keepalive") {
+			answer(w, http.StatusServiceUnavailable, "application/problem+json", map[string]any{
+				"type": "urn:leasehold:problem:unavailable", "title": "Lease store unavailable", "status": 503,
+				"detail": "the fake sidecar has no store"})
+			return
+		}
 		if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/release") {
 			handler(w, r)
 			return
@@ -450,4 +460,45 @@ func TestSidecarSignalForwarded(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the stream was not closed after the command exited")
 	}
+}
+
+// TestSidecarFrozenChildDiesFirst: a sidecar that stops confirming anything
+// (frozen: the stream stays open, no renewal, no loss) cannot keep a child
+// that ignores SIGTERM alive past the lease: leasehold run kills it by its
+// local deadline, which counts from when the stream was asked for, however
+// long --grace is. The child writes the time every few milliseconds; its
+// last write comes before the latest moment the store's lease could end.
+func TestSidecarFrozenChildDiesFirst(t *testing.T) {
+	t.Parallel()
+	asked := make(chan time.Time, 1)
+	addr := fakeSidecar(t, func(w http.ResponseWriter, r *http.Request) {
+		asked <- time.Now()
+		owner := r.URL.Query().Get("owner")
+		beginStream(w)
+		sendEvent(w, "acquired", leaseData("nightly", owner, 3, time.Second, time.Second))
+		<-r.Context().Done() // frozen: not even a ping
+	})
+	out := filepath.Join(t.TempDir(), "times")
+	r := start(t, Config{
+		Addr: addr, Task: "nightly", Owner: "w1", TTL: time.Second, Grace: time.Minute,
+		Command: shell(`trap '' TERM; while :; do date +%s%N >> "$1"; sleep 0.005; done`, out),
+	})
+	r.expect(t, exitcode.Lost)
+	expiry := (<-asked).Add(time.Second) // the lease ends no later than this
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(string(data))
+	if len(lines) == 0 {
+		t.Fatal("the child wrote nothing")
+	}
+	ns, err := strconv.ParseInt(lines[len(lines)-1], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := time.Unix(0, ns); !last.Before(expiry) {
+		t.Errorf("the child wrote at %s, after the lease's end %s", last.Format(time.StampMicro), expiry.Format(time.StampMicro))
+	}
+	r.logHas(t, "SIGKILL")
 }

@@ -143,6 +143,22 @@ func (c *client) claim(ctx context.Context, v *verbFlags) (*api.Lease, *api.Clai
 	return &a, nil, nil
 }
 
+func (c *client) renew(ctx context.Context, v *verbFlags) (*api.Lease, *api.RenewLost, error) {
+	if c.err != nil {
+		return nil, nil, c.err
+	}
+	l, err := c.lc.Renew(ctx, lhclient.RenewParams{Task: v.task, Owner: v.owner, TTL: v.ttl, Token: v.token, Note: renewNote(v)})
+	var lost *leasecore.LostError
+	switch {
+	case errors.As(err, &lost):
+		return nil, renewLost(lost), nil
+	case err != nil:
+		return nil, nil, c.fail(err)
+	}
+	a := api.FromLease(l)
+	return &a, nil, nil
+}
+
 func (c *client) release(ctx context.Context, v *verbFlags) (bool, error) {
 	if c.err != nil {
 		return false, c.err

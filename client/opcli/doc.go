@@ -6,6 +6,7 @@
 //	leasehold list [--prefix P]
 //	leasehold history TASK [--limit N]
 //	leasehold claim TASK [--ttl 30s] [--owner O] [--note N]
+//	leasehold renew TASK --owner O [--ttl D] [--token N] [--note N]
 //	leasehold release TASK --owner O [--token N]
 //	leasehold release TASK --force [--token N]
 //	leasehold watch [--prefix P] [--since N]
@@ -52,7 +53,7 @@
 //
 // Over a sidecar, the verbs ask through the Go client (package client),
 // which maps each answer to an outcome; this package maps outcomes to exit
-// statuses. Each answer to status, get, list, history, claim, release,
+// statuses. Each answer to status, get, list, history, claim, renew, release,
 // tasks and policies must be one that openapi.yaml (as built into this binary)
 // declares for the request: a declared status, Content-Type and a body
 // matching the schema (but not its patterns: a task named under an older

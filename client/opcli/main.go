@@ -28,6 +28,9 @@ const Usage = `  leasehold status  [CONN]            the sidecar's build, store,
                                       the task's events, newest first
   leasehold claim   TASK [--ttl 30s] [--owner O] [--note N] [CONN]
                                       claim once and print the lease (75 when held)
+  leasehold renew   TASK --owner O [--ttl D] [--token N] [--note N] [CONN]
+                                      renew once and print the lease (70 when lost);
+                                      --note replaces the lease's note, omitted keeps it
   leasehold release TASK --owner O [--token N] [CONN]
                                       release (70 when O did not hold it)
   leasehold release TASK --force [--token N] [CONN]
@@ -150,6 +153,9 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	// renew: a --note given (even --note "") replaces the lease's note;
+	// none keeps it.
+	v.noteGiven = set["note"]
 	if set["addr"] && set["store"] {
 		return usageError("%s and %s are exclusive: ask a sidecar, or the store itself", cli.EnvName("addr"), cli.EnvName("store"))
 	}
@@ -171,7 +177,7 @@ func Main(ctx context.Context, verb string, args []string, getenv func(string) s
 		if _, err := storeurl.Parse(o.store); err != nil {
 			return usageError("--store: %v", err) // the value is not quoted: it may hold a password
 		}
-		write := verb == "claim" || verb == "release" || strings.HasSuffix(verb, " declare") || strings.HasSuffix(verb, " remove")
+		write := verb == "claim" || verb == "renew" || verb == "release" || strings.HasSuffix(verb, " declare") || strings.HasSuffix(verb, " remove")
 		sb, err := openStore(ctx, o.store, write)
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %s\n", name, message(storeWords(err)))
@@ -216,12 +222,16 @@ type verbFlags struct {
 	minHold time.Duration // claim, tasks declare: --min-hold
 	owner   string
 	note    string
-	token   int64
-	since   int64
-	force   bool
+	// noteGiven: --note was on the command line (renew sends it only then).
+	noteGiven bool
+	token     int64
+	since     int64
+	force     bool
 	// release: the verb is release, which needs --owner or --force.
 	release bool
-	cat     catalogFlags // tasks and policies
+	// renew: the verb is renew, which needs --owner.
+	renew bool
+	cat   catalogFlags // tasks and policies
 }
 
 // defaultHistoryLimit is how many events history prints without --limit,
@@ -248,6 +258,13 @@ func (v *verbFlags) register(verb string, fs *flag.FlagSet) (func(context.Contex
 		fs.StringVar(&v.note, "note", "", "a `note` kept with the lease")
 		fs.DurationVar(&v.minHold, "min-hold", 0, "keep the task from every claimant for at least this `duration` after acquisition, even once released (default: the task's declared hold, else none)")
 		return runClaim, true, true
+	case "renew":
+		fs.StringVar(&v.owner, "owner", "", "`owner` that holds the lease (required; `leasehold get TASK` shows it)")
+		fs.DurationVar(&v.ttl, "ttl", 0, "the lease's new `ttl`, from 100ms to 24h (default: the lease's current ttl)")
+		fs.Int64Var(&v.token, "token", 0, "fencing `token` the lease must have (default: any)")
+		fs.StringVar(&v.note, "note", "", "a `note` that replaces the lease's (--note \"\" clears it; default: the lease's note is kept)")
+		v.renew = true
+		return runRenew, true, true
 	case "release":
 		fs.StringVar(&v.owner, "owner", "", "`owner` that holds the lease (required without --force; `leasehold get TASK` shows it)")
 		fs.Int64Var(&v.token, "token", 0, "fencing `token` the lease must have (default: any)")
@@ -289,6 +306,14 @@ func (v *verbFlags) check(set map[string]bool) error {
 		return fmt.Errorf("--owner is required: the owner that holds the lease (`leasehold get %s` shows it); "+
 			"or --force to end whoever holds it (needs the admin right)", v.task)
 	}
+	if set["note"] {
+		if err := leasecore.ValidateNote(v.note); err != nil {
+			return fmt.Errorf("--note: %s", cli.Rule(err))
+		}
+	}
+	if v.renew && v.owner == "" {
+		return fmt.Errorf("--owner is required: the owner that holds the lease (`leasehold get %s` shows it)", v.task)
+	}
 	if set["token"] && v.token < 1 {
 		return fmt.Errorf("--token %d: must be a fencing token, 1 or more", v.token)
 	}
@@ -320,6 +345,9 @@ type backend interface {
 	history(ctx context.Context, task string, limit int) ([]api.Event, error)
 	// claim returns the lease, or (for a held task) what the API answers.
 	claim(ctx context.Context, v *verbFlags) (*api.Lease, *api.ClaimHeld, error)
+	// renew returns the renewed lease, or (for a lease not held) what the
+	// API answers.
+	renew(ctx context.Context, v *verbFlags) (*api.Lease, *api.RenewLost, error)
 	release(ctx context.Context, v *verbFlags) (bool, error)
 	// revoke ends the task's live lease whoever holds it (under v.token
 	// when given), as an operator, and returns the lease it ended, nil

@@ -153,6 +153,22 @@ func (s *storeBackend) claim(ctx context.Context, v *verbFlags) (*api.Lease, *ap
 	return &out, nil, nil
 }
 
+func (s *storeBackend) renew(ctx context.Context, v *verbFlags) (*api.Lease, *api.RenewLost, error) {
+	if err := leasecore.CheckClientTask(v.task); err != nil {
+		return nil, nil, err
+	}
+	l, err := s.svc.Renew(ctx, leasecore.RenewParams{Task: v.task, Owner: v.owner, TTL: v.ttl, Token: v.token, Note: renewNote(v)})
+	var lost *leasecore.LostError
+	if errors.As(err, &lost) {
+		return nil, renewLost(lost), nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	out := api.FromLease(l)
+	return &out, nil, nil
+}
+
 func (s *storeBackend) release(ctx context.Context, v *verbFlags) (bool, error) {
 	if err := leasecore.CheckClientTask(v.task); err != nil {
 		return false, err

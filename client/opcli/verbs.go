@@ -187,6 +187,44 @@ func runClaim(ctx context.Context, b backend, o *options, v *verbFlags) error {
 	return nil
 }
 
+func runRenew(ctx context.Context, b backend, o *options, v *verbFlags) error {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	lease, lost, err := b.renew(ctx, v)
+	if err != nil {
+		return err
+	}
+	if lost != nil {
+		if o.json {
+			if err := printJSON(o.stdout, lost); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(o.stdout, "%s: not renewed: %s (%s)\n", v.task, display(lost.Detail), lost.Reason)
+		}
+		return told(exitcode.Lost, fmt.Errorf("task %q not renewed: %s", v.task, lost.Reason))
+	}
+	if o.json {
+		return printJSON(o.stdout, api.Renewed{Renewed: true, Lease: *lease})
+	}
+	printLease(o.stdout, lease)
+	return nil
+}
+
+// renewNote is the note a renew sends: --note's when given, else none
+// (the lease keeps its note).
+func renewNote(v *verbFlags) *string {
+	if !v.noteGiven {
+		return nil
+	}
+	return new(v.note)
+}
+
+// renewLost is the API's answer to a renewal refused with le.
+func renewLost(le *leasecore.LostError) *api.RenewLost {
+	return &api.RenewLost{Renewed: api.RenewLostRenewedFalse, Reason: api.RenewLostReason(le.Reason), Detail: le.Error()}
+}
+
 func runRelease(ctx context.Context, b backend, o *options, v *verbFlags) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()

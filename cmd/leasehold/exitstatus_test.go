@@ -65,6 +65,8 @@ func TestExitStatusTable(t *testing.T) {
 		{"get without TASK", []string{"get", "--addr", plain}, exitcode.Usage},
 		{"claim bad --ttl", []string{"claim", "t", "--ttl", "1ms", "--addr", plain}, exitcode.Usage},
 		{"list bad --addr", []string{"list", "--addr", "ftp://x"}, exitcode.Usage},
+		{"fence sql without --dialect", []string{"fence", "sql"}, exitcode.Usage},
+		{"fence install without --db", []string{"fence", "install"}, exitcode.Usage},
 
 		{"migrate unopenable store", []string{"migrate", "--store", "sqlite:" + filepath.Join(dir, "missing", "x.db")}, exitcode.Unavailable},
 		{"serve unopenable store", []string{"serve", "--listen", "127.0.0.1:0", "--store", "sqlite:" + filepath.Join(dir, "missing", "x.db")}, exitcode.Unavailable},
@@ -72,6 +74,7 @@ func TestExitStatusTable(t *testing.T) {
 		{"watch not a sidecar", []string{"watch", "--addr", html.URL}, exitcode.Unavailable},
 		{"run not a sidecar", []string{"run", "--task", "t", "--addr", html.URL, "--", "true"}, exitcode.Unavailable},
 		{"get store file missing", []string{"get", "t", "--store", "sqlite:" + filepath.Join(dir, "none.db")}, exitcode.Unavailable},
+		{"fence install database file missing", []string{"fence", "install", "--db", "sqlite:" + filepath.Join(dir, "none.db")}, exitcode.Unavailable},
 
 		{"release by another owner", []string{"release", "nightly", "--owner", "w2", "--addr", plain}, exitcode.Lost},
 

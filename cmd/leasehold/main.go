@@ -10,7 +10,9 @@
 //	leasehold prune   [--store URL] [--log-format text|json]
 //	leasehold run     [--addr URL | --store URL] --task T [--ttl 30s] [--owner O]
 //	                  [--wait 0s] [--grace 10s] -- COMMAND [ARG...]
-//	leasehold status | get TASK | list | history TASK | claim TASK | release TASK | watch
+//	leasehold fence sql --dialect postgres|sqlite
+//	leasehold fence install --db URL
+//	leasehold status | get TASK | list | history TASK | claim TASK | renew TASK | release TASK | watch
 //	                  [--addr URL | --store URL] [--token-file PATH] [--json]
 //	leasehold version [--json]
 //
@@ -40,6 +42,7 @@ import (
 	"github.com/leasehold/leasehold/client/opcli"
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/exitcode"
+	"github.com/leasehold/leasehold/internal/fencecli"
 	"github.com/leasehold/leasehold/internal/version"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
 	"github.com/leasehold/leasehold/sidecar"
@@ -70,6 +73,8 @@ Usage:
                     [--wait 0s] [--grace 10s] [--token-file PATH] -- COMMAND [ARG...]
                     run COMMAND while holding the lease on task T
 
+Fencing at the resource, in the database your job writes to (docs/guarantees.md):
+` + fencecli.Usage + `
 Operator commands, against a sidecar (--addr, the default) or a store (--store);
 human-readable, or the API's JSON with --json:
 ` + opcli.Usage + `
@@ -117,7 +122,11 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return credentials(rest, os.Stdin, stdout, stderr)
 	case "run":
 		return leaserun.Main(context.Background(), rest, getenv, os.Stdin, stdout, stderr)
-	case "status", "get", "list", "history", "claim", "release", "watch", "tasks", "policies":
+	case "fence":
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return fencecli.Main(ctx, rest, getenv, stdout, stderr)
+	case "status", "get", "list", "history", "claim", "renew", "release", "watch", "tasks", "policies":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
 		return opcli.Main(ctx, verb, rest, getenv, stdout, stderr)

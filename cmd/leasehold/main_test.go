@@ -32,6 +32,13 @@ func TestCommandLine(t *testing.T) {
 	}{
 		{name: "no args", args: nil, code: exitcode.Usage, stderr: "Usage:"},
 		{name: "help", args: []string{"help"}, code: 0, stdout: "leasehold migrate"},
+		{name: "help names fence", args: []string{"help"}, code: 0, stdout: "leasehold fence install --db"},
+		{name: "fence sql", args: []string{"fence", "sql", "--dialect", "postgres"}, code: 0, stdout: "CREATE OR REPLACE FUNCTION leasehold_fence(task text, token bigint)"},
+		{name: "fence sql bad dialect", args: []string{"fence", "sql", "--dialect", "oracle"}, code: exitcode.Usage, stderr: `--dialect must be postgres or sqlite, not "oracle"`},
+		{
+			name: "fence install unreachable", code: exitcode.Unavailable, stderr: "leasehold fence install: cannot reach postgres://u:xxxxx@127.0.0.1:1/db",
+			args: []string{"fence", "install", "--db", "postgres://u:s3cr3t@127.0.0.1:1/db?connect_timeout=1"},
+		},
 		{name: "version", args: []string{"version"}, code: 0, stdout: "leasehold " + version.String() + "\n  commit"},
 		{name: "--version", args: []string{"--version"}, code: 0, stdout: "leasehold " + version.String() + "\n  commit"},
 		{name: "version -h", args: []string{"version", "-h"}, code: 0, stdout: "Usage: leasehold version [--json]"},

@@ -38,8 +38,9 @@ const (
 	// Unavailable: the store or sidecar could not answer, or the server at
 	// --addr is not a leasehold sidecar (EX_UNAVAILABLE).
 	Unavailable = 69
-	// Lost: `run`: the lease was lost while the command ran; `release`:
-	// the owner held no live lease, so nothing was released (EX_SOFTWARE).
+	// Lost: `run`: the lease was lost while the command ran; `renew`: the
+	// owner held no live lease, so nothing was renewed; `release`: the
+	// owner held no live lease, so nothing was released (EX_SOFTWARE).
 	Lost = 70
 	// Held: another owner holds the task (EX_TEMPFAIL).
 	Held = 75
@@ -81,7 +82,7 @@ var Table = []Row{
 	{"1", "any other failure; `get`: the task has no live lease (as `grep`'s 1 for no match)"},
 	{"64", "usage error, for every verb: an unknown verb or flag, a stray argument, a value that breaks its rule (a bad `--addr` or `--ttl`, `serve --listen` off loopback without a token); `run` and the operator commands: an unreadable `--token-file`; or input the sidecar or store refused as invalid (400, 422)"},
 	{"69", "the store or sidecar is unavailable (`serve`, `migrate`: the store cannot be opened; `status`: its store is not ready), or the server at `--addr` did not answer like a leasehold sidecar; `run`: the lease could not be claimed, and the command did not run"},
-	{"70", "`run`: the lease was lost while the command ran, and it was stopped; `release`: that owner (and token) held no live lease, so nothing was released (`release --force`: no live lease, or none under `--token`)"},
+	{"70", "`run`: the lease was lost while the command ran, and it was stopped; `renew`: that owner (and token) held no live lease, so nothing was renewed; `release`: that owner (and token) held no live lease, so nothing was released (`release --force`: no live lease, or none under `--token`)"},
 	{"75", "`run`, `claim`: another owner holds the task (`run`: after `--wait`; the command did not run)"},
 	{"77", "the sidecar refused the credentials, or the caller may not act on the task (reserved `leasehold:…`, or outside its scope; `release --force`: no admin right); `tasks`, `policies`: Terraform manages the declaration"},
 	{"78", "`run`, `claim`: the task is not declared and the sidecar requires declared tasks (`serve --require-declared`); `serve`, `migrate` and the verbs with `--store`: the store's schema is newer than this leasehold can serve (`migrate --status`: it says so)"},

@@ -189,25 +189,28 @@ SELECT l.owner, CASE WHEN ` + live + ` THEN l.expires_at ELSE l.hold_until END,
  WHERE l.task = $1 AND (` + live + ` OR ` + resting + `)`
 
 // renewSQL extends the owner's live lease, checking the token when one is
-// given ($4 > 0). A TTL of 0 ($3) keeps the lease's TTL. An expired or
-// released lease is never matched, so a renewal cannot resurrect it.
-// $1 task, $2 owner, $3 ttl in ms or 0, $4 token or 0. It is renewBatchSQL
-// for a batch of one renewal, which it decides the same way at a lower cost.
+// given ($4 > 0). A TTL of 0 ($3) keeps the lease's TTL, a NULL note ($5)
+// its note. An expired or released lease is never matched, so a renewal
+// cannot resurrect it. $1 task, $2 owner, $3 ttl in ms or 0, $4 token or 0,
+// $5 note or NULL. It is renewBatchSQL for a batch of one renewal, which it
+// decides the same way at a lower cost.
 const renewSQL = `
 UPDATE leasehold_leases AS l
    SET expires_at  = ` + rowNow + ` + (CASE WHEN $3::bigint > 0 THEN $3::bigint ELSE l.ttl_ms END) * interval '1 millisecond',
        ttl_ms      = CASE WHEN $3::bigint > 0 THEN $3::bigint ELSE l.ttl_ms END,
        renewed_at  = ` + rowNow + `,
-       renew_count = l.renew_count + 1
+       renew_count = l.renew_count + 1,
+       note        = COALESCE($5::text, l.note)
  WHERE l.task = $1 AND l.owner = $2 AND ` + live + `
    AND ($4::bigint = 0 OR l.token = $4::bigint)
 RETURNING ` + leaseColumns
 
 // renewBatchSQL extends the owners' live leases of distinct tasks, in one
-// transaction: $1 tasks, $2 owners, $3 ttls in ms or 0, $4 tokens or 0,
-// element i of each array being renewal i. Each renewal is checked on its
-// own: its owner's lease must be live, and carry its token when one is given
-// (> 0); a TTL of 0 keeps the lease's TTL. An expired or released lease is
+// transaction: $1 tasks, $2 owners, $3 ttls in ms or 0, $4 tokens or 0, $5
+// notes or NULL, element i of each array being renewal i. Each renewal is
+// checked on its own: its owner's lease must be live, and carry its token
+// when one is given (> 0); a TTL of 0 keeps the lease's TTL, a NULL note its
+// note. An expired or released lease is
 // never matched, so a renewal cannot resurrect it. It returns a row for each
 // renewal that succeeded, none for a refused one.
 //
@@ -218,8 +221,8 @@ RETURNING ` + leaseColumns
 // locked.
 const renewBatchSQL = `
 WITH locked AS MATERIALIZED (
-    SELECT l.task, r.owner, r.ttl_ms, r.token
-      FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS r(task, owner, ttl_ms, token)
+    SELECT l.task, r.owner, r.ttl_ms, r.token, r.note
+      FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[]) AS r(task, owner, ttl_ms, token, note)
       JOIN leasehold_leases AS l ON l.task = r.task AND l.owner = r.owner
      ORDER BY l.task
        FOR UPDATE OF l
@@ -228,7 +231,8 @@ UPDATE leasehold_leases AS l
    SET expires_at  = ` + rowNow + ` + (CASE WHEN r.ttl_ms > 0 THEN r.ttl_ms ELSE l.ttl_ms END) * interval '1 millisecond',
        ttl_ms      = CASE WHEN r.ttl_ms > 0 THEN r.ttl_ms ELSE l.ttl_ms END,
        renewed_at  = ` + rowNow + `,
-       renew_count = l.renew_count + 1
+       renew_count = l.renew_count + 1,
+       note        = COALESCE(r.note, l.note)
   FROM locked AS r
  WHERE l.task = r.task AND l.owner = r.owner AND ` + live + `
    AND (r.token = 0 OR l.token = r.token)

@@ -220,6 +220,7 @@ type (
 	renewReq struct {
 		task, owner  string
 		ttlMS, token int64
+		note         *string // nil keeps the lease's
 	}
 	releaseReq struct {
 		task, owner        string
@@ -435,7 +436,7 @@ func (s *Store) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.
 	if err := s.checkScope(ctx, op, leasecore.RightHold, p.Task); err != nil {
 		return nil, err
 	}
-	lease, err := s.renewals.do(ctx, renewReq{task: p.Task, owner: p.Owner, ttlMS: p.TTL.Milliseconds(), token: p.Token})
+	lease, err := s.renewals.do(ctx, renewReq{task: p.Task, owner: p.Owner, ttlMS: p.TTL.Milliseconds(), token: p.Token, note: p.Note})
 	if err != nil {
 		return nil, err
 	}
@@ -470,15 +471,16 @@ func (s *Store) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.
 func (s *Store) sendRenewals(ctx context.Context, reqs []renewReq) ([]*leasecore.Lease, error) {
 	if len(reqs) == 1 {
 		r := reqs[0]
-		lease, err := refusedIfNoRow(scanLease(s.pool.QueryRow(ctx, renewSQL, r.task, r.owner, r.ttlMS, r.token)))
+		lease, err := refusedIfNoRow(scanLease(s.pool.QueryRow(ctx, renewSQL, r.task, r.owner, r.ttlMS, r.token, r.note)))
 		return []*leasecore.Lease{lease}, err
 	}
 	tasks, owners := make([]string, len(reqs)), make([]string, len(reqs))
 	ttls, tokens := make([]int64, len(reqs)), make([]int64, len(reqs))
+	notes := make([]*string, len(reqs)) // a nil element is a NULL: the lease's note kept
 	for i, r := range reqs {
-		tasks[i], owners[i], ttls[i], tokens[i] = r.task, r.owner, r.ttlMS, r.token
+		tasks[i], owners[i], ttls[i], tokens[i], notes[i] = r.task, r.owner, r.ttlMS, r.token, r.note
 	}
-	rows, err := s.pool.Query(ctx, renewBatchSQL, tasks, owners, ttls, tokens)
+	rows, err := s.pool.Query(ctx, renewBatchSQL, tasks, owners, ttls, tokens, notes)
 	if err != nil {
 		return nil, err
 	}
@@ -520,7 +522,7 @@ func (s *Store) RenewBatch(ctx context.Context, ps []leasecore.RenewParams) ([]l
 		reqs := make([]renewReq, len(chunk))
 		for j, i := range chunk {
 			p := ps[i]
-			reqs[j] = renewReq{task: p.Task, owner: p.Owner, ttlMS: p.TTL.Milliseconds(), token: p.Token}
+			reqs[j] = renewReq{task: p.Task, owner: p.Owner, ttlMS: p.TTL.Milliseconds(), token: p.Token, note: p.Note}
 		}
 		leases, err := s.renewals.send(ctx, reqs)
 		s.renewals.count(len(reqs))

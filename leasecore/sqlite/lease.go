@@ -435,8 +435,8 @@ func extend(ctx context.Context, st *txStmts, task, owner string, cur current, t
 	return answer{lease: cur.lease(task)}, nil
 }
 
-// Renew extends the owner's live lease (a zero TTL keeps its TTL), or returns
-// *leasecore.LostError with the reason. It never revives an expired lease.
+// Renew extends the owner's live lease (a zero TTL keeps its TTL, a nil note
+// its note), or returns *leasecore.LostError with the reason. It never revives an expired lease.
 // Like Claim, it runs in one of the writer's batches.
 func (s *Store) Renew(ctx context.Context, p leasecore.RenewParams) (*leasecore.Lease, error) {
 	res := s.submit(ctx, "renew", func(ctx context.Context, st *txStmts) (answer, error) {
@@ -523,7 +523,11 @@ func renew(ctx context.Context, st *txStmts, p leasecore.RenewParams) (answer, e
 	if ttl == 0 {
 		ttl = cur.ttlMS
 	}
-	return extend(ctx, st, p.Task, p.Owner, cur, ttl, cur.note, cur.holdUntil)
+	note := cur.note
+	if p.Note != nil {
+		note = *p.Note
+	}
+	return extend(ctx, st, p.Task, p.Owner, cur, ttl, note, cur.holdUntil)
 }
 
 // Release ends the owner's live lease (checking the token when given) and

@@ -268,6 +268,12 @@ func (m *memStore) Renew(ctx context.Context, p leasecore.RenewParams) (*leaseco
 		m.data.mu.Lock()
 	}
 	r.expires, r.ttl, r.renewCount = now.Add(ttl), ttl, count
+	switch {
+	case p.Note != nil && m.mutant != "renewDropsNote":
+		r.note = *p.Note
+	case p.Note == nil && m.mutant == "renewClearsNote":
+		r.note = ""
+	}
 	if m.mutant != "renewKeepsRenewedAt" {
 		r.renewed = now
 	} else {
@@ -495,7 +501,8 @@ func (m *memStore) endCredential(credential string, r *memRow) string {
 // RenewBatch renews ps one after another under the store's checks, as a
 // driver's batch does (the batchSharesCredential mutant sends them all for
 // the first renewal's credential, as a batch statement with one credential
-// parameter would).
+// parameter would; batchDropsNote sends them without their notes, as a
+// batch statement that forgot the notes' array would).
 func (m *memStore) RenewBatch(ctx context.Context, ps []leasecore.RenewParams) ([]leasecore.RenewResult, error) {
 	unlock, err := m.begin(ctx, "renew")
 	if err != nil {
@@ -506,6 +513,9 @@ func (m *memStore) RenewBatch(ctx context.Context, ps []leasecore.RenewParams) (
 	for i, p := range ps {
 		if m.mutant == "batchSharesCredential" {
 			p.Credential = ps[0].Credential
+		}
+		if m.mutant == "batchDropsNote" {
+			p.Note = nil
 		}
 		l, err := m.Renew(ctx, p)
 		if errors.Is(err, leasecore.ErrUnavailable) {

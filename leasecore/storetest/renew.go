@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -66,6 +67,96 @@ func (s *suite) testRenewTTL(t *testing.T) {
 			t.Errorf("get after renew with ttl %v: %s, want ttl %v stored", c.give, show(g), c.want)
 		}
 	}
+}
+
+// A renewal that carries a note replaces the lease's note, as a refresh
+// claim's does, up to the note's bound and down to "" (cleared); a renewal
+// without one keeps the note the lease has, whoever set it. A refused
+// renewal's note is not written.
+func (s *suite) testRenewNote(t *testing.T) {
+	task := uniqueTask(t)
+	claimOK(t, s.svc, leasecore.ClaimParams{Task: task, Owner: "a", TTL: time.Minute, Note: "claimed"})
+	full := strings.Repeat("é", leasecore.MaxNoteBytes/2) // 1024 bytes, 512 characters
+	for i, c := range []struct {
+		note *string
+		want string
+	}{
+		{nil, "claimed"},
+		{new("step 2 of 5"), "step 2 of 5"},
+		{nil, "step 2 of 5"},
+		{new(full), full},
+		{nil, full},
+		{new(""), ""},
+		{nil, ""},
+		{new("again"), "again"},
+	} {
+		l := renewOK(t, s.svc, leasecore.RenewParams{Task: task, Owner: "a", Note: c.note})
+		what := "without a note"
+		if c.note != nil {
+			what = fmt.Sprintf("with note %.20q", *c.note)
+		}
+		if l.Note != c.want {
+			t.Errorf("renewal %d %s: note %.20q, want %.20q", i+1, what, l.Note, c.want)
+		}
+		if l.RenewCount != int64(i+1) {
+			t.Errorf("renewal %d %s: renew_count %d, want %d", i+1, what, l.RenewCount, i+1)
+		}
+		checkSame(t, fmt.Sprintf("get after renewal %d", i+1), get(t, s.svc, task), l)
+	}
+	before := get(t, s.svc, task)
+	renewLost(t, s.svc, leasecore.RenewParams{Task: task, Owner: "b", Note: new("not b's to write")}, leasecore.LostHeldByOther)
+	renewLost(t, s.svc, leasecore.RenewParams{Task: task, Owner: "a", Token: before.Token + 1, Note: new("wrong token")}, leasecore.LostTokenMismatch)
+	checkSame(t, "get after refused renewals with notes", get(t, s.svc, task), before)
+}
+
+// A batch renewal carries each renewal's own note: a note replaces its
+// lease's, no note keeps it, a refused renewal writes none, and a task
+// renewed twice in one batch ends with the note of the last renewal that
+// had one.
+func (s *suite) testRenewBatchNotes(t *testing.T) {
+	base := uniqueTask(t)
+	task := func(name string) string { return base + "-" + name }
+	for _, name := range []string{"replaced", "kept", "cleared", "twice"} {
+		claimOK(t, s.svc, leasecore.ClaimParams{Task: task(name), Owner: "a", TTL: time.Minute, Note: "claimed " + name})
+	}
+	other := claimOK(t, s.svc, leasecore.ClaimParams{Task: task("other"), Owner: "b", TTL: time.Minute, Note: "b's"})
+
+	ps := []leasecore.RenewParams{
+		{Task: task("replaced"), Owner: "a", Note: new("replaced in a batch")},
+		{Task: task("kept"), Owner: "a"},
+		{Task: task("cleared"), Owner: "a", Note: new("")},
+		{Task: task("other"), Owner: "a", Note: new("not a's to write")},
+		{Task: task("twice"), Owner: "a", Note: new("first of two")},
+		{Task: task("twice"), Owner: "a"},
+	}
+	got := s.svc.RenewBatch(t.Context(), ps)
+	if len(got) != len(ps) {
+		t.Fatalf("RenewBatch of %d gave %d results", len(ps), len(got))
+	}
+	for i, want := range []string{"replaced in a batch", "claimed kept", "", "", "first of two", "first of two"} {
+		if i == 3 {
+			if got[i].Lease != nil {
+				t.Errorf("renewal of another owner's lease renewed %s, want lost", show(got[i].Lease))
+			} else {
+				mustLost(t, got[i].Err, leasecore.LostHeldByOther)
+			}
+			continue
+		}
+		if got[i].Err != nil || got[i].Lease == nil {
+			t.Fatalf("batch renewal %d (%s): %v, want renewed", i, ps[i].Task, got[i].Err)
+		}
+		if got[i].Lease.Note != want {
+			t.Errorf("batch renewal %d (%s): note %q, want %q", i, ps[i].Task, got[i].Lease.Note, want)
+		}
+	}
+	for _, c := range []struct{ name, want string }{
+		{"replaced", "replaced in a batch"}, {"kept", "claimed kept"}, {"cleared", ""}, {"twice", "first of two"},
+	} {
+		if l := get(t, s.svc, task(c.name)); l == nil || l.Note != c.want {
+			t.Errorf("get %s after the batch: %s, want note %q", c.name, show(l), c.want)
+		}
+	}
+	checkSame(t, "another owner's lease after a refused renewal with a note", get(t, s.svc, task("other")), other)
 }
 
 // A renewal naming the lease's token succeeds.

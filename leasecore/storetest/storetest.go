@@ -17,7 +17,9 @@
 //     (held, with the holder), takeover after expiry and after release, the
 //     default TTL, and 32 concurrent contenders on a free and on an expired
 //     task, on one store and across two stores over the same data;
-//   - renew: extension, TTL kept or changed, the token check, and each lost
+//   - renew: extension, TTL kept or changed, the note replaced by a renewal
+//     that carries one and kept by one that does not (alone and batched),
+//     the token check, and each lost
 //     reason (not_held, expired, held_by_other, token_mismatch), never
 //     resurrecting an expired lease; concurrent renewals each counted once
 //     and never moving the expiry backwards;
@@ -207,6 +209,8 @@ func (s *suite) groups() []group {
 			{"Extends", s.testRenewExtends},
 			{"TTL", s.testRenewTTL},
 			{"WithToken", s.testRenewWithToken},
+			{"Note", s.testRenewNote},
+			{"BatchNotes", s.testRenewBatchNotes},
 			{"TokenMismatch", s.testRenewTokenMismatch},
 			{"HeldByOther", s.testRenewHeldByOther},
 			{"NeverClaimedIsNotHeld", s.testRenewNeverClaimed},

@@ -105,6 +105,9 @@ func badFields() []struct {
 	rows = append(rows,
 		row{"note 1025 bytes", "Note", claimWith(leasecore.ClaimParams{Owner: "a", TTL: time.Minute, Note: strings.Repeat("n", leasecore.MaxNoteBytes+1)})},
 		row{"note invalid UTF-8", "Note", claimWith(leasecore.ClaimParams{Owner: "a", TTL: time.Minute, Note: "bad \xc3\x28"})},
+		row{"renew note 1025 bytes", "Note", renewWith(leasecore.RenewParams{Owner: "a", Note: new(strings.Repeat("n", leasecore.MaxNoteBytes+1))})},
+		row{"renew note invalid UTF-8", "Note", renewWith(leasecore.RenewParams{Owner: "a", Note: new("bad \xc3\x28")})},
+		row{"renew note NUL", "Note", renewWith(leasecore.RenewParams{Owner: "a", Note: new("before\x00after")})},
 		row{"renew token -1", "Token", renewWith(leasecore.RenewParams{Owner: "a", Token: -1})},
 		row{"release token -1", "Token", releaseWith(leasecore.ReleaseParams{Owner: "a", Token: -1})},
 	)
@@ -243,6 +246,7 @@ func (s *suite) testValidationNothingWritten(t *testing.T) {
 	mustInvalid(t, errOf(s.svc.Claim(ctx, leasecore.ClaimParams{Task: task, Owner: "a", TTL: leasecore.MaxTTL + time.Millisecond})), "TTL")
 	mustInvalid(t, errOf(s.svc.Renew(ctx, leasecore.RenewParams{Task: task, Owner: "a", TTL: leasecore.MaxTTL + time.Millisecond})), "TTL")
 	mustInvalid(t, errOf(s.svc.Renew(ctx, leasecore.RenewParams{Task: task, Owner: "a", Token: -a.Token})), "Token")
+	mustInvalid(t, errOf(s.svc.Renew(ctx, leasecore.RenewParams{Task: task, Owner: "a", Note: new(strings.Repeat("n", leasecore.MaxNoteBytes+1))})), "Note")
 	mustInvalid(t, errOf(s.svc.Release(ctx, leasecore.ReleaseParams{Task: task, Owner: "a", Token: -a.Token})), "Token")
 	mustInvalid(t, errOf(s.svc.Release(ctx, leasecore.ReleaseParams{Task: task, Owner: ""})), "Owner")
 	for _, c := range badCredentials {

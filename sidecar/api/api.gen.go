@@ -166,12 +166,15 @@ func (e KeepaliveLostReason) Valid() bool {
 
 // Defines values for KeepaliveReleasedReason.
 const (
+	KeepaliveReleasedReasonRelease  KeepaliveReleasedReason = "release"
 	KeepaliveReleasedReasonShutdown KeepaliveReleasedReason = "shutdown"
 )
 
 // Valid indicates whether the value is a known member of the KeepaliveReleasedReason enum.
 func (e KeepaliveReleasedReason) Valid() bool {
 	switch e {
+	case KeepaliveReleasedReasonRelease:
+		return true
 	case KeepaliveReleasedReasonShutdown:
 		return true
 	default:
@@ -652,10 +655,17 @@ type KeepaliveLostReason string
 
 // KeepaliveReleased Data of a keepalive stream's `released` event.
 type KeepaliveReleased struct {
+	// Reason `shutdown`: the sidecar is shutting down and released the lease. `release`: a
+	// `POST …/release` made to this sidecar (by the stream's client, or a run helper's)
+	// released the stream's lease; the stream stopped renewing before the release was
+	// sent.
 	Reason KeepaliveReleasedReason `json:"reason"`
 }
 
-// KeepaliveReleasedReason defines model for KeepaliveReleased.Reason.
+// KeepaliveReleasedReason `shutdown`: the sidecar is shutting down and released the lease. `release`: a
+// `POST …/release` made to this sidecar (by the stream's client, or a run helper's)
+// released the stream's lease; the stream stopped renewing before the release was
+// sent.
 type KeepaliveReleasedReason string
 
 // Lease A grant of a task to an owner, as the store recorded it.
@@ -675,7 +685,7 @@ type Lease struct {
 	// Example: 2026-12-02T17:34:02.123Z
 	HoldUntil *Timestamp `json:"hold_until,omitempty"`
 
-	// Note The note of the last claim; empty when none was given.
+	// Note The note of the last claim, or of a later renewal that carried one; empty when none was given.
 	Note string `json:"note"`
 
 	// Owner An opaque identity chosen by the client, stable for its process and distinct between
@@ -867,8 +877,14 @@ type RenewLostReason string
 // RenewLostRenewed Always false.
 type RenewLostRenewed bool
 
-// RenewRequest Who renews, the new TTL (the lease's current TTL when omitted), and optionally the token held.
+// RenewRequest Who renews, the new TTL (the lease's current TTL when omitted), optionally the token
+// held, and optionally a new note (the lease's note is kept when omitted).
 type RenewRequest struct {
+	// Note Free text shown to operators; at most 1024 bytes of UTF-8.
+	//
+	// Example: pruning entries
+	Note *Note `json:"note,omitempty"`
+
 	// Owner An opaque identity chosen by the client, stable for its process and distinct between
 	// replicas, e.g. `<hostname>#<pid>#<random>`. 1 to 256 printable characters.
 	//
