@@ -613,7 +613,8 @@ async function* sseEvents(body) {
 
 /**
  * A lease held through an open keepalive stream. `signal` aborts (with a LeaseLostError)
- * when the lease is lost: the sidecar says `lost` or `released` (shutdown), the stream ends,
+ * when the lease is lost: the sidecar says `lost`, or `released` (shutdown, or a release of
+ * this grant by another call through the same sidecar), the stream ends,
  * or the local deadline passes (monotonic time of the last acquired/renewed event plus its
  * ttl_remaining_ms) with no newer event. release() ends it on purpose; the signal then
  * stays unaborted.
@@ -694,7 +695,9 @@ export class KeepaliveHolder {
           this.lose(d.reason ?? "lost", d.detail ?? "the sidecar reported the lease lost");
           return;
         } else if (ev.event === "released") {
-          this.lose(d.reason ?? "released", "the sidecar released the lease (it is shutting down)");
+          // reason shutdown: the sidecar is stopping; release: the lease was released
+          // through this sidecar by another call than this holder's release().
+          this.lose(d.reason ?? "released", `the sidecar released the lease (${d.reason ?? "released"})`);
           return;
         }
       }

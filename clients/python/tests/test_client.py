@@ -245,11 +245,11 @@ class KeepaliveStreams(SidecarTest):
         self.assertIsInstance(ka, Keepalive)
         with ka:
             self.assertFalse(ka.lost.is_set())
-            # Out of band, the same owner releases the stream's lease: the stream's next
-            # renewal is refused and the sidecar says `lost`.
+            # Out of band, the same owner releases the stream's lease through the same
+            # sidecar: the sidecar ends the stream with `released` (reason release).
             self.assertEqual(self.a.release(task, token=ka.token), Released(True))
             self.assertTrue(ka.lost.wait(PATIENCE), "lost not set after the lease was released")
-            self.assertEqual(ka.lost_reason.reason, "not_held")
+            self.assertEqual(ka.lost_reason.reason, "release")
             self.assertFalse(ka.held())
         # Another owner can have it now.
         self.assertIsInstance(self.b.claim(task, ttl_ms=1000), Acquired)
@@ -296,7 +296,7 @@ class RunHelper(SidecarTest):
         self.assertIsInstance(r, Ran)
         self.assertTrue(r.result, "fn was not told the lease was lost")
         self.assertTrue(r.lost.is_set())
-        self.assertEqual(r.reason.reason, "not_held")
+        self.assertEqual(r.reason.reason, "release")
 
     def test_run_on_a_held_task_does_not_call_fn(self):
         task = task_name("run-held")
