@@ -23,7 +23,9 @@ import (
 // on a Unix socket over the same store, a third over the same store that only
 // tests/runs.test.js asks (its /metrics count that file's runs alone), one
 // whose store is down (every lease call 503), and a spare one the suite stops
-// with SIGTERM to see a keepalive holder told of the shutdown.
+// with SIGTERM to see a keepalive holder told of the shutdown; and two
+// PostgreSQL databases of a job's own, one fenced by `leasehold fence install`,
+// for the fence helpers (tests/fence.test.js, through npm's pg).
 func TestTypeScriptClient(t *testing.T) {
 	t.Parallel()
 	node := nodeBin(t, "the TypeScript client's tests")
@@ -52,6 +54,12 @@ func TestTypeScriptClient(t *testing.T) {
 			unix.waitReady()
 			runs.waitReady()
 			spare.waitReady()
+			// The job's own databases for tests/fence.test.js: one with the fence
+			// installed by the CLI, one without.
+			fenced, bare := pgtest.NewDatabase(t), pgtest.NewDatabase(t)
+			if out, err := exec.Command(leaseholdBin, "fence", "install", "--db", fenced).CombinedOutput(); err != nil {
+				t.Fatalf("leasehold fence install: %v\n%s", err, out)
+			}
 
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
@@ -65,6 +73,8 @@ func TestTypeScriptClient(t *testing.T) {
 				"LEASEHOLD_TEST_SPARE_PID="+strconv.Itoa(spare.proc.PID()),
 				"LEASEHOLD_TEST_UNIX_URL="+unix.addr,
 				"LEASEHOLD_TEST_RUNS_URL="+runs.base,
+				"LEASEHOLD_TEST_FENCE_PG_URL="+fenced,
+				"LEASEHOLD_TEST_BARE_PG_URL="+bare,
 				fmt.Sprintf("LEASEHOLD_TEST_CAPPED_TASK=%s=%d", capped.Name, capped.MaxTTL.Milliseconds()),
 			)
 			out, err := cmd.CombinedOutput()

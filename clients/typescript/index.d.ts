@@ -211,7 +211,8 @@ export class LeaseholdClient {
   constructor(options?: ClientOptions);
   readonly baseUrl: string;
   claim(task: string, options: ClaimOptions): Promise<ClaimResult>;
-  renew(task: string, options: { owner: string; token?: number; ttlMs?: number }): Promise<RenewResult>;
+  /** A note, when given, replaces the lease's; without one the lease keeps its note. */
+  renew(task: string, options: { owner: string; token?: number; ttlMs?: number; note?: string }): Promise<RenewResult>;
   /** With `run`, the outcome of the job run under the lease, which the history keeps. */
   release(task: string, options: { owner: string; token?: number; run?: RunOutcome }): Promise<ReleaseResult>;
   /** The current lease, or null when the task is free; throws LeaseholdError when it cannot tell. */
@@ -282,3 +283,145 @@ export interface PruneLock {
  * declared max_ttl; 30 ms becomes 100 ms).
  */
 export function leaseholdPruneLock(client: LeaseholdClient): PruneLock;
+
+// The wallet toolkit seed's monitor-lease API, as the seed is written, over the sidecar.
+
+/** The seed's monitor_lease row, from a leasehold lease (and its fencing token). */
+export interface TableMonitorLease {
+  /** When the lease was granted. */
+  created_at: Date;
+  /** When it was last renewed (or granted). */
+  updated_at: Date;
+  taskName: string;
+  ownerId: string;
+  expiresAt: Date;
+  renewCount: number;
+  note?: string;
+  /** leasehold's fencing token for this grant. */
+  token: number;
+}
+
+export interface MonitorLeaseClaim {
+  taskName: string;
+  ownerId: string;
+  ttlMs: number;
+  note?: string;
+}
+
+export interface MonitorLeaseRelease {
+  taskName: string;
+  ownerId: string;
+}
+
+export interface MonitorLeaseRenew {
+  taskName: string;
+  ownerId: string;
+  ttlMs: number;
+  note?: string;
+}
+
+export interface MonitorLeaseResult {
+  acquired: boolean;
+  lease?: TableMonitorLease;
+}
+
+/** The sidecar or its store could not answer: the lease's state is unknown, not "held". */
+export class LeaseUnavailableError extends Error {
+  readonly op: string;
+  readonly taskName: string;
+  readonly detail: string;
+}
+
+/**
+ * Succeeds iff the task is free, its lease expired, or ownerId holds it already. `now` is
+ * accepted for the seed's signature; the store's clock decides expiry.
+ */
+export function tryClaimLease(client: LeaseholdClient, claim: MonitorLeaseClaim, now?: Date): Promise<MonitorLeaseResult>;
+/** `acquired: false` when there is no lease, it is another owner's, or it has expired. */
+export function renewLease(client: LeaseholdClient, renew: MonitorLeaseRenew, now?: Date): Promise<MonitorLeaseResult>;
+/** false (a no-op) when ownerId holds no lease on the task. */
+export function releaseLease(client: LeaseholdClient, release: MonitorLeaseRelease): Promise<boolean>;
+
+/**
+ * Wraps a long-running monitor task body in acquire / renew (setInterval at ttlMs × 0.4) /
+ * release, logging lease activity with console.log.
+ */
+export class LeasedMonitorTask {
+  constructor(clientOrOptions?: LeaseholdClient | ClientOptions);
+  readonly client: LeaseholdClient;
+  /**
+   * `{ran: true}` when the lease was acquired and body completed (body's error is re-thrown
+   * after the cleanup); `{ran: false}` when another owner holds a live lease. body's signal
+   * aborts when a renewal is refused.
+   */
+  run(taskName: string, ownerId: string, ttlMs: number, body: (signal: AbortSignal) => Promise<void>): Promise<{ ran: boolean }>;
+}
+
+// Fencing at the resource: the checks a job's own database and HTTP resources run.
+
+export declare const HEADER_TASK = "Leasehold-Task";
+export declare const HEADER_TOKEN = "Leasehold-Token";
+export declare const PROBLEM_STALE_TOKEN = "urn:leasehold:problem:stale-token";
+export declare const PROBLEM_FENCE_REQUIRED = "urn:leasehold:problem:fence-required";
+export declare const PROBLEM_INVALID_FENCE = "urn:leasehold:problem:invalid-fence";
+export declare const PROBLEM_FENCE_UNAVAILABLE = "urn:leasehold:problem:fence-unavailable";
+/** PostgreSQL's SQLSTATE for a stale token. */
+export declare const STALE_SQLSTATE = "LH001";
+
+/** Runs one statement in the caller's transaction: `(sql, params) => client.query(sql, params)`. */
+export type FenceQuery = (sql: string, params: unknown[]) => Promise<unknown>;
+
+export interface FenceOptions {
+  /** "postgres" (the default) or "sqlite". */
+  dialect?: "postgres" | "sqlite";
+}
+
+/** A newer holder has written: the write must not happen; roll the transaction back. */
+export class StaleTokenError extends Error {
+  readonly task: string;
+  readonly token: number;
+  /** The highest token seen for the task, or 0 when it could not be read. */
+  readonly highest: number;
+}
+
+/** The database has no fence: apply `leasehold fence sql` or run `leasehold fence install`. */
+export class FenceNotInstalledError extends Error {}
+
+/**
+ * Inside the writing transaction: records a higher token, accepts an equal one, refuses a
+ * lower one (StaleTokenError). Resolves the token accepted.
+ */
+export function fence(query: FenceQuery, task: string, token: number | bigint, options?: FenceOptions): Promise<number>;
+
+/** The Leasehold-Task and Leasehold-Token headers for a request to a fenced HTTP resource. */
+export function fenceHeaders(task: string, token: number | bigint): Record<string, string>;
+
+/** The task and token fenceMiddleware accepted for req; undefined outside it. */
+export function requestFence(req: object): { task: string; token: number } | undefined;
+
+export interface FenceMiddlewareOptions extends FenceOptions {
+  /** Runs the check as one statement of its own (on a pool, so it commits). */
+  query: FenceQuery;
+  /** Why a check could not run (answered only as 503); default console.error. */
+  onError?: (err: unknown) => void;
+}
+
+/** What fenceMiddleware reads of node:http's IncomingMessage (declared here, so no @types/node is needed). */
+export interface FencedRequest {
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+}
+
+/** What fenceMiddleware writes with of node:http's ServerResponse. */
+export interface FencedResponse {
+  writeHead(status: number, headers: Record<string, string | number>): unknown;
+  end(body?: string): unknown;
+}
+
+/**
+ * Fences a node:http handler: a stale token is a 409 stale-token problem, a missing header
+ * 428, a malformed one 400, a database failure 503; the handler runs only for an accepted token.
+ */
+export function fenceMiddleware<Req extends FencedRequest, Res extends FencedResponse>(
+  options: FenceMiddlewareOptions,
+  handler: (req: Req, res: Res) => unknown,
+): (req: Req, res: Res) => Promise<void>;

@@ -392,13 +392,14 @@ export class LeaseholdClient {
   }
 
   /**
-   * Renews owner's lease on task; with token, only that grant.
+   * Renews owner's lease on task; with token, only that grant. A note, when given, replaces
+   * the lease's (as a claim's does); without one the lease keeps its note.
    * @param {string} task
-   * @param {{owner: string, token?: number, ttlMs?: number}} options
+   * @param {{owner: string, token?: number, ttlMs?: number, note?: string}} options
    * @returns {Promise<import("./index.js").RenewResult>}
    */
   async renew(task, options) {
-    const body = { owner: options?.owner, token: options?.token, ttl_ms: options?.ttlMs };
+    const body = { owner: options?.owner, token: options?.token, ttl_ms: options?.ttlMs, note: options?.note };
     const r = await this.send("POST", this.path(task, "renew"), body);
     if (r.status === 200 && r.body.renewed === true) return { kind: "renewed", lease: toLease(r.body.lease) };
     if (r.status === 409 && typeof r.body.reason === "string") {
@@ -524,6 +525,13 @@ export class LeaseholdClient {
    * @returns {Promise<import("./index.js").RunResult<T> | import("./index.js").OncePerResult<T>>}
    */
   async run(task, fn, options = {}) {
+    if (typeof fn !== "function") {
+      throw new TypeError(
+        "fn: run(task, fn, options) takes the function to run as its second argument; " +
+          "for the wallet seed's run(taskName, ownerId, ttlMs, body), use new LeasedMonitorTask(client).run",
+      );
+    }
+    if (options === null || typeof options !== "object") throw new TypeError("options: an object ({owner, ttlMs, note, waitMs, minHoldMs, oncePerMs})");
     const { oncePerMs, ...rest } = options;
     /** @type {{owner?: string, ttlMs?: number, note?: string, waitMs?: number, minHoldMs?: number}} */
     const ka = { owner: defaultOwner(), ...rest };
@@ -841,3 +849,6 @@ async function declaredMaxTtl(client, task) {
   const max = r.status === 200 ? r.body.max_ttl_ms : undefined;
   return Number.isInteger(max) && max >= MIN_TTL_MS ? max : undefined;
 }
+
+export * from "./fence.js";
+export * from "./seed.js";

@@ -27,6 +27,10 @@ export const sparePid = Number(need("LEASEHOLD_TEST_SPARE_PID"));
 export const runsUrl = need("LEASEHOLD_TEST_RUNS_URL");
 /** unix:PATH: a sidecar on a Unix socket over url's store, wanting the same token. */
 export const unixUrl = need("LEASEHOLD_TEST_UNIX_URL");
+/** A PostgreSQL database of a job's own, with `leasehold fence install` applied. */
+export const fencePgUrl = need("LEASEHOLD_TEST_FENCE_PG_URL");
+/** A PostgreSQL database without the fence. */
+export const barePgUrl = need("LEASEHOLD_TEST_BARE_PG_URL");
 /** A task declared on url's store with a max_ttl (TASK=MAX_TTL_MS). */
 const capped = need("LEASEHOLD_TEST_CAPPED_TASK");
 export const cappedTask = capped.slice(0, capped.lastIndexOf("="));

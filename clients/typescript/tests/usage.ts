@@ -270,3 +270,73 @@ export const inMemory: PruneLock = {
     };
   },
 };
+
+// The wallet seed's monitor-lease API, as the seed is written.
+import {
+  LeasedMonitorTask,
+  LeaseUnavailableError,
+  tryClaimLease,
+  renewLease,
+  releaseLease,
+  fence,
+  fenceHeaders,
+  fenceMiddleware,
+  requestFence,
+  StaleTokenError,
+  FenceNotInstalledError,
+} from "@leasehold/client";
+import type { MonitorLeaseClaim, MonitorLeaseRenew, MonitorLeaseRelease, MonitorLeaseResult, TableMonitorLease } from "@leasehold/client";
+
+export async function seedMonitor(client: LeaseholdClient, ownerId: string): Promise<void> {
+  const helper = new LeasedMonitorTask(client);
+  const { ran }: { ran: boolean } = await helper.run("proof-acquisition", ownerId, 30_000, async () => {
+    // task body runs only when lease is acquired
+  });
+  if (!ran) console.log("lease held by another instance – skipping");
+  await new LeasedMonitorTask({ baseUrl: "http://127.0.0.1:7411" }).run("t", ownerId, 1_000, async (signal) => void signal.aborted);
+  // @ts-expect-error: the seed's order is (taskName, ownerId, ttlMs, body)
+  await helper.run("t", 30_000, ownerId, async () => {});
+  // @ts-expect-error: the client's run is (task, fn, options), not the seed's
+  await client.run("t", ownerId, 30_000, async () => {});
+
+  const claim: MonitorLeaseClaim = { taskName: "t", ownerId, ttlMs: 30_000, note: "n" };
+  const r: MonitorLeaseResult = await tryClaimLease(client, claim, new Date());
+  const row: TableMonitorLease | undefined = r.lease;
+  const renew: MonitorLeaseRenew = { taskName: "t", ownerId, ttlMs: 30_000, note: "renewed" };
+  const renewed: boolean = (await renewLease(client, renew)).acquired;
+  const release: MonitorLeaseRelease = { taskName: "t", ownerId };
+  const released: boolean = await releaseLease(client, release);
+  // @ts-expect-error: a claim needs its ttl
+  await tryClaimLease(client, { taskName: "t", ownerId });
+  void [row?.expiresAt.getTime(), row?.renewCount, row?.token, renewed, released, LeaseUnavailableError];
+  await client.renew("t", { owner: ownerId, note: "carried" });
+}
+
+// Fencing at the resource, with any driver's query function.
+declare const pgClient: { query(sql: string, params: unknown[]): Promise<{ rows: unknown[] }> };
+
+export async function fencedWrite(lease: Lease): Promise<void> {
+  await pgClient.query("BEGIN", []);
+  try {
+    await fence((sql, params) => pgClient.query(sql, params), lease.task, lease.token);
+    await pgClient.query("INSERT INTO results (v) VALUES ($1)", ["x"]);
+    await pgClient.query("COMMIT", []);
+  } catch (err) {
+    await pgClient.query("ROLLBACK", []);
+    if (err instanceof StaleTokenError) console.log(err.task, err.token, err.highest);
+    if (err instanceof FenceNotInstalledError) throw err;
+  }
+  await fence((sql, params) => pgClient.query(sql, params), "t", 1n, { dialect: "sqlite" });
+  // @ts-expect-error: no such dialect
+  await fence((sql, params) => pgClient.query(sql, params), "t", 1, { dialect: "mysql" });
+  const headers: Record<string, string> = fenceHeaders(lease.task, lease.token);
+  await fetch("http://127.0.0.1:8080/write", { method: "POST", headers });
+}
+
+declare const req: { headers: Record<string, string | string[] | undefined> };
+declare const res: { writeHead(status: number, headers: Record<string, string | number>): unknown; end(body?: string): unknown };
+export const handler = fenceMiddleware({ query: (sql, params) => pgClient.query(sql, params) }, (rq: typeof req, rs: typeof res) => {
+  const f = requestFence(rq);
+  rs.end(f ? `${f.task}@${f.token}` : "");
+});
+void handler(req, res);
