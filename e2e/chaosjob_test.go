@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -182,6 +183,8 @@ type jobLoad struct {
 	resource string
 	prefix   string
 	fenced   bool
+	runWork  int
+	runTasks int
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -201,6 +204,15 @@ type jobOptions struct {
 	fenced  bool // false: the writers skip the fence (the mutant)
 	runners bool // runs of leasehold run on every sidecar
 	runBin  string
+	// runWork is how many 30 ms steps each supervised child works (0: 60,
+	// about 2 s). The run mutant's children work longer, so that a freeze of
+	// their sidecar always finds one at work: a waiting mutant then always
+	// outlives its lease, and the check does not depend on luck.
+	runWork int
+	// runTasks is how many tasks the runners share (0: 2). The run mutant's
+	// share one, so that the other sidecar's runner is always waiting for it
+	// and takes it as soon as a frozen holder's lease runs out.
+	runTasks int
 }
 
 // startJobs starts the job's load on f; resource is the fenced resource
@@ -208,7 +220,7 @@ type jobOptions struct {
 func startJobs(t *testing.T, f *fleet, resource, prefix string, o jobOptions) *jobLoad {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	j := &jobLoad{t: t, resource: resource, prefix: prefix, fenced: o.fenced, ctx: ctx, cancel: cancel, runs: map[int]int{}}
+	j := &jobLoad{t: t, resource: resource, prefix: prefix, fenced: o.fenced, runWork: cmp.Or(o.runWork, 60), runTasks: cmp.Or(o.runTasks, 2), ctx: ctx, cancel: cancel, runs: map[int]int{}}
 	t.Cleanup(cancel)
 	if o.writers > 0 {
 		createResource(t, resource)
@@ -307,8 +319,8 @@ func (j *jobLoad) freezer(pids []func() int) {
 }
 
 // runScript is the supervised child: it publishes its token and PID, then
-// ignores SIGTERM (its sleeps inherit that) and works for about 2 s.
-const runScript = `echo "$LEASEHOLD_TOKEN $$" > "$1.tmp" && mv "$1.tmp" "$1"; trap '' TERM; n=0; while [ $n -lt 60 ]; do sleep 0.03; n=$((n+1)); done`
+// ignores SIGTERM (its sleeps inherit that) and works $2 steps of 30 ms.
+const runScript = `echo "$LEASEHOLD_TOKEN $$" > "$1.tmp" && mv "$1.tmp" "$1"; trap '' TERM; n=0; while [ $n -lt "$2" ]; do sleep 0.03; n=$((n+1)); done`
 
 // runner runs `leasehold run` against the sidecar at u, one run after
 // another, on two tasks the other sidecars' runners want too.
@@ -321,10 +333,10 @@ func (j *jobLoad) runner(bin, u string) {
 	}
 	defer os.RemoveAll(dir)
 	for n := 0; j.ctx.Err() == nil; n++ {
-		task := j.prefix + "run-" + strconv.Itoa(rand.IntN(2))
+		task := j.prefix + "run-" + strconv.Itoa(rand.IntN(j.runTasks))
 		pidfile := filepath.Join(dir, strconv.Itoa(n))
 		cmd := exec.Command(bin, "run", "--addr", u, "--task", task, "--ttl", "1s", "--grace", "30s", "--wait", "2s",
-			"--", "sh", "-c", runScript, "sh", pidfile)
+			"--", "sh", "-c", runScript, "sh", pidfile, strconv.Itoa(j.runWork))
 		cmd.Env = cleanEnv()
 		logs := &lockedbuf.Buffer{}
 		cmd.Stdout, cmd.Stderr = logs, logs
@@ -485,9 +497,11 @@ func TestChaosJobMutants(t *testing.T) {
 		}
 		store := "sqlite:" + filepath.Join(t.TempDir(), "leasehold.db")
 		f := startFleet(t, store, store)
-		j := startJobs(t, f, "", "mutant/run-", jobOptions{runners: true, runBin: bin})
-		freeze := chaos.Freeze("sidecar-freeze", func() int { return f.proc(0).proc.PID() }, 2500*time.Millisecond)
-		for range 6 {
+		j := startJobs(t, f, "", "mutant/run-", jobOptions{runners: true, runBin: bin, runWork: 300, runTasks: 1})
+		// Freezes alternate between the two sidecars, so that whichever one's
+		// runner holds the task is frozen within two freezes.
+		for i := range 8 {
+			freeze := chaos.Freeze("sidecar-freeze", func() int { return f.proc(i % 2).proc.PID() }, 5*time.Second)
 			time.Sleep(time.Duration(500+rand.IntN(1000)) * time.Millisecond)
 			if err := freeze.Inject(t.Context()); err != nil {
 				t.Fatal(err)
