@@ -15,6 +15,17 @@ import {
   PRUNE_LOCK_KEY,
   defaultOwner,
   leaseholdPruneLock,
+  LeasedMonitorTask,
+  LeaseUnavailableError,
+  tryClaimLease,
+  renewLease,
+  releaseLease,
+  fence,
+  fenceHeaders,
+  fenceMiddleware,
+  requestFence,
+  StaleTokenError,
+  FenceNotInstalledError,
 } from "@leasehold/client";
 import type {
   ClaimOptions,
@@ -38,6 +49,11 @@ import type {
   RunResult,
   Skipped,
   Unavailable,
+  MonitorLeaseClaim,
+  MonitorLeaseRenew,
+  MonitorLeaseRelease,
+  MonitorLeaseResult,
+  TableMonitorLease,
 } from "@leasehold/client";
 
 const addrVar: "LEASEHOLD_ADDR" = ENV_ADDR;
@@ -272,20 +288,6 @@ export const inMemory: PruneLock = {
 };
 
 // The wallet seed's monitor-lease API, as the seed is written.
-import {
-  LeasedMonitorTask,
-  LeaseUnavailableError,
-  tryClaimLease,
-  renewLease,
-  releaseLease,
-  fence,
-  fenceHeaders,
-  fenceMiddleware,
-  requestFence,
-  StaleTokenError,
-  FenceNotInstalledError,
-} from "@leasehold/client";
-import type { MonitorLeaseClaim, MonitorLeaseRenew, MonitorLeaseRelease, MonitorLeaseResult, TableMonitorLease } from "@leasehold/client";
 
 export async function seedMonitor(client: LeaseholdClient, ownerId: string): Promise<void> {
   const helper = new LeasedMonitorTask(client);
