@@ -318,9 +318,12 @@ func (j *jobLoad) freezer(pids []func() int) {
 	}
 }
 
-// runScript is the supervised child: it publishes its token and PID, then
-// ignores SIGTERM (its sleeps inherit that) and works $2 steps of 30 ms.
-const runScript = `echo "$LEASEHOLD_TOKEN $$" > "$1.tmp" && mv "$1.tmp" "$1"; trap '' TERM; n=0; while [ $n -lt "$2" ]; do sleep 0.03; n=$((n+1)); done`
+// runScript is the supervised child (bash, for $EPOCHREALTIME without a
+// fork): it publishes its token and PID, then ignores SIGTERM (its sleeps
+// inherit that) and works $2 steps of 30 ms, appending a heartbeat, the
+// wall clock, to $1.alive before each: the last one it wrote is a proof
+// that it was alive then, which no observer's lateness can fake.
+const runScript = `echo "$LEASEHOLD_TOKEN $$" > "$1.tmp" && mv "$1.tmp" "$1"; trap '' TERM; n=0; while [ $n -lt "$2" ]; do echo "$EPOCHREALTIME" >> "$1.alive"; sleep 0.03; n=$((n+1)); done`
 
 // runner runs `leasehold run` against the sidecar at u, one run after
 // another, on two tasks the other sidecars' runners want too.
@@ -336,7 +339,7 @@ func (j *jobLoad) runner(bin, u string) {
 		task := j.prefix + "run-" + strconv.Itoa(rand.IntN(j.runTasks))
 		pidfile := filepath.Join(dir, strconv.Itoa(n))
 		cmd := exec.Command(bin, "run", "--addr", u, "--task", task, "--ttl", "1s", "--grace", "30s", "--wait", "2s",
-			"--", "sh", "-c", runScript, "sh", pidfile, strconv.Itoa(j.runWork))
+			"--", "bash", "-c", runScript, "bash", pidfile, strconv.Itoa(j.runWork))
 		cmd.Env = cleanEnv()
 		logs := &lockedbuf.Buffer{}
 		cmd.Stdout, cmd.Stderr = logs, logs
@@ -355,6 +358,10 @@ func (j *jobLoad) runner(bin, u string) {
 		j.runs[code]++
 		if child != nil {
 			child.Lost = code == 70
+			child.Log = logs.String()
+			if beats, err := os.ReadFile(pidfile + ".alive"); err == nil {
+				child.Alive = chaos.ParseHeartbeats(string(beats))
+			}
 			j.children = append(j.children, *child)
 		}
 		j.mu.Unlock()
@@ -441,8 +448,8 @@ func (j *jobLoad) finish(store string) jobReport {
 			t.Fatalf("read the grants: %v", err)
 		}
 		rep.runs = chaos.CheckRunDeaths(j.children, grants)
-		chaosLogf(t, "CHAOS %s: leasehold run: %d runs by exit status %v, %d children, %d stopped for a lost lease (%d of them followed by another grant), %d followed by another grant; smallest margin before the next grant %s (lost leases: %s), violations %d",
-			t.Name(), sumRuns(j.runs), j.runs, rep.runs.Children, rep.runs.Lost, rep.runs.LostFollowed, rep.runs.Followed, rep.runs.MinMargin, rep.runs.MinLostMargin, len(rep.runs.Violations))
+		chaosLogf(t, "CHAOS %s: leasehold run: %d runs by exit status %v, %d children, %d stopped for a lost lease (%d of them followed by another grant), %d followed by another grant; smallest margin from the last heartbeat to the next grant %s (lost leases: %s); seen dead by the observer: smallest margin %s, %d only after the next grant (an upper bound: the heartbeats decide); violations %d",
+			t.Name(), sumRuns(j.runs), j.runs, rep.runs.Children, rep.runs.Lost, rep.runs.LostFollowed, rep.runs.Followed, rep.runs.MinAlive, rep.runs.MinLostAlive, rep.runs.MinSeenDead, rep.runs.SeenLate, len(rep.runs.Violations))
 	}
 	return rep
 }
@@ -509,7 +516,7 @@ func TestChaosJobMutants(t *testing.T) {
 		}
 		rep := j.finish(store)
 		if len(rep.runs.Violations) == 0 {
-			t.Errorf("a leasehold run that waits for the sidecar's word: no child seen alive after its task's next grant (%+v); the checker cannot tell", rep.runs)
+			t.Errorf("a leasehold run that waits for the sidecar's word: no child's heartbeat after its task's next grant (%+v); the checker cannot tell", rep.runs)
 		}
 	})
 }

@@ -3,6 +3,8 @@ package chaos
 import (
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -10,7 +12,8 @@ import (
 // the job under it does. Two records are checked here, both kept outside
 // leasehold: the rows a fenced resource accepted (its own table, in commit
 // order) beside what each writer attempted, and the moments supervised
-// children of `leasehold run` were seen dead beside the store's grants.
+// children of `leasehold run` last proved themselves alive beside the
+// store's grants.
 
 // FenceAttempt is one write a holder attempted on the fenced resource: a
 // transaction that checks the holder's token (fence) and inserts a row.
@@ -148,14 +151,30 @@ func CheckFence(rows []FenceRow, attempts []FenceAttempt) FenceReport {
 }
 
 // RunChild is one child of `leasehold run`, seen from outside: its task and
-// the fencing token it ran under, and when it was seen dead (an upper bound
-// of its death, from a pidfd that polled readable).
+// the fencing token it ran under, the last time it proved itself alive (a
+// lower bound of its death: a heartbeat it wrote) and when it was seen dead
+// (an upper bound, from a pidfd that polled readable in the observer, which
+// is late by however long the observer waited to be scheduled).
 type RunChild struct {
-	Task   string
-	Token  int64
+	Task  string
+	Token int64
+	// Alive is the child's last heartbeat, on the wall clock (zero: it
+	// wrote none).
+	Alive time.Time
+	// DiedBy is when the observer saw it dead.
 	DiedBy time.Time
 	// Lost is whether leasehold run stopped it for a lost lease (exit 70).
 	Lost bool
+	// Log is what leasehold run printed, shown with a violation.
+	Log string
+}
+
+// runLog is a child's leasehold run output, for a violation's message.
+func runLog(log string) string {
+	if log == "" {
+		return ""
+	}
+	return "; leasehold run printed:\n" + log
 }
 
 // Grant is a grant of a task, from the store's history: its token and its
@@ -172,18 +191,30 @@ type RunReport struct {
 	// LostFollowed counts the children stopped for a lost lease whose task
 	// was then granted to another token: the case the bound is for.
 	LostFollowed int
-	// MinMargin is the smallest time between a child's death and the next
-	// grant of its task (over the children that had a next grant), and
-	// MinLostMargin the same over the children stopped for a lost lease.
-	MinMargin, MinLostMargin time.Duration
-	Violations               []string
+	// MinAlive is the smallest time between a child's last heartbeat and
+	// the next grant of its task (over the children that had a next grant
+	// and wrote a heartbeat), and MinLostAlive the same over the children
+	// stopped for a lost lease: a heartbeat after the grant is a violation.
+	MinAlive, MinLostAlive time.Duration
+	// MinSeenDead is the smallest time between the observer seeing a child
+	// dead and the next grant, and SeenLate counts the children seen dead
+	// only after it: the observer's lateness bounds these, so they are
+	// figures, not violations (a heartbeat is the proof of life).
+	MinSeenDead time.Duration
+	SeenLate    int
+	Violations  []string
 }
 
+// storeSlack is how far a grant's recorded instant may stand before the
+// true one: SQLite records whole milliseconds, rounded.
+const storeSlack = time.Millisecond
+
 // CheckRunDeaths requires every child dead before the store granted its
-// task to the next token.
+// task to the next token: no heartbeat of a child may be later than the
+// next grant.
 func CheckRunDeaths(children []RunChild, grants []Grant) RunReport {
 	rep := RunReport{Children: len(children)}
-	haveMin, haveLost := false, false
+	haveAlive, haveLost, haveSeen := false, false, false
 	byTask := map[string][]Grant{}
 	for _, g := range grants {
 		byTask[g.Task] = append(byTask[g.Task], g)
@@ -203,20 +234,52 @@ func CheckRunDeaths(children []RunChild, grants []Grant) RunReport {
 		}
 		rep.Followed++
 		next := gs[i]
-		margin := next.At.Sub(c.DiedBy)
-		if margin <= 0 {
-			rep.Violations = append(rep.Violations, fmt.Sprintf("task %q: the child under token %d was still alive %s after token %d was granted (granted %s, seen dead by %s, lost %v)",
-				c.Task, c.Token, -margin, next.Token, next.At.UTC().Format(time.StampMicro), c.DiedBy.UTC().Format(time.StampMicro), c.Lost))
-		}
-		if !haveMin || margin < rep.MinMargin {
-			rep.MinMargin, haveMin = margin, true
-		}
 		if c.Lost {
 			rep.LostFollowed++
-			if !haveLost || margin < rep.MinLostMargin {
-				rep.MinLostMargin, haveLost = margin, true
-			}
+		}
+		if seen := next.At.Sub(c.DiedBy); !haveSeen || seen < rep.MinSeenDead {
+			rep.MinSeenDead, haveSeen = seen, true
+		}
+		if !c.DiedBy.Before(next.At) {
+			rep.SeenLate++
+		}
+		if c.Alive.IsZero() {
+			continue
+		}
+		margin := next.At.Sub(c.Alive)
+		if margin < -storeSlack {
+			rep.Violations = append(rep.Violations, fmt.Sprintf("task %q: the child under token %d was alive %s after token %d was granted (granted %s, last heartbeat %s, seen dead by %s, lost %v)",
+				c.Task, c.Token, -margin, next.Token, next.At.UTC().Format(time.StampMicro), c.Alive.UTC().Format(time.StampMicro), c.DiedBy.UTC().Format(time.StampMicro), c.Lost)+runLog(c.Log))
+		}
+		if !haveAlive || margin < rep.MinAlive {
+			rep.MinAlive, haveAlive = margin, true
+		}
+		if c.Lost && (!haveLost || margin < rep.MinLostAlive) {
+			rep.MinLostAlive, haveLost = margin, true
 		}
 	}
 	return rep
+}
+
+// ParseHeartbeats returns the last heartbeat in data: lines of bash's
+// $EPOCHREALTIME (seconds, a decimal point or comma, microseconds). A line
+// cut short by the kill is ignored; zero when there is none.
+func ParseHeartbeats(data string) time.Time {
+	var last time.Time
+	for line := range strings.Lines(data) {
+		line = strings.TrimSpace(line)
+		sec, frac, ok := strings.Cut(strings.ReplaceAll(line, ",", "."), ".")
+		if !ok || len(frac) != 6 {
+			continue
+		}
+		s, err1 := strconv.ParseInt(sec, 10, 64)
+		us, err2 := strconv.ParseInt(frac, 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		if t := time.Unix(s, us*1000); t.After(last) {
+			last = t
+		}
+	}
+	return last
 }

@@ -64,17 +64,42 @@ func TestCheckRunDeaths(t *testing.T) {
 	at := time.Unix(1000, 0)
 	grants := []Grant{{Task: "t", Token: 1, At: at}, {Task: "t", Token: 2, At: at.Add(time.Second)}, {Task: "u", Token: 1, At: at}}
 	children := []RunChild{
-		{Task: "t", Token: 1, DiedBy: at.Add(900 * time.Millisecond), Lost: true},
-		{Task: "t", Token: 2, DiedBy: at.Add(5 * time.Second)}, // the last holder
-		{Task: "u", Token: 1, DiedBy: at.Add(time.Hour)},
+		{Task: "t", Token: 1, Alive: at.Add(900 * time.Millisecond), DiedBy: at.Add(950 * time.Millisecond), Lost: true},
+		{Task: "t", Token: 2, Alive: at.Add(5 * time.Second), DiedBy: at.Add(5 * time.Second)}, // the last holder
+		{Task: "u", Token: 1, Alive: at.Add(time.Hour), DiedBy: at.Add(time.Hour)},
 	}
 	rep := CheckRunDeaths(children, grants)
-	if len(rep.Violations) != 0 || rep.Followed != 1 || rep.Lost != 1 || rep.LostFollowed != 1 || rep.MinLostMargin != 100*time.Millisecond {
+	if len(rep.Violations) != 0 || rep.Followed != 1 || rep.Lost != 1 || rep.LostFollowed != 1 || rep.MinLostAlive != 100*time.Millisecond || rep.MinSeenDead != 50*time.Millisecond || rep.SeenLate != 0 {
 		t.Fatalf("a correct run: %+v", rep)
 	}
+	// An observer that saw the death late is no proof of life.
+	children[0].DiedBy = at.Add(1300 * time.Millisecond)
+	if rep := CheckRunDeaths(children, grants); len(rep.Violations) != 0 || rep.SeenLate != 1 || rep.MinSeenDead != -300*time.Millisecond {
+		t.Fatalf("seen dead late, last heartbeat in time: %+v", rep)
+	}
+	// Within the store's rounding of its instant: no violation.
+	children[0].Alive = at.Add(time.Second + 500*time.Microsecond)
+	if rep := CheckRunDeaths(children, grants); len(rep.Violations) != 0 {
+		t.Fatalf("a heartbeat within the store's rounding: %+v", rep)
+	}
 	// The mutant: the child outlived its lease.
-	children[0].DiedBy = at.Add(1100 * time.Millisecond)
-	if rep := CheckRunDeaths(children, grants); len(rep.Violations) != 1 || !strings.Contains(rep.Violations[0], "still alive 100ms after token 2") || rep.MinMargin != -100*time.Millisecond {
+	children[0].Alive = at.Add(1100 * time.Millisecond)
+	if rep := CheckRunDeaths(children, grants); len(rep.Violations) != 1 || !strings.Contains(rep.Violations[0], "alive 100ms after token 2") || rep.MinAlive != -100*time.Millisecond {
 		t.Fatalf("a child alive after the next grant: %+v", rep)
+	}
+	// A child that wrote no heartbeat proves nothing either way.
+	children[0].Alive = time.Time{}
+	if rep := CheckRunDeaths(children, grants); len(rep.Violations) != 0 || rep.Followed != 1 {
+		t.Fatalf("no heartbeat: %+v", rep)
+	}
+}
+
+func TestParseHeartbeats(t *testing.T) {
+	got := ParseHeartbeats("1000.000001\n1000,250000\n999.900000\n1000.5")
+	if want := time.Unix(1000, 250000*1000); !got.Equal(want) {
+		t.Errorf("last heartbeat %v, want %v (a comma is a decimal point; a cut line is ignored)", got, want)
+	}
+	if !ParseHeartbeats("").IsZero() || !ParseHeartbeats("12\n").IsZero() {
+		t.Error("no heartbeat must be zero")
 	}
 }
