@@ -130,6 +130,7 @@ var shownExamples = []struct{ page, file string }{
 	{"docs/clients.md", "examples/golib/main.go"},
 	{"docs/clients.md", "examples/python/claim.py"},
 	{"docs/clients.md", "examples/python/run.py"},
+	{"docs/clients.md", "examples/python/fenced.py"},
 	{"docs/clients.md", "examples/typescript/main.js"},
 }
 

@@ -6,6 +6,7 @@ package examples_test
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,9 +16,11 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/client"
+	"github.com/leasehold/leasehold/client/fence"
 	"github.com/leasehold/leasehold/internal/harness/testsidecar"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar"
+	_ "modernc.org/sqlite" // the fenced example's database, read back
 )
 
 // The task every example holds.
@@ -168,6 +171,42 @@ func TestPythonExamples(t *testing.T) {
 			`totals written under fencing token 1`,
 			`done`)
 		expectFree(t, addr)
+	})
+	t.Run("fenced", func(t *testing.T) {
+		t.Parallel()
+		addr := serve(t)
+		// The job's own database, fenced as the example's docstring says (touch, then
+		// leasehold fence install, which applies the same DDL as fence.Install).
+		dbPath := filepath.Join(t.TempDir(), "reports.db")
+		if err := os.WriteFile(dbPath, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		db, err := sql.Open("sqlite", "file:"+dbPath+"?_pragma=busy_timeout(10000)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if err := fence.Install(t.Context(), db, fence.SQLite); err != nil {
+			t.Fatal(err)
+		}
+		expectLines(t, "fenced.py", run(t, "..", addr, path, python, "examples/python/fenced.py", dbPath),
+			`report written under fencing token 1`)
+		expectFree(t, addr)
+		// A newer holder has written meanwhile (the fence holds its token, 5): the next run's
+		// token, 2, is refused and its row rolled back.
+		if _, err := db.Exec(`UPDATE leasehold_fence SET token = 5 WHERE task = ?`, task); err != nil {
+			t.Fatal(err)
+		}
+		expectLines(t, "fenced.py, a newer holder has written", run(t, "..", addr, path, python, "examples/python/fenced.py", dbPath),
+			`token 2 is stale \(a newer holder wrote under 5\): stop`)
+		expectFree(t, addr)
+		var rows, token int
+		if err := db.QueryRow(`SELECT count(*), max(token) FROM reports`).Scan(&rows, &token); err != nil {
+			t.Fatal(err)
+		}
+		if rows != 1 || token != 1 {
+			t.Errorf("reports holds %d rows, the highest under token %d; want the first run's one row, under token 1", rows, token)
+		}
 	})
 	t.Run("token file", func(t *testing.T) {
 		t.Parallel()

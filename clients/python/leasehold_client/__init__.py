@@ -381,13 +381,16 @@ class Client:
         raise LeaseholdError(status, doc)
 
     def renew(self, task: str, *, token: int | None = None, ttl_ms: int | None = None,
-              owner: str | None = None) -> Renewed | Lost | Unavailable:
-        """Renew task; with token, only that lease (a newer one of the same owner is not renewed)."""
+              owner: str | None = None, note: str | None = None) -> Renewed | Lost | Unavailable:
+        """Renew task; with token, only that lease (a newer one of the same owner is not renewed).
+        With note, the lease's note becomes it (the history's renewed event keeps it)."""
         body: dict[str, Any] = {"owner": owner or self.owner}
         if token is not None:
             body["token"] = token
         if ttl_ms is not None:
             body["ttl_ms"] = ttl_ms
+        if note is not None:
+            body["note"] = note
         r = self._call("POST", _task_path(task, "renew"), body)
         if isinstance(r, Unavailable):
             return r

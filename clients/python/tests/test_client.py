@@ -126,6 +126,17 @@ class ClaimRenewRelease(SidecarTest):
         now = self.a.get(task)  # the live lease reads back
         self.assertEqual((now.owner, now.token, now.expires_at), (r.lease.owner, r.lease.token, r.lease.expires_at))
 
+    def test_renew_sets_the_note(self):
+        task = task_name("renew-note")
+        r = self.a.claim(task, ttl_ms=5000, note="v1")
+        self.assertIsInstance(r, Acquired)
+        n = self.a.renew(task, token=r.lease.token, note="v2")
+        self.assertIsInstance(n, Renewed)
+        self.assertEqual(n.lease.note, "v2")
+        self.assertEqual(self.a.get(task).note, "v2")
+        kept = self.a.renew(task, token=r.lease.token)  # no note: the lease keeps its note
+        self.assertEqual(kept.lease.note, "v2")
+
     def test_claim_without_ttl_sends_none(self):
         # No ttl given: the sidecar's (or the task's declared) ttl applies, not one of ours.
         r = self.a.claim(task_name("no-ttl"))
