@@ -127,6 +127,7 @@ func TestDocsLinks(t *testing.T) {
 // a real sidecar.
 var shownExamples = []struct{ page, file string }{
 	{"docs/clients.md", "examples/goclient/main.go"},
+	{"docs/clients.md", "examples/gofenced/main.go"},
 	{"docs/clients.md", "examples/golib/main.go"},
 	{"docs/clients.md", "examples/python/claim.py"},
 	{"docs/clients.md", "examples/python/run.py"},

@@ -129,6 +129,58 @@ func TestGoClientExample(t *testing.T) {
 	expectLines(t, "goclient, the task held elsewhere", run(t, ".", addr, nil, bin), `.* another replica runs it`)
 }
 
+// fencedDB makes the job's database the fenced examples write to, fenced as their docs say
+// (touch, then leasehold fence install, which applies fence.Install's DDL).
+func fencedDB(t *testing.T) (string, *sql.DB) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "reports.db")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := fence.Install(t.Context(), db, fence.SQLite); err != nil {
+		t.Fatal(err)
+	}
+	return path, db
+}
+
+// expectReports checks that the fenced example's table holds n rows, the highest under token.
+func expectReports(t *testing.T, db *sql.DB, n, token int) {
+	t.Helper()
+	var rows, highest int
+	if err := db.QueryRow(`SELECT count(*), max(token) FROM reports`).Scan(&rows, &highest); err != nil {
+		t.Fatal(err)
+	}
+	if rows != n || highest != token {
+		t.Errorf("reports holds %d rows, the highest under token %d; want %d, under token %d", rows, highest, n, token)
+	}
+}
+
+func TestGoFencedExample(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "gofenced")
+	if out, err := exec.Command("go", "build", "-o", bin, "./gofenced").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./gofenced: %v\n%s", err, out)
+	}
+	addr := serve(t)
+	path, db := fencedDB(t)
+	expectLines(t, "gofenced", run(t, ".", addr, nil, bin, path), `.* report written under fencing token 1`)
+	expectFree(t, addr)
+	// A newer holder has written meanwhile (the fence holds its token, 5): the next run's
+	// token, 2, is refused and its row rolled back.
+	if _, err := db.Exec(`UPDATE leasehold_fence SET token = 5 WHERE task = ?`, task); err != nil {
+		t.Fatal(err)
+	}
+	expectLines(t, "gofenced, a newer holder has written", run(t, ".", addr, nil, bin, path),
+		`.* stopped: .*stale fencing token 2 .*5.*`)
+	expectFree(t, addr)
+	expectReports(t, db, 1, 1)
+}
+
 func TestGoLibraryExample(t *testing.T) {
 	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "golib")
@@ -175,20 +227,7 @@ func TestPythonExamples(t *testing.T) {
 	t.Run("fenced", func(t *testing.T) {
 		t.Parallel()
 		addr := serve(t)
-		// The job's own database, fenced as the example's docstring says (touch, then
-		// leasehold fence install, which applies the same DDL as fence.Install).
-		dbPath := filepath.Join(t.TempDir(), "reports.db")
-		if err := os.WriteFile(dbPath, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		db, err := sql.Open("sqlite", "file:"+dbPath+"?_pragma=busy_timeout(10000)")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		if err := fence.Install(t.Context(), db, fence.SQLite); err != nil {
-			t.Fatal(err)
-		}
+		dbPath, db := fencedDB(t)
 		expectLines(t, "fenced.py", run(t, "..", addr, path, python, "examples/python/fenced.py", dbPath),
 			`report written under fencing token 1`)
 		expectFree(t, addr)
@@ -200,13 +239,7 @@ func TestPythonExamples(t *testing.T) {
 		expectLines(t, "fenced.py, a newer holder has written", run(t, "..", addr, path, python, "examples/python/fenced.py", dbPath),
 			`token 2 is stale \(a newer holder wrote under 5\): stop`)
 		expectFree(t, addr)
-		var rows, token int
-		if err := db.QueryRow(`SELECT count(*), max(token) FROM reports`).Scan(&rows, &token); err != nil {
-			t.Fatal(err)
-		}
-		if rows != 1 || token != 1 {
-			t.Errorf("reports holds %d rows, the highest under token %d; want the first run's one row, under token 1", rows, token)
-		}
+		expectReports(t, db, 1, 1)
 	})
 	t.Run("token file", func(t *testing.T) {
 		t.Parallel()
