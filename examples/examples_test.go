@@ -15,12 +15,14 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib" // the fenced examples' databases, read back
 	"github.com/leasehold/leasehold/client"
 	"github.com/leasehold/leasehold/client/fence"
+	"github.com/leasehold/leasehold/internal/harness/pgtest"
 	"github.com/leasehold/leasehold/internal/harness/testsidecar"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar"
-	_ "modernc.org/sqlite" // the fenced example's database, read back
+	_ "modernc.org/sqlite"
 )
 
 // The task every example holds.
@@ -160,25 +162,48 @@ func expectReports(t *testing.T, db *sql.DB, n, token int) {
 	}
 }
 
+// TestGoFencedExample runs examples/gofenced on each database it names: a PostgreSQL database
+// and an SQLite file, each fenced by leasehold fence install's DDL.
 func TestGoFencedExample(t *testing.T) {
 	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "gofenced")
 	if out, err := exec.Command("go", "build", "-o", bin, "./gofenced").CombinedOutput(); err != nil {
 		t.Fatalf("go build ./gofenced: %v\n%s", err, out)
 	}
-	addr := serve(t)
-	path, db := fencedDB(t)
-	expectLines(t, "gofenced", run(t, ".", addr, nil, bin, path), `.* report written under fencing token 1`)
-	expectFree(t, addr)
-	// A newer holder has written meanwhile (the fence holds its token, 5): the next run's
-	// token, 2, is refused and its row rolled back.
-	if _, err := db.Exec(`UPDATE leasehold_fence SET token = 5 WHERE task = ?`, task); err != nil {
-		t.Fatal(err)
+	for _, kind := range []string{"postgres", "sqlite"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			var url string
+			var db *sql.DB
+			if kind == "sqlite" {
+				var path string
+				path, db = fencedDB(t)
+				url = "sqlite:" + path
+			} else {
+				url = pgtest.NewDatabase(t)
+				var err error
+				if db, err = sql.Open("pgx", url); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { db.Close() })
+				if err := fence.Install(t.Context(), db, fence.Postgres); err != nil {
+					t.Fatal(err)
+				}
+			}
+			addr := serve(t)
+			expectLines(t, "gofenced", run(t, ".", addr, nil, bin, url), `.* report written under fencing token 1`)
+			expectFree(t, addr)
+			// A newer holder has written meanwhile (the fence holds its token, 5): the next
+			// run's token, 2, is refused and its row rolled back.
+			if _, err := db.Exec(`UPDATE leasehold_fence SET token = 5 WHERE task = 'nightly-report'`); err != nil {
+				t.Fatal(err)
+			}
+			expectLines(t, "gofenced, a newer holder has written", run(t, ".", addr, nil, bin, url),
+				`.* stopped: .*stale fencing token 2 .*5.*`)
+			expectFree(t, addr)
+			expectReports(t, db, 1, 1)
+		})
 	}
-	expectLines(t, "gofenced, a newer holder has written", run(t, ".", addr, nil, bin, path),
-		`.* stopped: .*stale fencing token 2 .*5.*`)
-	expectFree(t, addr)
-	expectReports(t, db, 1, 1)
 }
 
 func TestGoLibraryExample(t *testing.T) {
