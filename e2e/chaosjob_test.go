@@ -54,16 +54,20 @@ func fencewriter(t *testing.T) string {
 	return fencewriterBin
 }
 
+// fenceInstall runs `leasehold fence install --db db` on the job's own
+// database, which must exist.
+func fenceInstall(t *testing.T, db string) {
+	t.Helper()
+	if out, err := exec.Command(leaseholdBin, "fence", "install", "--db", db).CombinedOutput(); err != nil {
+		t.Fatalf("leasehold fence install: %v\n%s", err, out)
+	}
+}
+
 // createResource makes the fenced resource: the table the writers write
 // to, then `leasehold fence install`.
 func createResource(t *testing.T, db string) {
 	t.Helper()
-	defer func() {
-		// The database is the job's and exists already: install adds the fence.
-		if out, err := exec.Command(leaseholdBin, "fence", "install", "--db", db).CombinedOutput(); err != nil {
-			t.Fatalf("leasehold fence install: %v\n%s", err, out)
-		}
-	}()
+	defer fenceInstall(t, db) // the database is the job's and exists already: install adds the fence
 	ctx := t.Context()
 	if path, ok := storeurl.SQLitePath(db); ok {
 		d, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")

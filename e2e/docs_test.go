@@ -23,6 +23,29 @@ import (
 // it exits N.
 type sessionStep struct{ command, want string }
 
+// section is the part of page's text (doc) under the heading from, up to
+// the next heading of the same level outside a code block.
+func section(t *testing.T, page, doc, from string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(doc, "\n"+from+"\n")
+	if !ok {
+		t.Fatalf("%s has no %q section", page, from)
+	}
+	level := from[:strings.Index(from, " ")+1]
+	var b strings.Builder
+	fence := false
+	for _, line := range strings.SplitAfter(rest, "\n") {
+		if strings.HasPrefix(line, "```") {
+			fence = !fence
+		}
+		if !fence && strings.HasPrefix(line, level) {
+			break
+		}
+		b.WriteString(line)
+	}
+	return b.String()
+}
+
 // consoleSteps are the steps of every ```console block of page (relative to
 // the repository root) from the heading from on (the whole page when from
 // is empty) to the page's next heading of the same level, in order.
@@ -34,25 +57,7 @@ func consoleSteps(t *testing.T, page, from string) []sessionStep {
 	}
 	doc := string(text)
 	if from != "" {
-		_, rest, ok := strings.Cut(doc, "\n"+from+"\n")
-		if !ok {
-			t.Fatalf("%s has no %q section", page, from)
-		}
-		level := from[:strings.Index(from, " ")+1]
-		doc = rest
-		// The section ends at the next heading of its level outside a code block.
-		var b strings.Builder
-		fence := false
-		for _, line := range strings.SplitAfter(rest, "\n") {
-			if strings.HasPrefix(line, "```") {
-				fence = !fence
-			}
-			if !fence && strings.HasPrefix(line, level) {
-				break
-			}
-			b.WriteString(line)
-		}
-		doc = b.String()
+		doc = section(t, page, doc, from)
 	}
 	var steps []sessionStep
 	in := false

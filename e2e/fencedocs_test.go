@@ -28,17 +28,13 @@ func TestDocsFencePsql(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(text), "\n## Fencing: `leasehold fence`\n")
-	if !ok {
-		t.Fatal("docs/cli.md has no fencing section")
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	_, sqlBlock, ok := strings.Cut(section, "```sql\n")
+	fencing := section(t, "docs/cli.md", string(text), "## Fencing: `leasehold fence`")
+	_, sqlBlock, ok := strings.Cut(fencing, "```sql\n")
 	if !ok {
 		t.Fatal("docs/cli.md's fencing section has no sql block")
 	}
 	sqlBlock, _, _ = strings.Cut(sqlBlock, "```")
-	_, command, ok := strings.Cut(section, "run as `")
+	_, command, ok := strings.Cut(fencing, "run as `")
 	if !ok {
 		t.Fatal("docs/cli.md's fencing section shows no `run as` command")
 	}
@@ -53,9 +49,7 @@ func TestDocsFencePsql(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := pgtest.NewDatabase(t)
-	if out, err := exec.Command(leaseholdBin, "fence", "install", "--db", db).CombinedOutput(); err != nil {
-		t.Fatalf("leasehold fence install: %v\n%s", err, out)
-	}
+	fenceInstall(t, db)
 	conn, err := pgx.Connect(t.Context(), db)
 	if err != nil {
 		t.Fatal(err)

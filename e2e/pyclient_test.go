@@ -65,11 +65,8 @@ func runPythonClientSuite(t *testing.T, py, openStore, authStore string) {
 		t.Fatal(err)
 	}
 	fencedPG, barePG := pgtest.NewDatabase(t), pgtest.NewDatabase(t)
-	for _, db := range []string{"sqlite:" + fencedSQLite, fencedPG} {
-		if out, err := exec.Command(leaseholdBin, "fence", "install", "--db", db).CombinedOutput(); err != nil {
-			t.Fatalf("leasehold fence install: %v\n%s", err, out)
-		}
-	}
+	fenceInstall(t, "sqlite:"+fencedSQLite)
+	fenceInstall(t, fencedPG)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

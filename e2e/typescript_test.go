@@ -57,9 +57,7 @@ func TestTypeScriptClient(t *testing.T) {
 			// The job's own databases for tests/fence.test.js: one with the fence
 			// installed by the CLI, one without.
 			fenced, bare := pgtest.NewDatabase(t), pgtest.NewDatabase(t)
-			if out, err := exec.Command(leaseholdBin, "fence", "install", "--db", fenced).CombinedOutput(); err != nil {
-				t.Fatalf("leasehold fence install: %v\n%s", err, out)
-			}
+			fenceInstall(t, fenced)
 
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()

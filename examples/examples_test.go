@@ -132,22 +132,31 @@ func TestGoClientExample(t *testing.T) {
 }
 
 // fencedDB makes the job's database the fenced examples write to, fenced as their docs say
-// (touch, then leasehold fence install, which applies fence.Install's DDL).
-func fencedDB(t *testing.T) (string, *sql.DB) {
+// (leasehold fence install applies fence.Install's DDL): a fresh PostgreSQL database, or an
+// SQLite file (created empty, as touch does). It returns the database's URL, as leasehold fence
+// install --db names it, and a connection to read it back.
+func fencedDB(t *testing.T, d fence.Dialect) (string, *sql.DB) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "reports.db")
-	if err := os.WriteFile(path, nil, 0o600); err != nil {
-		t.Fatal(err)
+	url, driver, dsn := "", "pgx", ""
+	if d == fence.SQLite {
+		path := filepath.Join(t.TempDir(), "reports.db")
+		if err := os.WriteFile(path, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		url, driver, dsn = "sqlite:"+path, "sqlite", "file:"+path+"?_pragma=busy_timeout(10000)"
+	} else {
+		url = pgtest.NewDatabase(t)
+		dsn = url
 	}
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	db, err := sql.Open(driver, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	if err := fence.Install(t.Context(), db, fence.SQLite); err != nil {
+	if err := fence.Install(t.Context(), db, d); err != nil {
 		t.Fatal(err)
 	}
-	return path, db
+	return url, db
 }
 
 // expectReports checks that the fenced example's table holds n rows, the highest under token.
@@ -170,26 +179,10 @@ func TestGoFencedExample(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "./gofenced").CombinedOutput(); err != nil {
 		t.Fatalf("go build ./gofenced: %v\n%s", err, out)
 	}
-	for _, kind := range []string{"postgres", "sqlite"} {
-		t.Run(kind, func(t *testing.T) {
+	for _, d := range []fence.Dialect{fence.Postgres, fence.SQLite} {
+		t.Run(d.String(), func(t *testing.T) {
 			t.Parallel()
-			var url string
-			var db *sql.DB
-			if kind == "sqlite" {
-				var path string
-				path, db = fencedDB(t)
-				url = "sqlite:" + path
-			} else {
-				url = pgtest.NewDatabase(t)
-				var err error
-				if db, err = sql.Open("pgx", url); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { db.Close() })
-				if err := fence.Install(t.Context(), db, fence.Postgres); err != nil {
-					t.Fatal(err)
-				}
-			}
+			url, db := fencedDB(t, d)
 			addr := serve(t)
 			expectLines(t, "gofenced", run(t, ".", addr, nil, bin, url), `.* report written under fencing token 1`)
 			expectFree(t, addr)
@@ -252,7 +245,8 @@ func TestPythonExamples(t *testing.T) {
 	t.Run("fenced", func(t *testing.T) {
 		t.Parallel()
 		addr := serve(t)
-		dbPath, db := fencedDB(t)
+		url, db := fencedDB(t, fence.SQLite)
+		dbPath := strings.TrimPrefix(url, "sqlite:")
 		expectLines(t, "fenced.py", run(t, "..", addr, path, python, "examples/python/fenced.py", dbPath),
 			`report written under fencing token 1`)
 		expectFree(t, addr)

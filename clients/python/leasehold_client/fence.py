@@ -80,12 +80,6 @@ def _check(task: Any, token: Any) -> int:
     return token
 
 
-def _is_sqlite(conn: Any) -> bool:
-    if isinstance(conn, (sqlite3.Connection, sqlite3.Cursor)):
-        return True
-    return type(conn).__module__.split(".")[0] in ("sqlite3", "_sqlite3")
-
-
 def _sqlstate(err: BaseException) -> str | None:
     # psycopg2 names it pgcode, psycopg 3 sqlstate; pg8000 puts it in args[0]["C"].
     for name in ("sqlstate", "pgcode"):
@@ -108,7 +102,7 @@ def fence(conn: Any, task: str, token: int, dialect: str | None = None) -> int:
     without the fence raises FenceNotInstalled. Returns the token accepted."""
     t = _check(task, token)
     if dialect is None:
-        dialect = "sqlite" if _is_sqlite(conn) else "postgres"
+        dialect = "sqlite" if isinstance(conn, (sqlite3.Connection, sqlite3.Cursor)) else "postgres"
     if dialect not in ("postgres", "sqlite"):
         raise ValueError(f"dialect: postgres or sqlite, not {dialect!r}")
     cur = conn.cursor() if hasattr(conn, "cursor") else conn
