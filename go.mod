@@ -19,6 +19,8 @@ require (
 	modernc.org/sqlite v1.62.0
 )
 
+require github.com/go-json-experiment/json v1.27.2 // indirect
+
 require (
 	github.com/ProtonMail/go-crypto v1.4.1 // indirect
 	github.com/agext/levenshtein v1.2.3 // indirect

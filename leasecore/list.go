@@ -25,6 +25,22 @@ type ListParams struct {
 	// every row (for Go callers that need the whole list, such as the
 	// declarations a Service applies).
 	Limit int
+	// Prefix, when not empty, keeps the names that start with it: a store
+	// answers the range [Prefix, PrefixEnd(Prefix)) of its key, so that a
+	// caller scoped to some prefixes pages through its own names only and
+	// no page, nor the next name, ever names another's.
+	Prefix string
+}
+
+// PrefixEnd is the first name after every name that starts with prefix,
+// in the byte order names are listed in; empty for an empty prefix (no
+// end). Names are ASCII below 0x7f, so the prefix with its last byte
+// raised by one is that name.
+func PrefixEnd(prefix string) string {
+	if prefix == "" {
+		return ""
+	}
+	return prefix[:len(prefix)-1] + string(prefix[len(prefix)-1]+1)
 }
 
 // Validate checks the page's bounds. After is checked against the task
@@ -42,7 +58,7 @@ func (p ListParams) Validate() error {
 			return &ValidationError{Field: "After", Rule: fmt.Sprintf("must be at most %d characters of %s; %q at position %d is not", MaxTaskLen, taskCharsetMsg, rune(p.After[i]), i+1)}
 		}
 	}
-	return nil
+	return ValidateTaskPrefix(p.Prefix) // names Prefix
 }
 
 // ask is what a Service asks the store for: one row more than the page

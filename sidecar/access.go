@@ -33,6 +33,53 @@ func caller(c echo.Context) *auth.Credential {
 	return auth.Anonymous
 }
 
+// grantKey keys, in a request's context, the grant its token came with.
+type grantKey struct{}
+
+// grant is how a request's caller was let in: the book that holds its
+// token and the token's digest, which a stream asks the book about again
+// whenever the book changes (the zero grant: no book, nothing to ask).
+type grant struct {
+	book   *auth.Book
+	digest auth.Digest
+	// seen is the book's Changed channel as it was before the token was
+	// looked up: closed if the book has changed since.
+	seen <-chan struct{}
+}
+
+// grantOf is the grant of a request.
+func grantOf(c echo.Context) grant {
+	g, _ := c.Request().Context().Value(grantKey{}).(grant)
+	return g
+}
+
+// changed is closed when the book next changes; nil (never) with no book.
+func (g grant) changed() <-chan struct{} {
+	if g.book == nil {
+		return nil
+	}
+	return g.book.Changed()
+}
+
+// stale reports whether the book has changed since the token was let in.
+func (g grant) stale() bool {
+	select {
+	case <-g.seen:
+		return true
+	default:
+		return false
+	}
+}
+
+// current is the credential the grant's token acts as now: false once the
+// token is removed from the file, revoked, or past its grace.
+func (g grant) current() (*auth.Credential, bool) {
+	if g.book == nil {
+		return auth.Anonymous, true
+	}
+	return g.book.Lookup(g.digest)
+}
+
 // credentialName is what the history records of the caller: its name, or
 // nothing for the anonymous caller.
 func credentialName(c echo.Context) string { return caller(c).Name }
@@ -47,6 +94,7 @@ func authenticate(book *auth.Book) echo.MiddlewareFunc {
 				return next(c) // the probe listener's held-here needs no token (probe.go)
 			}
 			got, ok := bearerToken(c.Request().Header.Get(echo.HeaderAuthorization))
+			seen := book.Changed() // before the lookup: a stream notices a change after it
 			cred, known := book.Authenticate([]byte(got))
 			if !ok || !known {
 				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="leasehold"`)
@@ -54,7 +102,9 @@ func authenticate(book *auth.Book) echo.MiddlewareFunc {
 					"this sidecar requires Authorization: Bearer <token>, with a token of its token file or credentials file")
 			}
 			req := c.Request()
-			c.SetRequest(req.WithContext(context.WithValue(req.Context(), callerKey{}, cred)))
+			ctx := context.WithValue(req.Context(), callerKey{}, cred)
+			ctx = context.WithValue(ctx, grantKey{}, grant{book: book, digest: auth.DigestOf([]byte(got)), seen: seen})
+			c.SetRequest(req.WithContext(ctx))
 			return next(c)
 		}
 	}
@@ -168,16 +218,47 @@ func forbidden(cred *auth.Credential, right auth.Right, task string) error {
 	return &leasecore.ForbiddenError{Principal: cred.Principal(), Right: string(right), Task: task, Scope: cred.Scope()}
 }
 
-// readable keeps the items whose task the caller may read.
-func readable[T any](cred *auth.Credential, items []T, task func(T) string) []T {
-	if cred == auth.Anonymous {
-		return items
+// scopedPage answers a page of a list (leases, declarations) for cred:
+// the store's page for a credential that covers every task; otherwise the
+// pages of each of its prefixes in name order (ListParams.Prefix, a range
+// of the store's key), until the page is full. Neither the page nor the
+// next name then names a task outside the credential's scope, and a page
+// costs at most one store call per prefix. The next name, when the page
+// is full and further prefixes follow, is the page's last: the page after
+// it may be empty.
+func scopedPage[T any](ctx context.Context, cred *auth.Credential, p leasecore.ListParams,
+	list func(context.Context, leasecore.ListParams) ([]T, string, error), name func(T) string) ([]T, string, error) {
+	prefixes := cred.ListPrefixes()
+	if prefixes == nil {
+		return list(ctx, p)
 	}
-	out := items[:0:0]
-	for _, it := range items {
-		if cred.Allows(auth.Read, task(it)) {
-			out = append(out, it)
+	if err := p.Validate(); err != nil {
+		return nil, "", err // even when no prefix is left to ask
+	}
+	var out []T
+	for i, prefix := range prefixes {
+		if end := leasecore.PrefixEnd(prefix); p.After >= end {
+			continue // the page starts after every task of this prefix
+		}
+		q := p
+		q.Prefix = prefix
+		if p.Limit > 0 {
+			q.Limit = p.Limit - len(out)
+		}
+		items, next, err := list(ctx, q)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, items...)
+		if next != "" {
+			return out, next, nil // more of this prefix follow
+		}
+		if p.Limit > 0 && len(out) == p.Limit && i < len(prefixes)-1 {
+			return out, name(out[len(out)-1]), nil
 		}
 	}
-	return out
+	if out == nil {
+		out = []T{}
+	}
+	return out, "", nil
 }

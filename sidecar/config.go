@@ -13,6 +13,7 @@ import (
 	"github.com/leasehold/leasehold/internal/endpoint"
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/leasecore/storeurl"
+	"github.com/leasehold/leasehold/sidecar/auth"
 )
 
 // Config is what `leasehold serve` runs with.
@@ -49,8 +50,9 @@ type Config struct {
 	// TokenFile.
 	CredentialsFile string
 	// TokenGrace is how long a token replaced in the token or credentials
-	// file under the same name is still accepted; 0 means
-	// auth.DefaultGrace, a negative value none.
+	// file under the same name is still accepted (DefaultConfig:
+	// auth.DefaultGrace); 0 means none, and so does a negative value (the
+	// spelling -1s older releases documented).
 	TokenGrace time.Duration
 	// LogFormat is text or json.
 	LogFormat string
@@ -85,7 +87,7 @@ const (
 // DefaultConfig returns the configuration of `leasehold serve` with no flags.
 func DefaultConfig() Config {
 	return Config{Listen: cli.DefaultListen, Store: storeurl.Default, LogFormat: "text", PruneInterval: leasecore.DefaultPruneInterval,
-		WatchPoll: leasecore.DefaultWatchPoll}
+		WatchPoll: leasecore.DefaultWatchPoll, TokenGrace: auth.DefaultGrace}
 }
 
 // RegisterFlags defines the serve flags on fs, with c's values as defaults.
@@ -100,7 +102,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var((*hostList)(&c.AllowHosts), "allow-host", "a Host `name` to answer besides loopback names, IP addresses and the --listen host, as in leasehold.default.svc; *.DOMAIN matches its subdomains, * any host; repeat or separate with commas")
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "`path` of a file holding the bearer token required on /v1/*")
 	fs.StringVar(&c.CredentialsFile, "credentials-file", c.CredentialsFile, "`path` of a credentials file: named bearer tokens (stored as SHA-256), each with the task prefixes it covers and its right (read, hold, admin); exclusive with --token-file")
-	fs.DurationVar(&c.TokenGrace, "token-grace", c.TokenGrace, "how long a token replaced in --token-file or --credentials-file stays accepted after the file changes (re-read every 2s); a removed credential is refused at once; -1s: no grace")
+	fs.DurationVar(&c.TokenGrace, "token-grace", c.TokenGrace, "how long a token replaced in --token-file or --credentials-file stays accepted after the file changes (re-read every 2s); 0: none. A removed or revoked credential (revoked_sha256, leasehold credentials revoke) is refused at once")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log `format`: text or json")
 	fs.IntVar(&c.MaxStreams, "max-streams", c.MaxStreams, fmt.Sprintf("most keepalive streams held at once; more are answered 503. Each holds a file descriptor: "+
 		"unset (or 0) means %d, lowered to fit the open-file limit; a value set that the limit cannot hold is refused at start", DefaultMaxStreams))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasehold/leasehold/internal/cli"
+	"github.com/leasehold/leasehold/sidecar/auth"
 )
 
 func TestCheckListen(t *testing.T) {
@@ -130,7 +131,7 @@ func TestServeFlagsFromEnv(t *testing.T) {
 	}
 	want := Config{Listen: "127.0.0.1:9999", Store: "sqlite:/from/flag.db", TokenFile: "/env/token", LogFormat: "text",
 		RequireDeclared: true, PruneInterval: 30 * time.Minute, AllowHosts: []string{"leasehold.default.svc", "*.svc.cluster.local"},
-		WatchPoll: 250 * time.Millisecond, ProbeListen: "0.0.0.0:7412"}
+		WatchPoll: 250 * time.Millisecond, ProbeListen: "0.0.0.0:7412", TokenGrace: auth.DefaultGrace}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("config %+v, want %+v (flag wins over env, env over default)", cfg, want)
 	}

@@ -144,11 +144,8 @@ func (h *handlers) GetLease(c echo.Context, task api.Task) error {
 // ListLeases answers GET /v1/leases: one page, of at most
 // leasecore.DefaultListLimit leases unless the request says otherwise.
 func (h *handlers) ListLeases(c echo.Context, params api.ListLeasesParams) error {
-	leases, next, err := h.svc.List(c.Request().Context(), listParams(params.Limit, params.After))
-	// A scoped credential's page holds its own tasks only; next_after still
-	// continues after the store's page, so a page may be short or empty
-	// while more follow.
-	leases = readable(caller(c), leases, func(l leasecore.Lease) string { return l.Task })
+	leases, next, err := scopedPage(c.Request().Context(), caller(c), listParams(params.Limit, params.After), h.svc.List,
+		func(l leasecore.Lease) string { return l.Task })
 	return respondList(c, leases, next, err)
 }
 
@@ -184,8 +181,8 @@ func (h *handlers) GetLeaseHistory(c echo.Context, task api.Task, params api.Get
 
 // ListTasks answers GET /v1/tasks: one page, as ListLeases.
 func (h *handlers) ListTasks(c echo.Context, params api.ListTasksParams) error {
-	decls, next, err := h.svc.ListTasks(c.Request().Context(), listParams(params.Limit, params.After))
-	decls = readable(caller(c), decls, func(d leasecore.TaskDecl) string { return d.Name })
+	decls, next, err := scopedPage(c.Request().Context(), caller(c), listParams(params.Limit, params.After), h.svc.ListTasks,
+		func(d leasecore.TaskDecl) string { return d.Name })
 	return respondTasks(c, decls, next, err)
 }
 

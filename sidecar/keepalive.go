@@ -19,14 +19,14 @@ func (h *handlers) KeepaliveLease(c echo.Context, task api.Task, params api.Keep
 	if err := leasecore.CheckClientTask(task); err != nil {
 		return err // 403: leasehold's own tasks are not the clients'
 	}
-	if !h.streams.enter() {
-		return newProblem(http.StatusServiceUnavailable, problemUnavailable, "Too many streams",
-			fmt.Sprintf("this sidecar already holds %d keepalive streams (--max-streams); try another sidecar or later", h.streams.max))
+	cred := credentialName(c)
+	if err := h.streams.enter(cred); err != nil {
+		return tooMany(err, "Too many streams", fmt.Sprintf("this sidecar holds at most %d keepalive streams (--max-streams)", h.streams.max))
 	}
 	handedOver := false // to the stream, which leaves the book when it ends
 	defer func() {
 		if !handedOver {
-			h.streams.leave()
+			h.streams.leave(cred)
 		}
 	}()
 
@@ -34,7 +34,6 @@ func (h *handlers) KeepaliveLease(c echo.Context, task api.Task, params api.Keep
 	if owner == "" {
 		owner = leasecore.NewOwner()
 	}
-	cred := credentialName(c)
 	p := leasecore.ClaimParams{Task: task, Owner: owner, TTL: duration(params.TtlMs), Note: deref(params.Note), MinHold: duration(params.MinHoldMs), Credential: cred}
 	lease, err := h.claimWaiting(c.Request().Context(), p, duration(params.WaitMs))
 	h.metrics.claimed(lease, err)
@@ -44,7 +43,7 @@ func (h *handlers) KeepaliveLease(c echo.Context, task api.Task, params api.Keep
 
 	// Book the stream before anything is written, so that a shutdown from
 	// here on waits for it and its release.
-	st := &stream{h: h, task: lease.Task, credential: cred, started: make(chan struct{})}
+	st := &stream{h: h, task: lease.Task, credential: cred, grant: grantOf(c), started: make(chan struct{})}
 	if !h.streams.add(st) {
 		h.release(lease, cred)
 		return newProblem(http.StatusServiceUnavailable, problemUnavailable, "Shutting down",
@@ -55,6 +54,11 @@ func (h *handlers) KeepaliveLease(c echo.Context, task api.Task, params api.Keep
 	if err == nil {
 		c.Response().Status = http.StatusOK // for the request metrics; the stream writes its own
 		err = st.start(conn, lease)
+		if err == nil && st.grant.stale() && !st.allowed() {
+			// The book changed after the token was let in and before
+			// enforce could see the stream (it is booked now).
+			go st.revoke()
+		}
 	} else {
 		close(st.started)
 		err = fmt.Errorf("keepalive: take over the connection: %w", err)

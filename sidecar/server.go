@@ -151,6 +151,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if book != nil {
 		m.registerCredentials(book)
+		s.streams.shareAmong(book)
+		s.watches.shareAmong(book)
+		go s.streams.enforce(book)
 	}
 	e.Use(authenticate(book), validateRequests(sp, ops), authorize())
 	api.RegisterHandlers(e, h)

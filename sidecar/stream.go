@@ -3,12 +3,15 @@ package sidecar
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/leasehold/leasehold/leasecore"
 	"github.com/leasehold/leasehold/sidecar/api"
+	"github.com/leasehold/leasehold/sidecar/auth"
 )
 
 // Memory per stream. Once a stream has its lease, the handler hijacks the
@@ -33,6 +36,9 @@ type stream struct {
 	// credential names the credential the stream acts for: its renewals'
 	// and its release's history events carry it.
 	credential string
+	// grant is how the stream's token was let in: while the stream runs,
+	// the token must keep hold on the task (streams.enforce).
+	grant grant
 	// seq orders the streams for a hand-over that takes several at once
 	// (streams.handOver), so that two never wait for each other.
 	seq uint64
@@ -314,6 +320,42 @@ func (st *stream) shutdown() {
 	}
 	st.releaseLease()
 	_ = st.write(mustEvent("released", api.KeepaliveReleased{Reason: api.KeepaliveReleasedReasonShutdown}))
+	st.close()
+}
+
+// allowed reports whether the stream's token still has hold on its task.
+func (st *stream) allowed() bool {
+	cred, ok := st.grant.current()
+	return ok && cred.Allows(auth.Hold, st.task)
+}
+
+// revoke ends a stream whose token no longer has hold on its task: it
+// stops renewing, says lost (forbidden), and closes. The lease is not
+// released: it runs out at its expiry, so that a holder that stops its job
+// by its local deadline (leasehold run) is never overlapped by a next
+// holder, as when renewals fail. A stream still starting is waited for;
+// one whose lease is being released or was lost has nothing to add.
+func (st *stream) revoke() {
+	<-st.started
+	if st.keeper == nil {
+		return
+	}
+	st.relMu.Lock()
+	if st.gone || st.keeper.Context().Err() != nil {
+		st.relMu.Unlock()
+		return
+	}
+	st.gone = true // nothing left to release: the stream's end must not
+	st.relMu.Unlock()
+	_ = st.keeper.Stop() // waits for a renewed event it was writing
+	st.h.metrics.renewed(leasecore.ErrForbidden)
+	who := "the anonymous caller"
+	if st.credential != "" {
+		who = fmt.Sprintf("credential %q", st.credential)
+	}
+	_ = st.write(mustEvent("lost", api.KeepaliveLost{Reason: api.KeepaliveLostReasonForbidden,
+		Detail: who + " no longer has hold on task " + strconv.Quote(st.task) + " (removed, narrowed, revoked or rotated out of the credentials file): " +
+			"the stream stopped renewing; the lease was not released and ends at its expiry"}))
 	st.close()
 }
 

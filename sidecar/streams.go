@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"github.com/leasehold/leasehold/leasecore"
+	"github.com/leasehold/leasehold/sidecar/auth"
 )
 
 // DefaultMaxStreams caps concurrent keepalive streams per sidecar.
@@ -35,26 +35,8 @@ func newStreams(max int) *streams {
 	if max <= 0 {
 		max = DefaultMaxStreams
 	}
-	return &streams{slots: slots{max: int64(max)}, closing: make(chan struct{}), released: make(chan struct{}), held: make(map[*stream]struct{})}
+	return &streams{slots: newSlots(int64(max), auth.Hold), closing: make(chan struct{}), released: make(chan struct{}), held: make(map[*stream]struct{})}
 }
-
-// slots caps how many streams of one kind run at once.
-type slots struct {
-	max    int64
-	active atomic.Int64
-}
-
-// enter takes a slot; false when all are taken.
-func (s *slots) enter() bool {
-	if s.active.Add(1) > s.max {
-		s.active.Add(-1)
-		return false
-	}
-	return true
-}
-
-// leave gives a slot back.
-func (s *slots) leave() { s.active.Add(-1) }
 
 // shutdown tells streams waiting for a lease to give up, and every stream
 // holding one to release it, say so and end; then it waits for them, until
@@ -121,13 +103,43 @@ func (s *streams) handOver(task, owner string, token int64) []*stream {
 	return taken
 }
 
+// enforce ends, each time the credentials book changes, the streams whose
+// token no longer has hold on their task (removed from the file, narrowed,
+// revoked, or past a rotation's grace), until shutdown. A nil book (no
+// tokens) has nothing to enforce.
+func (s *streams) enforce(book *auth.Book) {
+	if book == nil {
+		return
+	}
+	changed := book.Changed()
+	for {
+		select {
+		case <-s.closing:
+			return
+		case <-changed:
+		}
+		changed = book.Changed() // before the walk: a change during it is seen next
+		s.mu.Lock()
+		var ended []*stream
+		for st := range s.held {
+			if !st.allowed() {
+				ended = append(ended, st)
+			}
+		}
+		s.mu.Unlock()
+		for _, st := range ended {
+			go st.revoke()
+		}
+	}
+}
+
 // remove strikes an ended stream from the book.
 func (s *streams) remove(st *stream) {
 	s.mu.Lock()
 	delete(s.held, st)
 	s.mu.Unlock()
 	s.running.Done()
-	s.leave()
+	s.leave(st.credential)
 }
 
 // holder returns the lease on task that one of the booked streams holds

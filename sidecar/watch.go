@@ -60,7 +60,7 @@ func newWatches(max int) *watches {
 	if max <= 0 {
 		max = DefaultMaxWatchers
 	}
-	return &watches{slots: slots{max: int64(max)}, closing: make(chan struct{})}
+	return &watches{slots: newSlots(int64(max), auth.Read), closing: make(chan struct{})}
 }
 
 // add books a stream about to start, so that shutdown waits for it; false
@@ -103,19 +103,19 @@ func (h *handlers) WatchLeases(c echo.Context, params api.WatchLeasesParams) err
 	if params.LastEventID != nil {
 		since = *params.LastEventID
 	}
-	if !h.watches.enter() {
-		return newProblem(http.StatusServiceUnavailable, problemUnavailable, "Too many watchers",
-			fmt.Sprintf("this sidecar already serves %d watch streams (--max-watchers); try another sidecar or later", h.watches.max))
+	cred := caller(c)
+	if err := h.watches.enter(cred.Name); err != nil {
+		return tooMany(err, "Too many watchers", fmt.Sprintf("this sidecar serves at most %d watch streams (--max-watchers)", h.watches.max))
 	}
 	if !h.watches.add() {
-		h.watches.leave()
+		h.watches.leave(cred.Name)
 		return newProblem(http.StatusServiceUnavailable, problemUnavailable, "Shutting down", "this sidecar is shutting down: try another sidecar")
 	}
 	handedOver := false // to the stream's goroutine, which leaves the book when it ends
 	defer func() {
 		if !handedOver {
 			h.watches.running.Done()
-			h.watches.leave()
+			h.watches.leave(cred.Name)
 		}
 	}()
 	// The watch outlives the request: the connection is the stream's once
@@ -144,10 +144,10 @@ func (h *handlers) WatchLeases(c echo.Context, params api.WatchLeasesParams) err
 	handedOver = true
 	go func() {
 		defer h.watches.running.Done()
-		defer h.watches.leave()
+		defer h.watches.leave(cred.Name)
 		defer cancel()
 		ws := &watchStream{conn: conn, w: w, closing: h.watches.closing,
-			hub: h.hub, ctx: ctx, prefix: wp.Prefix, stalled: &h.watches.stalled, cred: caller(c)}
+			hub: h.hub, ctx: ctx, prefix: wp.Prefix, stalled: &h.watches.stalled, cred: cred, grant: grantOf(c)}
 		ws.serve(buf.Reader, ahead)
 	}()
 	return nil
@@ -159,6 +159,7 @@ type watchStream struct {
 	w       *watch.Watcher // replaced when the stream starts over after a reset
 	closing <-chan struct{}
 	cred    *auth.Credential // events of tasks it may not read are not sent
+	grant   grant            // while the stream runs, its token must keep cred's scope
 	out     []byte
 	stalled *atomic.Int64
 
@@ -191,8 +192,16 @@ func (ws *watchStream) serve(in *bufio.Reader, ahead *leasecore.PositionAheadErr
 	}
 	ping := time.NewTicker(watchPingInterval)
 	defer ping.Stop()
+	changed := ws.grant.seen // nil with no book: never
 	for {
 		select {
+		case <-changed:
+			changed = ws.grant.changed() // before the check: a change during it is seen next
+			if now, ok := ws.grant.current(); !ok || !now.Includes(ws.cred) {
+				ws.end(api.WatchEndReasonForbidden, ws.cred.Principal()+" was removed, narrowed, revoked or rotated out of the credentials file: "+
+					"this stream, opened with its old scope, ended; reconnect with a token of the credentials file")
+				return
+			}
 		case it, ok := <-ws.w.Items():
 			if !ok {
 				var ahead *leasecore.PositionAheadError

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/leasehold/leasehold/internal/endpoint"
@@ -20,6 +21,10 @@ const credentialsUsage = `Usage:
         make a credential: print its new token (once) on stdout, and add the credential, with
         the token's SHA-256, to the credentials file PATH (created 0600 when missing; a sidecar
         serving it re-reads it within 2 s), or print the entry to add on stderr
+  leasehold credentials revoke --name NAME --file PATH [--remove]
+        revoke the credential's token: add its SHA-256 to the file's revoked_sha256, which a
+        sidecar refuses at once (within 2 s, grace or not), and give the credential a new
+        token, printed once on stdout; with --remove, remove the credential instead
   leasehold credentials hash < TOKEN
         print the SHA-256 a credentials file stores for the token read on stdin
 `
@@ -30,7 +35,7 @@ type prefixList []string
 func (p *prefixList) String() string     { return strings.Join(*p, ",") }
 func (p *prefixList) Set(v string) error { *p = append(*p, v); return nil }
 
-// credentials runs `leasehold credentials new|hash`.
+// credentials runs `leasehold credentials new|revoke|hash`.
 func credentials(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, credentialsUsage)
@@ -39,6 +44,8 @@ func credentials(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "new":
 		return newCredential(args[1:], stdout, stderr)
+	case "revoke":
+		return revokeCredential(args[1:], stdout, stderr)
 	case "hash":
 		raw, _ := io.ReadAll(io.LimitReader(stdin, 4097)) // ParseToken refuses more than a token's 4096 bytes
 		tok, err := endpoint.ParseToken(raw)
@@ -90,7 +97,10 @@ func newCredential(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, token)
 		return exitcode.OK
 	}
-	if err := addCredential(file, entry); err != nil {
+	if err := editCredentials(file, true, func(f *auth.File) error {
+		f.Credentials = append(f.Credentials, entry)
+		return nil
+	}); err != nil {
 		return fail(stderr, "credentials new", err)
 	}
 	fmt.Fprintf(stderr, "added credential %q to %s; its token follows, shown only this once\n", name, file)
@@ -98,24 +108,86 @@ func newCredential(args []string, stdout, stderr io.Writer) int {
 	return exitcode.OK
 }
 
-// addCredential adds entry to the credentials file at path (a new file
-// when there is none), replacing the file in one rename so that a sidecar
-// never reads half of it.
-func addCredential(path string, entry auth.FileCredential) error {
+// revokeCredential runs `leasehold credentials revoke`: one edit of the
+// file, which a sidecar reads in one re-read, so that the old token is
+// refused however soon after the command the next edit comes (deleting an
+// entry and adding it back with a new token, done within one re-read,
+// would look like a rotation, with its grace).
+func revokeCredential(args []string, stdout, stderr io.Writer) int {
+	var (
+		name, file string
+		remove     bool
+	)
+	fs := newFlagSet("credentials revoke", stderr)
+	fs.StringVar(&name, "name", "", "the `name` of the credential whose token to revoke")
+	fs.StringVar(&file, "file", "", "the credentials file (`path`)")
+	fs.BoolVar(&remove, "remove", false, "remove the credential from the file rather than give it a new token")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitcode.OK
+		}
+		return exitcode.Usage
+	}
+	if fs.NArg() > 0 || name == "" || file == "" {
+		fmt.Fprintf(stderr, "%s: needs --name NAME and --file PATH, and no argument\n", fs.Name())
+		return exitcode.Usage
+	}
+	var token string
+	err := editCredentials(file, false, func(f *auth.File) error {
+		i := slices.IndexFunc(f.Credentials, func(c auth.FileCredential) bool { return c.Name == name })
+		if i < 0 {
+			return fmt.Errorf("%s has no credential named %q", file, name)
+		}
+		f.RevokedSHA256 = append(f.RevokedSHA256, f.Credentials[i].TokenSHA256)
+		if remove {
+			f.Credentials = slices.Delete(f.Credentials, i, i+1)
+			if len(f.Credentials) == 0 {
+				return fmt.Errorf("%q is the file's only credential, and a sidecar needs one: give it a new token (leave out --remove)", name)
+			}
+			return nil
+		}
+		var err error
+		if token, err = auth.NewToken(); err != nil {
+			return err
+		}
+		f.Credentials[i].TokenSHA256 = auth.TokenHash([]byte(token))
+		return nil
+	})
+	if err != nil {
+		return fail(stderr, "credentials revoke", err)
+	}
+	if remove {
+		fmt.Fprintf(stderr, "revoked credential %q's token and removed the credential from %s: a sidecar serving it refuses the token within 2 s\n", name, file)
+		return exitcode.OK
+	}
+	fmt.Fprintf(stderr, "revoked credential %q's token in %s: a sidecar serving it refuses the old token within 2 s, with no grace, and ends its streams; the new token follows, shown only this once\n", name, file)
+	fmt.Fprintln(stdout, token)
+	return exitcode.OK
+}
+
+// editCredentials changes the credentials file at path by edit (a new
+// file when there is none and create is set), checking the result as a
+// sidecar will read it, and replaces the file in one rename so that a
+// sidecar never reads half of it.
+func editCredentials(path string, create bool, edit func(*auth.File) error) error {
 	var f auth.File
 	switch raw, err := os.ReadFile(path); {
-	case errors.Is(err, os.ErrNotExist):
+	case errors.Is(err, os.ErrNotExist) && create:
 	case err != nil:
 		return err
 	default:
 		if _, err := auth.ParseFile(raw); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		if err := json.Unmarshal(raw, &f); err != nil {
+		parsed, err := auth.DecodeFile(raw)
+		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
+		f = *parsed
 	}
-	f.Credentials = append(f.Credentials, entry)
+	if err := edit(&f); err != nil {
+		return err
+	}
 	out := mustJSON(f)
 	if _, err := auth.ParseFile(out); err != nil {
 		return fmt.Errorf("%s: %w", path, err)

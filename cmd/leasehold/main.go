@@ -80,6 +80,8 @@ human-readable, or the API's JSON with --json:
 ` + opcli.Usage + `
   leasehold credentials new --name N --prefix P --right read|hold|admin [--file PATH]
                     make a named, scoped token for --credentials-file (leasehold credentials -h)
+  leasehold credentials revoke --name N --file PATH [--remove]
+                    refuse the credential's token at once, and give it a new one (or remove it)
   leasehold version [--json]
                     print the version, commit, Go and API versions and the store schema
                     versions this build needs and knows (also leasehold --version)

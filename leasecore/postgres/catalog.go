@@ -127,7 +127,7 @@ func (s *Store) ListTasks(ctx context.Context, p leasecore.ListParams) ([]leasec
 	if s.closed.Load() {
 		return nil, interpretError(op, errClosed)
 	}
-	rows, err := s.pool.Query(ctx, listTasksSQL, p.After, pgLimit(p.Limit))
+	rows, err := s.pool.Query(ctx, listTasksSQL, p.After, pgLimit(p.Limit), p.Prefix, leasecore.PrefixEnd(p.Prefix))
 	if err != nil {
 		return nil, interpretError(op, err)
 	}

@@ -394,11 +394,12 @@ SELECT ` + leaseColumns + `
 
 // listSQL reads a page of the live leases, ordered by task (bytewise: the
 // column is collated "C"), by the primary key's range. $1 after (the empty
-// string sorts before every task), $2 limit (NULL: no limit).
+// string sorts before every task), $2 limit (NULL: no limit), $3 and $4
+// the range of ListParams.Prefix ($4 empty: no end).
 const listSQL = `
 SELECT ` + leaseColumns + `
   FROM leasehold_leases AS l
- WHERE l.task > $1::text AND ` + live + `
+ WHERE l.task > $1::text AND l.task >= $3::text AND ($4::text = '' OR l.task < $4::text) AND ` + live + `
  ORDER BY l.task
  LIMIT $2::bigint`
 
@@ -458,8 +459,10 @@ RETURNING ` + taskColumns
 const getTaskSQL = `SELECT ` + taskColumns + ` FROM leasehold_tasks AS t WHERE t.name = $1`
 
 // listTasksSQL reads a page of the declarations, ordered by name
-// (bytewise), by the primary key's range. $1 after, $2 limit (NULL: none).
-const listTasksSQL = `SELECT ` + taskColumns + ` FROM leasehold_tasks AS t WHERE t.name > $1::text ORDER BY t.name LIMIT $2::bigint`
+// (bytewise), by the primary key's range. $1 after, $2 limit (NULL: none),
+// $3 and $4 the range of ListParams.Prefix ($4 empty: no end).
+const listTasksSQL = `SELECT ` + taskColumns + ` FROM leasehold_tasks AS t
+ WHERE t.name > $1::text AND t.name >= $3::text AND ($4::text = '' OR t.name < $4::text) ORDER BY t.name LIMIT $2::bigint`
 
 // deleteTaskSQL removes a declaration. $1 name, $2 whether the writer may
 // remove what Terraform manages.

@@ -773,7 +773,7 @@ func (s *Store) List(ctx context.Context, p leasecore.ListParams) ([]leasecore.L
 	if s.closed.Load() {
 		return nil, interpretError(op, errClosed)
 	}
-	rows, err := s.pool.Query(ctx, listSQL, p.After, pgLimit(p.Limit))
+	rows, err := s.pool.Query(ctx, listSQL, p.After, pgLimit(p.Limit), p.Prefix, leasecore.PrefixEnd(p.Prefix))
 	if err != nil {
 		return nil, interpretError(op, err)
 	}

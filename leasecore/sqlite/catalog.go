@@ -198,8 +198,8 @@ func (s *Store) GetTask(ctx context.Context, name string) (*leasecore.TaskDecl, 
 // primary key's range (name > after).
 func (s *Store) ListTasks(ctx context.Context, p leasecore.ListParams) ([]leasecore.TaskDecl, error) {
 	decls := []leasecore.TaskDecl{}
-	err := s.read(ctx, "list_tasks", `SELECT `+taskColumns+` FROM leasehold_tasks WHERE name > :after ORDER BY name LIMIT :limit`,
-		[]any{sql.Named("after", p.After), sql.Named("limit", sqlLimit(p.Limit))},
+	err := s.read(ctx, "list_tasks", `SELECT `+taskColumns+` FROM leasehold_tasks WHERE name > :after`+inPrefix("name")+` ORDER BY name LIMIT :limit`,
+		[]any{sql.Named("after", p.After), sql.Named("limit", sqlLimit(p.Limit)), sql.Named("from", p.Prefix), sql.Named("below", leasecore.PrefixEnd(p.Prefix))},
 		func(rows *sql.Rows) error {
 			d, err := scanTask(rows)
 			if err == nil {

@@ -619,8 +619,14 @@ func (s *Store) Get(ctx context.Context, task string) (*leasecore.Lease, error) 
 // List returns a page of the live leases, ordered by task (bytewise: the
 // column's BINARY collation), by the primary key's range (task > after).
 func (s *Store) List(ctx context.Context, p leasecore.ListParams) ([]leasecore.Lease, error) {
-	return s.live(ctx, "list", liveSQL+` AND task > :after ORDER BY task LIMIT :limit`,
-		sql.Named("after", p.After), sql.Named("limit", sqlLimit(p.Limit)))
+	return s.live(ctx, "list", liveSQL+` AND task > :after`+inPrefix("task")+` ORDER BY task LIMIT :limit`,
+		sql.Named("after", p.After), sql.Named("limit", sqlLimit(p.Limit)), sql.Named("from", p.Prefix), sql.Named("below", leasecore.PrefixEnd(p.Prefix)))
+}
+
+// inPrefix keeps a list to the range of ListParams.Prefix (:from, and
+// :below, empty when there is no end): a range of the key's index.
+func inPrefix(col string) string {
+	return ` AND ` + col + ` >= :from AND (:below = '' OR ` + col + ` < :below)`
 }
 
 // sqlLimit is a ListParams limit for SQLite's LIMIT: -1, no limit, for 0.

@@ -530,6 +530,23 @@ func (s *suite) testTaskListPages(t *testing.T) {
 	mustInvalid(t, err, "Limit")
 }
 
+// ListTasks with a Prefix holds only the declarations whose name starts
+// with it, and its next never names one outside it (as List's).
+func (s *suite) testTaskListPrefix(t *testing.T) {
+	base := uniqueTask(t)
+	for _, name := range []string{"a/1", "a/2", "ab", "b/1"} {
+		createTask(t, s.svc, leasecore.TaskDecl{Name: base + "/" + name, TTL: time.Second})
+	}
+	decls, next, err := s.svc.ListTasks(t.Context(), leasecore.ListParams{Prefix: base + "/a/", Limit: 1})
+	if err != nil || len(decls) != 1 || decls[0].Name != base+"/a/1" || next != base+"/a/1" {
+		t.Fatalf("list tasks prefix a/ limit 1: %v next %q err %v, want a/1 and next a/1", decls, next, err)
+	}
+	decls, next, err = s.svc.ListTasks(t.Context(), leasecore.ListParams{Prefix: base + "/a/", After: next, Limit: 1})
+	if err != nil || len(decls) != 1 || decls[0].Name != base+"/a/2" || next != "" {
+		t.Errorf("list tasks prefix a/ after a/1 limit 1: %v next %q err %v, want a/2 and no next (ab and b/1 are outside)", decls, next, err)
+	}
+}
+
 // After Migrate, the default policy exists with keep_for 720h and
 // keep_last 1000 and is the only policy; it can be changed (and Migrate
 // again keeps the change) but never deleted, and cannot be created again.

@@ -382,7 +382,7 @@ func (m *memStore) List(ctx context.Context, p leasecore.ListParams) ([]leasecor
 	out := []leasecore.Lease{}
 	seen := 0 // rows, live or not, the listLimitCountsDead mutant counts
 	for _, task := range tasks {
-		if !m.after(task, p.After) {
+		if !m.after(task, p.After) || !m.inPrefix(task, p.Prefix) {
 			continue
 		}
 		if p.Limit > 0 && (len(out) == p.Limit || (m.mutant == "listLimitCountsDead" && seen == p.Limit)) {
@@ -394,6 +394,12 @@ func (m *memStore) List(ctx context.Context, p leasecore.ListParams) ([]leasecor
 		}
 	}
 	return out, nil
+}
+
+// inPrefix reports whether name belongs to a list kept to prefix (the
+// listIgnoresPrefix mutant keeps every name).
+func (m *memStore) inPrefix(name, prefix string) bool {
+	return m.mutant == "listIgnoresPrefix" || strings.HasPrefix(name, prefix)
 }
 
 // after reports whether name belongs to the page that starts after after
@@ -626,7 +632,7 @@ func (m *memStore) ListTasks(ctx context.Context, p leasecore.ListParams) ([]lea
 	defer unlock()
 	out := make([]leasecore.TaskDecl, 0, len(m.data.tasks))
 	for _, d := range m.data.tasks {
-		if m.after(d.Name, p.After) {
+		if m.after(d.Name, p.After) && m.inPrefix(d.Name, p.Prefix) {
 			out = append(out, d)
 		}
 	}

@@ -74,6 +74,51 @@ func (s *suite) testListLiveOrdered(t *testing.T) {
 	}
 }
 
+// List with a Prefix holds only the live leases whose task starts with it,
+// pages within it, and its next never names a task outside it: what a
+// credential scoped to prefixes lists through (no page names another
+// team's task). A name equal to the prefix is in it; one that only shares
+// its start ("a/" against "ab") is not.
+func (s *suite) testListPrefix(t *testing.T) {
+	base := uniqueTask(t)
+	for _, name := range []string{"a", "a/1", "a/2", "a/3", "ab", "b/1", "Z/1"} {
+		claim(t, s.svc, base+"/"+name, "o", time.Minute)
+	}
+	tasks := func(leases []leasecore.Lease) []string {
+		var out []string
+		for _, l := range leases {
+			out = append(out, strings.TrimPrefix(l.Task, base+"/"))
+		}
+		return out
+	}
+	list := func(p leasecore.ListParams) ([]string, string) {
+		t.Helper()
+		leases, next, err := s.svc.List(t.Context(), p)
+		if err != nil {
+			t.Fatalf("list %+v: %v", p, err)
+		}
+		return tasks(leases), strings.TrimPrefix(next, base+"/")
+	}
+	got, next := list(leasecore.ListParams{Prefix: base + "/a/", Limit: 2})
+	if !slices.Equal(got, []string{"a/1", "a/2"}) || next != "a/2" {
+		t.Errorf("prefix a/ limit 2: %q next %q, want [a/1 a/2] next a/2", got, next)
+	}
+	got, next = list(leasecore.ListParams{Prefix: base + "/a/", After: base + "/a/2", Limit: 2})
+	if !slices.Equal(got, []string{"a/3"}) || next != "" {
+		t.Errorf("prefix a/ after a/2: %q next %q, want [a/3] and no next (ab, b/1 are outside)", got, next)
+	}
+	got, _ = list(leasecore.ListParams{Prefix: base + "/a"})
+	if !slices.Equal(got, []string{"a", "a/1", "a/2", "a/3", "ab"}) {
+		t.Errorf("prefix a: %q, want [a a/1 a/2 a/3 ab]", got)
+	}
+	got, next = list(leasecore.ListParams{Prefix: base + "/b/", After: base + "/a/9", Limit: 1})
+	if !slices.Equal(got, []string{"b/1"}) || next != "" {
+		t.Errorf("prefix b/ after a/9: %q next %q, want [b/1]", got, next)
+	}
+	_, _, err := s.svc.List(t.Context(), leasecore.ListParams{Prefix: "a b"})
+	mustInvalid(t, err, "Prefix")
+}
+
 // List pages by task: a page holds the first Limit live leases whose task
 // sorts after After (bytewise; released and expired leases neither appear
 // nor count against the limit), next names its last task when more follow,

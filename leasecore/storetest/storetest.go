@@ -244,6 +244,7 @@ func (s *suite) groups() []group {
 			{"GetMatchesClaim", s.testGetMatchesClaim},
 			{"ListLiveOrderedByTask", s.testListLiveOrdered},
 			{"ListPages", s.testListPages},
+			{"ListPrefix", s.testListPrefix},
 			{"TTLRemainingMeasuredByStore", s.testTTLRemaining},
 			{"ConsistentDuringRenewals", s.testReadsDuringRenewals},
 		}},
@@ -275,6 +276,7 @@ func (s *suite) groups() []group {
 			{"Delete", s.testTaskDelete},
 			{"ListOrderedByName", s.testTaskList},
 			{"ListPages", s.testTaskListPages},
+			{"ListPrefix", s.testTaskListPrefix},
 		}},
 		{"Policy", []testCase{
 			{"DefaultAfterMigrate", s.testPolicyDefaultAfterMigrate},

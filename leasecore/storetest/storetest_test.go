@@ -73,6 +73,7 @@ func TestMutants(t *testing.T) {
 		"listFoldsCase":             {"Read/ListLiveOrderedByTask"},
 		"listAfterInclusive":        {"Read/ListPages", "Task/ListPages"},
 		"listLimitCountsDead":       {"Read/ListPages"},
+		"listIgnoresPrefix":         {"Read/ListPrefix", "Task/ListPrefix"},
 		"ttlRemainingConstant":      {"Read/TTLRemainingMeasuredByStore"},
 		"unmigratedIsHeld":          {"Unavailable/Unmigrated"},
 		"closedStillWorks":          {"Unavailable/Closed"},

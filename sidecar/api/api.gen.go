@@ -370,6 +370,7 @@ func (e StoreStatusKind) Valid() bool {
 
 // Defines values for WatchEndReason.
 const (
+	WatchEndReasonForbidden   WatchEndReason = "forbidden"
 	WatchEndReasonShutdown    WatchEndReason = "shutdown"
 	WatchEndReasonSlow        WatchEndReason = "slow"
 	WatchEndReasonUnavailable WatchEndReason = "unavailable"
@@ -378,6 +379,8 @@ const (
 // Valid indicates whether the value is a known member of the WatchEndReason enum.
 func (e WatchEndReason) Valid() bool {
 	switch e {
+	case WatchEndReasonForbidden:
+		return true
 	case WatchEndReasonShutdown:
 		return true
 	case WatchEndReasonSlow:
@@ -646,11 +649,11 @@ type InvalidParam struct {
 type KeepaliveLost struct {
 	Detail string `json:"detail"`
 
-	// Reason Why the lease was lost; `deadline` when no renewal could be confirmed before the lease would expire (the store kept failing); `forbidden` when the task left the scope of the PostgreSQL role the sidecar's store runs as (docs/store-roles.md).
+	// Reason Why the lease was lost; `deadline` when no renewal could be confirmed before the lease would expire (the store kept failing); `forbidden` when the task left the scope of the PostgreSQL role the sidecar's store runs as (docs/store-roles.md), or when the stream's credential was removed from the credentials file, narrowed so that it no longer has hold on the task, or rotated out (its grace ended): the stream then stops renewing and ends within one re-read of the file, and the lease is not released but runs out at its expiry, so that a holder stopping its job at its local deadline is never overlapped by the next holder.
 	Reason KeepaliveLostReason `json:"reason"`
 }
 
-// KeepaliveLostReason Why the lease was lost; `deadline` when no renewal could be confirmed before the lease would expire (the store kept failing); `forbidden` when the task left the scope of the PostgreSQL role the sidecar's store runs as (docs/store-roles.md).
+// KeepaliveLostReason Why the lease was lost; `deadline` when no renewal could be confirmed before the lease would expire (the store kept failing); `forbidden` when the task left the scope of the PostgreSQL role the sidecar's store runs as (docs/store-roles.md), or when the stream's credential was removed from the credentials file, narrowed so that it no longer has hold on the task, or rotated out (its grace ended): the stream then stops renewing and ends within one re-read of the file, and the lease is not released but runs out at its expiry, so that a holder stopping its job at its local deadline is never overlapped by the next holder.
 type KeepaliveLostReason string
 
 // KeepaliveReleased Data of a keepalive stream's `released` event.
@@ -1190,11 +1193,11 @@ type Token = int64
 type WatchEnd struct {
 	Detail string `json:"detail"`
 
-	// Reason `slow`: the client fell too far behind, or stopped reading; `shutdown`: the sidecar is stopping; `unavailable`: the store failed while the stream replayed the history.
+	// Reason `slow`: the client fell too far behind, or stopped reading; `shutdown`: the sidecar is stopping; `unavailable`: the store failed while the stream replayed the history; `forbidden`: the credential the stream was opened with was removed, narrowed or rotated out of the credentials file (its grace ended), so the stream ended within one re-read of the file (docs/security.md).
 	Reason WatchEndReason `json:"reason"`
 }
 
-// WatchEndReason `slow`: the client fell too far behind, or stopped reading; `shutdown`: the sidecar is stopping; `unavailable`: the store failed while the stream replayed the history.
+// WatchEndReason `slow`: the client fell too far behind, or stopped reading; `shutdown`: the sidecar is stopping; `unavailable`: the store failed while the stream replayed the history; `forbidden`: the credential the stream was opened with was removed, narrowed or rotated out of the credentials file (its grace ended), so the stream ended within one re-read of the file (docs/security.md).
 type WatchEndReason string
 
 // WatchReady Data of a watch stream's `ready` event.

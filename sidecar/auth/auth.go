@@ -22,6 +22,7 @@ package auth
 import (
 	"crypto/sha256"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -136,3 +137,71 @@ type Digest [sha256.Size]byte
 
 // DigestOf returns the digest of token.
 func DigestOf(token []byte) Digest { return sha256.Sum256(token) }
+
+// Includes reports whether c may do everything o may: c's right is at
+// least o's, and each of o's prefixes is covered by one of c's.
+func (c *Credential) Includes(o *Credential) bool {
+	if c.Top().level() < o.Top().level() {
+		return false
+	}
+	for _, p := range o.Prefixes {
+		if !slices.ContainsFunc(c.Prefixes, func(q string) bool { return q == AllPrefixes || (p != AllPrefixes && strings.HasPrefix(p, q)) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// narrowed is what both a and b allow, named as b: the lower of their
+// rights, on the tasks both cover. It is nil when they share no task or no
+// right. A token in a rotation's grace acts with it, so that an edit that
+// raises a credential's scope never raises the old token's.
+func narrowed(a, b *Credential) *Credential {
+	top := a.Top()
+	if b.Top().level() < top.level() {
+		top = b.Top()
+	}
+	var prefixes []string
+	for _, p := range a.Prefixes {
+		for _, q := range b.Prefixes {
+			var both string
+			switch {
+			case p == AllPrefixes:
+				both = q
+			case q == AllPrefixes || strings.HasPrefix(p, q):
+				both = p
+			case strings.HasPrefix(q, p):
+				both = q
+			default:
+				continue
+			}
+			if !slices.Contains(prefixes, both) {
+				prefixes = append(prefixes, both)
+			}
+		}
+	}
+	if top == "" || len(prefixes) == 0 {
+		return nil
+	}
+	return &Credential{Name: b.Name, Prefixes: prefixes, Rights: []Right{top}}
+}
+
+// ListPrefixes are the credential's prefixes as a list of its tasks pages
+// through them: sorted, without one that another covers (so their ranges
+// are disjoint and in name order). Nil when it covers every task.
+func (c *Credential) ListPrefixes() []string {
+	if slices.Contains(c.Prefixes, AllPrefixes) {
+		return nil
+	}
+	sorted := slices.Sorted(slices.Values(c.Prefixes))
+	out := sorted[:0:0]
+	for _, p := range sorted {
+		// Sorted, a prefix that covers p comes before it; only the last
+		// kept can be one (the kept ones cover no one another).
+		if len(out) > 0 && strings.HasPrefix(p, out[len(out)-1]) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}

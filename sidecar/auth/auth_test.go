@@ -54,10 +54,21 @@ func TestParseFileRules(t *testing.T) {
 		t.Fatalf("ParseFile: %v (%d credentials)", err, len(creds))
 	}
 	for name, c := range map[string]struct{ file, want string }{
-		"no credentials":     {`{"credentials": []}`, "lists none"},
-		"not JSON":           {`credentials: []`, "not a credentials file"},
-		"unknown field":      {`{"credentials": [], "admins": []}`, `unknown field "admins"`},
-		"trailing data":      {credFile(ok) + `{}`, "data after"},
+		"no credentials": {`{"credentials": []}`, "lists none"},
+		"not JSON":       {`credentials: []`, "not a credentials file"},
+		"unknown field":  {`{"credentials": [], "admins": []}`, `unknown field at /admins`},
+		"trailing data":  {credFile(ok) + `{}`, "after top-level value"},
+		// A member given twice is refused, not served as its last: the
+		// rights of a read entry must not become admin by a second key.
+		"duplicate key": {credFile(`{"name": "x", "token_sha256": "` + TokenHash([]byte("t")) + `", "prefixes": ["a/"], "rights": ["read"], "rights": ["admin"]}`),
+			"duplicate object member name at /credentials/0/rights"},
+		"duplicate top-level key": {`{"credentials": [` + ok + `], "credentials": [` + entryJSON("ops", "t2", `["*"]`, `["admin"]`) + `]}`, "duplicate object member name"},
+		// Names match exactly, as written: "Rights" is not "rights".
+		"case-folded key":    {credFile(`{"name": "x", "token_sha256": "` + TokenHash([]byte("t")) + `", "prefixes": ["a/"], "Rights": ["admin"]}`), "unknown field at /credentials/0/Rights"},
+		"invalid UTF-8":      {credFile(entryJSON("x", "t", `["a/"]`, `["read"]`)[:10] + "\xff" + `"}`), "invalid UTF-8"},
+		"wrong kind":         {credFile(entryJSON("x", "t", `"a/"`, `["read"]`)), "a string where the file needs a list at /credentials/0/prefixes"},
+		"bad revoked digest": {`{"credentials": [` + ok + `], "revoked_sha256": ["abc"]}`, "revoked_sha256[0] must be the SHA-256"},
+		"revoked in use":     {`{"credentials": [` + ok + `], "revoked_sha256": ["` + TokenHash([]byte("t1")) + `"]}`, `credential "ci": token_sha256 is revoked (revoked_sha256[0])`},
 		"bad name":           {credFile(entryJSON("c i", "t", `["a/"]`, `["read"]`)), "name \"c i\": must be 1 to 64 characters"},
 		"long name":          {credFile(entryJSON(strings.Repeat("n", 65), "t", `["a/"]`, `["read"]`)), "must be 1 to 64"},
 		"duplicate name":     {credFile(ok, entryJSON("ci", "t9", `["a/"]`, `["read"]`)), `credential "ci": the name is given twice`},
@@ -130,8 +141,13 @@ func TestRotation(t *testing.T) {
 	if !accepts("new", "reports/x") {
 		t.Error("the new token is refused after the reload")
 	}
-	if !accepts("old", "reports/x") {
-		t.Error("the old token is refused within the grace period, or keeps its old scope")
+	if !accepts("old", "billing/x") {
+		t.Error("the old token is refused within the grace period")
+	}
+	// The edit also raised the scope: the old token keeps no more than its
+	// old scope (billing/), never the new one.
+	if accepts("old", "reports/x") {
+		t.Error("the old token took the credential's new scope during the grace")
 	}
 	if _, ok := b.Authenticate([]byte("leak")); ok {
 		t.Error("a credential removed from the file is still accepted")

@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +27,7 @@ const ReloadInterval = 2 * time.Second
 // re-read when it changes. It is safe for concurrent use.
 type Book struct {
 	path  string
-	parse func([]byte) (map[Digest]*Credential, error)
+	parse func([]byte) (*parsed, error)
 	grace time.Duration
 	now   func() time.Time
 
@@ -39,7 +41,29 @@ type Book struct {
 // bookState is one generation of a Book: the tokens accepted now.
 type bookState struct {
 	tokens map[Digest]entry
-	count  int // credentials in the file
+	creds  []*Credential // the file's credentials (retiring tokens' not included)
+	// retires is the earliest time a token of tokens retires; zero: none does.
+	retires time.Time
+	// changed is closed when the next generation replaces this one.
+	changed chan struct{}
+}
+
+// parsed is what a file says: the credentials by their tokens' digests,
+// and the digests it revokes.
+type parsed struct {
+	creds   map[Digest]*Credential
+	revoked map[Digest]bool
+}
+
+// newState makes a generation of tokens, with the file's credentials.
+func newState(tokens map[Digest]entry, creds []*Credential) *bookState {
+	st := &bookState{tokens: tokens, creds: creds, changed: make(chan struct{})}
+	for _, e := range tokens {
+		if !e.retires.IsZero() && (st.retires.IsZero() || e.retires.Before(st.retires)) {
+			st.retires = e.retires
+		}
+	}
+	return st
 }
 
 // entry is an accepted token: its credential, and when it stops being
@@ -52,8 +76,8 @@ type entry struct {
 // BookOptions tune a Book.
 type BookOptions struct {
 	// Grace is how long a token replaced under the same name stays
-	// accepted; zero means DefaultGrace, a negative value none (the old
-	// token is refused as soon as the change is read).
+	// accepted (the serve flag's default is DefaultGrace); zero or less
+	// means none: the old token is refused as soon as the change is read.
 	Grace time.Duration
 	// Now is the clock the grace is measured on; nil means time.Now.
 	Now func() time.Time
@@ -61,7 +85,7 @@ type BookOptions struct {
 
 // OpenCredentialsFile loads a credentials file (ParseFile).
 func OpenCredentialsFile(path string, o BookOptions) (*Book, error) {
-	return open(path, ParseFile, o)
+	return open(path, parseFile, o)
 }
 
 // OpenTokenFile loads a token file as one credential, "token", with every
@@ -74,15 +98,13 @@ func OpenTokenFile(path string, o BookOptions) (*Book, error) {
 // would make it.
 func SingleToken(token []byte) *Book {
 	b := &Book{now: time.Now}
-	b.state.Store(&bookState{tokens: map[Digest]entry{DigestOf(token): {cred: tokenCredential()}}, count: 1})
+	cred := tokenCredential()
+	b.state.Store(newState(map[Digest]entry{DigestOf(token): {cred: cred}}, []*Credential{cred}))
 	return b
 }
 
-func open(path string, parse func([]byte) (map[Digest]*Credential, error), o BookOptions) (*Book, error) {
-	b := &Book{path: path, parse: parse, grace: o.Grace, now: o.Now}
-	if b.grace == 0 {
-		b.grace = DefaultGrace
-	}
+func open(path string, parse func([]byte) (*parsed, error), o BookOptions) (*Book, error) {
+	b := &Book{path: path, parse: parse, grace: max(o.Grace, 0), now: o.Now}
 	if b.now == nil {
 		b.now = time.Now
 	}
@@ -95,13 +117,26 @@ func open(path string, parse func([]byte) (map[Digest]*Credential, error), o Boo
 // Authenticate returns the credential whose token this is, or false. The
 // token is compared by its digest, so no token's bytes are compared in
 // variable time; the map lookup's time depends only on the digest.
-func (b *Book) Authenticate(token []byte) (*Credential, bool) {
-	e, ok := b.state.Load().tokens[DigestOf(token)]
+func (b *Book) Authenticate(token []byte) (*Credential, bool) { return b.Lookup(DigestOf(token)) }
+
+// Lookup returns the credential a token of this digest acts as now, or
+// false: what a stream asks again when the book changes (Changed), to end
+// itself when its token no longer allows what it does.
+func (b *Book) Lookup(d Digest) (*Credential, bool) {
+	e, ok := b.state.Load().tokens[d]
 	if !ok || (!e.retires.IsZero() && !b.now().Before(e.retires)) {
 		return nil, false
 	}
 	return e.cred, true
 }
+
+// Changed returns a channel closed when the tokens the book accepts next
+// change: a reload that took a change, or a rotated token's grace ending
+// (noticed by Watch within ReloadInterval).
+func (b *Book) Changed() <-chan struct{} { return b.state.Load().changed }
+
+// Credentials returns the file's credentials (not the retiring tokens').
+func (b *Book) Credentials() []*Credential { return b.state.Load().creds }
 
 // Reloads counts Watch's reloads since the book was opened: those that
 // took a changed file, and those that failed (the book kept what it had).
@@ -109,14 +144,15 @@ func (b *Book) Reloads() (taken, failed uint64) { return b.reloaded.Load(), b.fa
 
 // Count is the number of credentials the book holds now (retiring tokens
 // not counted).
-func (b *Book) Count() int { return b.state.Load().count }
+func (b *Book) Count() int { return len(b.state.Load().creds) }
 
 // Reload reads the file again and, when its content changed, takes the
 // new credentials: a token no longer in the file stays accepted until the
-// grace period ends if its credential's name still is (a rotation),
-// with the name's new scope; otherwise it is refused at once. It reports
-// whether the content changed. On an error the book keeps what it had.
-// Errors name the file and the rule, never a token.
+// grace period ends if its credential's name still is (a rotation) and the
+// file does not revoke it (revoked_sha256), with no more than both its old
+// scope and the name's new one allow; otherwise it is refused at once. It
+// reports whether the content changed. On an error the book keeps what it
+// had. Errors name the file and the rule, never a token.
 func (b *Book) Reload() (bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -129,35 +165,65 @@ func (b *Book) Reload() (bool, error) {
 	if old != nil && bytes.Equal(sum[:], b.content[:]) {
 		return false, nil
 	}
-	creds, err := b.parse(raw)
+	p, err := b.parse(raw)
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", b.path, err)
 	}
-	next := &bookState{tokens: make(map[Digest]entry, len(creds)), count: len(creds)}
-	byName := make(map[string]*Credential, len(creds))
-	for d, c := range creds {
-		next.tokens[d] = entry{cred: c}
+	tokens := make(map[Digest]entry, len(p.creds))
+	creds := make([]*Credential, 0, len(p.creds))
+	byName := make(map[string]*Credential, len(p.creds))
+	for d, c := range p.creds {
+		tokens[d] = entry{cred: c}
+		creds = append(creds, c)
 		byName[c.Name] = c
 	}
+	slices.SortFunc(creds, func(a, b *Credential) int { return strings.Compare(a.Name, b.Name) })
 	if old != nil && b.grace > 0 {
 		now := b.now()
 		for d, e := range old.tokens {
 			c, renamed := byName[e.cred.Name]
-			if _, kept := next.tokens[d]; kept || !renamed {
+			if _, kept := tokens[d]; kept || !renamed || p.revoked[d] {
 				continue
 			}
 			retires := now.Add(b.grace)
 			if !e.retires.IsZero() && e.retires.Before(retires) {
 				retires = e.retires // a second rotation does not extend the first
 			}
-			if now.Before(retires) {
-				next.tokens[d] = entry{cred: c, retires: retires}
+			if both := narrowed(e.cred, c); both != nil && now.Before(retires) {
+				tokens[d] = entry{cred: both, retires: retires}
 			}
 		}
 	}
 	b.content = sum
-	b.state.Store(next)
+	b.replace(newState(tokens, creds))
 	return true, nil
+}
+
+// replace makes next the book's generation and wakes those waiting on
+// the one it replaces. Callers hold mu.
+func (b *Book) replace(next *bookState) {
+	if old := b.state.Swap(next); old != nil {
+		close(old.changed)
+	}
+}
+
+// retire drops the tokens whose grace has ended, waking those waiting on
+// Changed: a stream opened with a rotated token ends when its grace does.
+func (b *Book) retire() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.state.Load()
+	now := b.now()
+	if st.retires.IsZero() || now.Before(st.retires) {
+		return
+	}
+	tokens := make(map[Digest]entry, len(st.tokens))
+	for d, e := range st.tokens {
+		if e.retires.IsZero() || now.Before(e.retires) {
+			tokens[d] = e
+		}
+	}
+	b.replace(newState(tokens, st.creds))
 }
 
 // Watch reloads the book every ReloadInterval until ctx ends, logging each
@@ -176,6 +242,7 @@ func (b *Book) Watch(ctx context.Context, log *slog.Logger) {
 			return
 		case <-t.C:
 		}
+		b.retire()
 		changed, err := b.Reload()
 		switch {
 		case err != nil:

@@ -1,15 +1,18 @@
 package auth
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"reflect"
+	"strings"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/leasehold/leasehold/internal/cli"
 	"github.com/leasehold/leasehold/internal/endpoint"
@@ -31,6 +34,10 @@ import (
 // pay; do not use words people choose as tokens.
 type File struct {
 	Credentials []FileCredential `json:"credentials"`
+	// RevokedSHA256 are digests of tokens refused at once, even within a
+	// rotation's grace: `leasehold credentials revoke` adds the digest it
+	// replaces. No credential may have one of them as its token.
+	RevokedSHA256 []string `json:"revoked_sha256,omitempty"`
 }
 
 // FileCredential is one entry of a credentials File.
@@ -75,8 +82,9 @@ func ValidatePrefix(p string) error {
 	return nil
 }
 
-// credentials checks a parsed file and returns its credentials by digest.
-func (f *File) credentials() (map[Digest]*Credential, error) {
+// credentials checks a parsed file and returns its credentials by digest,
+// and the digests it revokes.
+func (f *File) credentials() (*parsed, error) {
 	if len(f.Credentials) == 0 {
 		return nil, errors.New(`"credentials" lists none: a sidecar with a credentials file needs at least one`)
 	}
@@ -91,11 +99,10 @@ func (f *File) credentials() (map[Digest]*Credential, error) {
 			return nil, fmt.Errorf("%s: the name is given twice", where)
 		}
 		names[fc.Name] = true
-		raw, err := hex.DecodeString(fc.TokenSHA256)
-		if err != nil || len(raw) != len(Digest{}) {
+		d, ok := parseDigest(fc.TokenSHA256)
+		if !ok {
 			return nil, fmt.Errorf("%s: token_sha256 must be %s", where, digestRule)
 		}
-		d := Digest(raw)
 		if other, dup := out[d]; dup {
 			return nil, fmt.Errorf("%s: token_sha256 is also credential %q's: each credential needs a token of its own", where, other.Name)
 		}
@@ -117,21 +124,122 @@ func (f *File) credentials() (map[Digest]*Credential, error) {
 		}
 		out[d] = &Credential{Name: fc.Name, Prefixes: fc.Prefixes, Rights: fc.Rights}
 	}
-	return out, nil
+	revoked := make(map[Digest]bool, len(f.RevokedSHA256))
+	for i, hx := range f.RevokedSHA256 {
+		d, ok := parseDigest(hx)
+		if !ok {
+			return nil, fmt.Errorf("revoked_sha256[%d] must be %s", i, digestRule)
+		}
+		if c, live := out[d]; live {
+			return nil, fmt.Errorf("credential %q: token_sha256 is revoked (revoked_sha256[%d]): give it a new token (leasehold credentials revoke)", c.Name, i)
+		}
+		revoked[d] = true
+	}
+	return &parsed{creds: out, revoked: revoked}, nil
 }
 
-// ParseFile reads a credentials File strictly: no unknown field, no
-// trailing data, every rule met. Its errors name the credential and the
-// field, never a token.
-func ParseFile(b []byte) (map[Digest]*Credential, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var f File
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("not a credentials file (JSON with a \"credentials\" list): %w", err)
+// parseDigest reads a token's digest as a file writes it: 64 hex digits.
+func parseDigest(hx string) (Digest, bool) {
+	raw, err := hex.DecodeString(hx)
+	if err != nil || len(raw) != len(Digest{}) {
+		return Digest{}, false
 	}
-	if dec.More() {
-		return nil, errors.New("not a credentials file: data after the JSON object")
+	return Digest(raw), true
+}
+
+// ParseFile reads a credentials File strictly (DecodeFile), checks every
+// rule, and returns its credentials by their tokens' digests. Its errors
+// name the credential and the field, never a token.
+func ParseFile(b []byte) (map[Digest]*Credential, error) {
+	p, err := parseFile(b)
+	if err != nil {
+		return nil, err
+	}
+	return p.creds, nil
+}
+
+// DecodeFile decodes a credentials file strictly, without checking its
+// rules (ParseFile does): no unknown or duplicate member, names matched
+// exactly (not case-folded), valid UTF-8, one JSON value. The decoder is
+// encoding/json/v2's design (github.com/go-json-experiment/json), which
+// rejects duplicate names and invalid UTF-8 itself: a file that says
+// "rights" twice is refused, not served as its last.
+func DecodeFile(b []byte) (*File, error) {
+	var f File
+	if err := jsonv2.Unmarshal(b, &f, jsonv2.RejectUnknownMembers(true)); err != nil {
+		return nil, fmt.Errorf("not a credentials file (JSON with a \"credentials\" list, each member once): %s", decodeRule(err))
+	}
+	return &f, nil
+}
+
+// decodeRule says what is wrong with a file that does not decode, without
+// quoting its values (a token pasted by mistake must not reach a log).
+func decodeRule(err error) string {
+	var se *jsonv2.SemanticError
+	if errors.As(err, &se) {
+		if se.JSONPointer != "" {
+			return fmt.Sprintf("%s at %s", semanticRule(se), se.JSONPointer)
+		}
+		return semanticRule(se)
+	}
+	var syn *jsontext.SyntacticError
+	if errors.As(err, &syn) {
+		rule := strings.TrimPrefix(syn.Err.Error(), "jsontext: ")
+		if syn.JSONPointer != "" {
+			return fmt.Sprintf("%s at %s (byte %d)", rule, syn.JSONPointer, syn.ByteOffset)
+		}
+		return fmt.Sprintf("%s (byte %d)", rule, syn.ByteOffset)
+	}
+	return "not JSON"
+}
+
+// semanticRule words a member that does not fit a File.
+func semanticRule(se *jsonv2.SemanticError) string {
+	switch {
+	case errors.Is(se.Err, jsonv2.ErrUnknownName):
+		return "unknown field"
+	case se.GoType != nil:
+		return fmt.Sprintf("%s where the file needs %s", kindName(se.JSONKind), jsonKindOf(se.GoType))
+	}
+	return "a value that does not fit"
+}
+
+// kindName names a JSON value's kind.
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case '{':
+		return "an object"
+	case '[':
+		return "a list"
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	case 't', 'f':
+		return "true or false"
+	case 'n':
+		return "null"
+	}
+	return "a value"
+}
+
+// jsonKindOf names the JSON a Go type of File decodes from.
+func jsonKindOf(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Slice:
+		return "a list"
+	case reflect.String:
+		return "a string"
+	case reflect.Struct:
+		return "an object"
+	}
+	return t.String()
+}
+
+func parseFile(b []byte) (*parsed, error) {
+	f, err := DecodeFile(b)
+	if err != nil {
+		return nil, err
 	}
 	return f.credentials()
 }
@@ -141,12 +249,12 @@ const TokenCredentialName = "token"
 
 // parseTokenFile reads a --token-file's content as a book of one
 // credential, TokenCredentialName, with every right.
-func parseTokenFile(b []byte) (map[Digest]*Credential, error) {
+func parseTokenFile(b []byte) (*parsed, error) {
 	tok, err := endpoint.ParseToken(b)
 	if err != nil {
 		return nil, err
 	}
-	return map[Digest]*Credential{DigestOf(tok): tokenCredential()}, nil
+	return &parsed{creds: map[Digest]*Credential{DigestOf(tok): tokenCredential()}}, nil
 }
 
 // tokenCredential is the one credential of a token file: every right on
