@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -128,5 +129,74 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestCredentialsRevokeCLI: `leasehold credentials revoke` under a running
+// sidecar with the default 2-minute grace: within one re-read the old
+// token is refused (no grace), the `leasehold run` it was holding a lease
+// for is told lost and stops its child (exit 70), and the credential's
+// new token works. A second edit right after it (another credential
+// added 0.2 s later, inside the same re-read) does not bring the old token
+// back, as deleting and re-adding the entry would have.
+func TestCredentialsRevokeCLI(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "credentials.json")
+	cli := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(leaseholdBin, args...)
+		cmd.Env = cleanEnv()
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("leasehold %q: %v\n%s", args, err, stderr.String())
+		}
+		return strings.TrimSpace(string(out))
+	}
+	leaked := cli("credentials", "new", "--file", file, "--name", "billing", "--prefix", "billing/", "--right", "hold")
+	s := startSidecar(t, "sqlite:"+filepath.Join(dir, "revoke.db"), "--credentials-file", file)
+	s.waitReady()
+
+	tokenFile := filepath.Join(dir, "leaked-token")
+	if err := os.WriteFile(tokenFile, []byte(leaked), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := exec.Command(leaseholdBin, "run", "--addr", s.addr, "--token-file", tokenFile, "--task", "billing/job", "--ttl", "3s", "--", "sleep", "600")
+	run.Env = cleanEnv()
+	var runOut strings.Builder
+	run.Stdout, run.Stderr = &runOut, &runOut
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	runDone := make(chan error, 1)
+	go func() { runDone <- run.Wait() }()
+	t.Cleanup(func() { _ = run.Process.Kill() })
+	waitUntil(t, "leasehold run to hold billing/job", func() bool {
+		r := s.callWithToken(leaked, http.MethodGet, "/v1/leases/billing%2Fjob", nil)
+		return r.Status == http.StatusOK && r.Body["held"] == true
+	})
+
+	fresh := cli("credentials", "revoke", "--file", file, "--name", "billing")
+	time.Sleep(200 * time.Millisecond)
+	cli("credentials", "new", "--file", file, "--name", "dash", "--prefix", "*", "--right", "read")
+	waitUntil(t, "the new token to be accepted", func() bool {
+		return s.callWithToken(fresh, http.MethodGet, "/v1/leases", nil).Status == http.StatusOK
+	})
+	if got := s.callWithToken(leaked, http.MethodGet, "/v1/leases", nil).Status; got != http.StatusUnauthorized {
+		t.Errorf("the revoked token after the re-read: %d, want 401 at once (no grace)", got)
+	}
+	select {
+	case err := <-runDone:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 70 {
+			t.Errorf("leasehold run under the revoked token: %v, want exit 70 (lost)\n%s", err, runOut.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("leasehold run went on after its token was revoked:\n%s", runOut.String())
+	}
+	if strings.Contains(s.logs.String(), leaked) || strings.Contains(s.logs.String(), fresh) {
+		t.Error("a token reached the sidecar's log")
 	}
 }
