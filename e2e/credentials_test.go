@@ -63,6 +63,21 @@ func TestTokenRotation(t *testing.T) {
 	}
 }
 
+// leaseholdOK runs leasehold with args, failing the test unless it exits
+// 0, and returns its stdout (trimmed) and stderr.
+func leaseholdOK(t *testing.T, args ...string) (stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(leaseholdBin, args...)
+	cmd.Env = cleanEnv()
+	var errOut strings.Builder
+	cmd.Stderr = &errOut
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("leasehold %q: %v\n%s", args, err, errOut.String())
+	}
+	return strings.TrimSpace(string(out)), errOut.String()
+}
+
 // TestScopedCredentialsCLI: credentials made with `leasehold credentials
 // new` into a file that a running sidecar serves: a scoped token holds its
 // own tasks, is refused another team's (403 naming the credential), and a
@@ -72,16 +87,8 @@ func TestScopedCredentialsCLI(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "credentials.json")
 	newCred := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(leaseholdBin, append([]string{"credentials", "new", "--file", file}, args...)...)
-		cmd.Env = cleanEnv()
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("leasehold credentials new %q: %v\n%s", args, err, stderr.String())
-		}
-		token := strings.TrimSpace(string(out))
-		if strings.Contains(stderr.String(), token) {
+		token, stderr := leaseholdOK(t, append([]string{"credentials", "new", "--file", file}, args...)...)
+		if strings.Contains(stderr, token) {
 			t.Errorf("the token is printed twice: stderr has it too")
 		}
 		return token
@@ -145,15 +152,8 @@ func TestCredentialsRevokeCLI(t *testing.T) {
 	file := filepath.Join(dir, "credentials.json")
 	cli := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(leaseholdBin, args...)
-		cmd.Env = cleanEnv()
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("leasehold %q: %v\n%s", args, err, stderr.String())
-		}
-		return strings.TrimSpace(string(out))
+		out, _ := leaseholdOK(t, args...)
+		return out
 	}
 	leaked := cli("credentials", "new", "--file", file, "--name", "billing", "--prefix", "billing/", "--right", "hold")
 	s := startSidecar(t, "sqlite:"+filepath.Join(dir, "revoke.db"), "--credentials-file", file)

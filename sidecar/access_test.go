@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,23 +24,7 @@ const (
 
 func credentialsBook(t *testing.T) *auth.Book {
 	t.Helper()
-	entry := func(name, token, prefixes, right string) string {
-		return fmt.Sprintf(`{"name": %q, "token_sha256": %q, "prefixes": %s, "rights": [%q]}`, name, auth.TokenHash([]byte(token)), prefixes, right)
-	}
-	path := filepath.Join(t.TempDir(), "credentials.json")
-	file := `{"credentials": [` + strings.Join([]string{
-		entry("billing", billingToken, `["billing/", "reports:"]`, "hold"),
-		entry("dash", dashToken, `["*"]`, "read"),
-		entry("ops", opsToken, `["*"]`, "admin"),
-	}, ",") + `]}`
-	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	b, err := auth.OpenCredentialsFile(path, auth.BookOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return newTenantFile(t, auth.BookOptions{}, billingHold, dashRead, opsAdmin).book
 }
 
 func withCredentials(b *auth.Book) serverOption { return func(o *Options) { o.Credentials = b } }

@@ -96,12 +96,8 @@ type shareTaken struct {
 }
 
 func (e *shareTaken) Error() string {
-	who := "the anonymous caller"
-	if e.name != "" {
-		who = fmt.Sprintf("credential %q", e.name)
-	}
 	return fmt.Sprintf("%s already has %d of them, past its guaranteed share of %d (the cap shared among the %d credentials that may open them); "+
-		"what is left is kept for the others", who, e.used, e.share, e.holders)
+		"what is left is kept for the others", auth.Principal(e.name), e.used, e.share, e.holders)
 }
 
 // tooMany is the 503 of a stream refused a slot: the sidecar's cap

@@ -3,7 +3,6 @@ package sidecar
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"strconv"
 	"sync"
@@ -349,12 +348,8 @@ func (st *stream) revoke() {
 	st.relMu.Unlock()
 	_ = st.keeper.Stop() // waits for a renewed event it was writing
 	st.h.metrics.renewed(leasecore.ErrForbidden)
-	who := "the anonymous caller"
-	if st.credential != "" {
-		who = fmt.Sprintf("credential %q", st.credential)
-	}
 	_ = st.write(mustEvent("lost", api.KeepaliveLost{Reason: api.KeepaliveLostReasonForbidden,
-		Detail: who + " no longer has hold on task " + strconv.Quote(st.task) + " (removed, narrowed, revoked or rotated out of the credentials file): " +
+		Detail: auth.Principal(st.credential) + " no longer has hold on task " + strconv.Quote(st.task) + " (removed, narrowed, revoked or rotated out of the credentials file): " +
 			"the stream stopped renewing; the lease was not released and ends at its expiry"}))
 	st.close()
 }

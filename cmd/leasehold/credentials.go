@@ -176,10 +176,10 @@ func editCredentials(path string, create bool, edit func(*auth.File) error) erro
 	case err != nil:
 		return err
 	default:
-		if _, err := auth.ParseFile(raw); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
 		parsed, err := auth.DecodeFile(raw)
+		if err == nil {
+			err = parsed.Check()
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}

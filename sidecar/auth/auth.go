@@ -96,11 +96,15 @@ func (c *Credential) Allows(r Right, task string) bool { return c.Has(r) && c.Co
 
 // Principal names the credential for an error or a log line:
 // `credential "ci"`, or `the anonymous caller` for Anonymous.
-func (c *Credential) Principal() string {
-	if c.Name == "" {
+func (c *Credential) Principal() string { return Principal(c.Name) }
+
+// Principal names the credential called name as Credential.Principal
+// does, for callers that keep only the name (a stream, a slot count).
+func Principal(name string) string {
+	if name == "" {
 		return "the anonymous caller"
 	}
-	return fmt.Sprintf("credential %q", c.Name)
+	return fmt.Sprintf("credential %q", name)
 }
 
 // Top is the credential's highest right, which includes the others; empty

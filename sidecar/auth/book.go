@@ -6,8 +6,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -177,7 +175,6 @@ func (b *Book) Reload() (bool, error) {
 		creds = append(creds, c)
 		byName[c.Name] = c
 	}
-	slices.SortFunc(creds, func(a, b *Credential) int { return strings.Compare(a.Name, b.Name) })
 	if old != nil && b.grace > 0 {
 		now := b.now()
 		for d, e := range old.tokens {

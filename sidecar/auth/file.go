@@ -236,6 +236,12 @@ func jsonKindOf(t reflect.Type) string {
 	return t.String()
 }
 
+// Check checks a decoded file's rules, as ParseFile does.
+func (f *File) Check() error {
+	_, err := f.credentials()
+	return err
+}
+
 func parseFile(b []byte) (*parsed, error) {
 	f, err := DecodeFile(b)
 	if err != nil {
